@@ -1,0 +1,1 @@
+"""Pure functions, one file per method: tensors in, tensors out, each unit-tested by hand."""

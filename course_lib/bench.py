@@ -1,0 +1,124 @@
+"""Benchmarks that print measurements (speed targets live here, never in timed tests).
+
+    python -m course_lib.bench rollout [--batch 64] [--repeats 5]
+
+Compares the rollout engine (lock-step batched decoding over a static KV cache, observations
+appended as ids) with the obvious alternative: calling `transformers`' `generate()` once per turn on
+the batch's live sequences, re-encoding each full history. Both sample chapter 00's base model on
+the same `tool_arithmetic` tasks with the same stop tags and limits; tokens per second counts the
+tokens the policy generated. Then it times three GRPO iterations and prints the share spent in
+rollout, advantages and the update. The last line is `speedup_vs_generate=X.XX`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+from course_lib import data
+from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.tokenizer import decode, encode
+from course_lib.train import grpo_iteration
+
+
+def engine_tokens_per_second(model, tokenizer, sampling, batch: int, seed: int) -> tuple[float, float]:
+    engine = ch00.RolloutEngine(model, tokenizer, sampling)
+    generator = torch.Generator().manual_seed(seed)
+    start = time.perf_counter()
+    trajectories = engine.rollout([ch00.make_env() for _ in range(batch)], list(range(batch)), generator=generator)
+    seconds = time.perf_counter() - start
+    tokens = sum(sum(t.loss_mask) for t in trajectories)
+    return tokens / seconds, seconds
+
+
+def generate_tokens_per_second(model, tokenizer, sampling, batch: int, seed: int) -> tuple[float, float]:
+    """Turn-by-turn `generate()`: each turn re-runs the whole history of every live sequence."""
+    torch.manual_seed(seed)
+    stop_ids = [tokenizer.convert_tokens_to_ids(tag) for tag in sampling.stop_tags]
+    envs = [ch00.make_env() for _ in range(batch)]
+    histories = [[tokenizer.bos_token_id, *encode(tokenizer, env.reset(seed=i)[0])] for i, env in enumerate(envs)]
+    live, tokens = list(range(batch)), 0
+    start = time.perf_counter()
+    while live:
+        width = max(len(histories[i]) for i in live)
+        ids = torch.full((len(live), width), tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, i in enumerate(live):  # left padding, as generate() expects for decoder-only models
+            ids[row, width - len(histories[i]) :] = torch.tensor(histories[i])
+            mask[row, width - len(histories[i]) :] = 1
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=sampling.max_turn_tokens, do_sample=True,
+                temperature=sampling.temperature, top_k=0, top_p=1.0, eos_token_id=stop_ids,
+                pad_token_id=tokenizer.pad_token_id,
+            )  # fmt: skip
+        still_live = []
+        for row, i in enumerate(live):
+            new = out[row, width:].tolist()
+            cut = next((k + 1 for k, token in enumerate(new) if token in stop_ids), len(new))
+            action_ids = new[:cut]
+            tokens += len(action_ids)
+            histories[i] += action_ids
+            obs, _, terminated, truncated, _ = envs[i].step(decode(tokenizer, action_ids))
+            if not (terminated or truncated) and len(histories[i]) < sampling.max_total_tokens:
+                histories[i] += encode(tokenizer, obs)
+                still_live.append(i)
+        live = still_live
+    seconds = time.perf_counter() - start
+    return tokens / seconds, seconds
+
+
+def bench_rollout(batch: int, repeats: int) -> float:
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    model, tokenizer = data.load_base(ch00.BASE_NAME)
+    config = ch00.preset("cpu")
+    sampling = config.sampling
+    engine_tokens_per_second(model, tokenizer, sampling, batch, 0)  # warm-up
+    generate_tokens_per_second(model, tokenizer, sampling, batch, 0)
+    engine = [engine_tokens_per_second(model, tokenizer, sampling, batch, s) for s in range(repeats)]
+    generate = [generate_tokens_per_second(model, tokenizer, sampling, batch, s) for s in range(repeats)]
+    engine_rate = statistics.median(rate for rate, _ in engine)
+    generate_rate = statistics.median(rate for rate, _ in generate)
+    print(
+        f"batch {batch}, tool_arithmetic, chapter 00 base ({sum(p.numel() for p in model.parameters()):,} parameters)"
+    )
+    for name, rate, runs in [("rollout engine", engine_rate, engine), ("generate() turn by turn", generate_rate, generate)]:
+        seconds = statistics.median(s for _, s in runs)
+        print(f"{name + ':':25}{rate:8.0f} policy tokens/s  ({seconds:.3f} s per batch)")
+
+    grpo = config.grpo
+    optimizer = torch.optim.AdamW(model.parameters(), lr=grpo.learning_rate)
+    envs = [ch00.make_env() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
+    generator = torch.Generator().manual_seed(0)
+    phases = {"time_rollout": 0.0, "time_advantage": 0.0, "time_update": 0.0}
+    for iteration in range(3):
+        metrics = grpo_iteration(
+            model, ch00.RolloutEngine(model, tokenizer, sampling), envs, grpo, 0, iteration, generator, optimizer
+        )
+        for key in phases:
+            phases[key] += metrics[key]
+    total = sum(phases.values())
+    shares = ", ".join(f"{key.removeprefix('time_')} {value / total:.0%}" for key, value in phases.items())
+    print(f"GRPO iteration ({grpo.prompts_per_iteration}x{grpo.group_size} rollouts): {total / 3:.3f} s; {shares}")
+    speedup = engine_rate / generate_rate
+    print(f"speedup_vs_generate={speedup:.2f}")
+    return speedup
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_lib.bench", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    rollout = sub.add_parser("rollout", help="rollout engine vs turn-by-turn generate()")
+    rollout.add_argument("--batch", type=int, default=64)
+    rollout.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    bench_rollout(args.batch, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

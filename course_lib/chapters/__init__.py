@@ -1,0 +1,1 @@
+"""Per-chapter configuration and glue: one module per chapter, named after its notebook."""

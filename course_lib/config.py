@@ -1,0 +1,48 @@
+"""Scale presets, seeding and device choice shared by every chapter.
+
+`COURSE_SCALE` picks a preset (`cpu`, the default and what CI runs, or `gpu`); `COURSE_SEED`
+(default 0) seeds Python, NumPy and torch. Both are read when called, so a notebook can set them
+with `os.environ` before importing a chapter module.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+SCALES = ("cpu", "gpu")
+
+
+def scale() -> str:
+    """The active preset name, from `COURSE_SCALE` (default `cpu`)."""
+    value = os.environ.get("COURSE_SCALE", "cpu").strip().lower()
+    if value not in SCALES:
+        raise ValueError(f"COURSE_SCALE must be one of {SCALES}, got {value!r}")
+    return value
+
+
+def seed() -> int:
+    """The active seed, from `COURSE_SEED` (default 0)."""
+    value = os.environ.get("COURSE_SEED", "0").strip()
+    try:
+        return int(value)
+    except ValueError as err:
+        raise ValueError(f"COURSE_SEED must be an integer, got {value!r}") from err
+
+
+def device() -> torch.device:
+    """CUDA when a GPU is visible, else CPU. The cpu preset always uses the CPU."""
+    if scale() == "gpu" and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def seed_everything(value: int) -> torch.Generator:
+    """Seed Python, NumPy and torch; return a torch generator seeded with the same value."""
+    random.seed(value)
+    np.random.seed(value % 2**32)
+    torch.manual_seed(value)
+    return torch.Generator().manual_seed(value)

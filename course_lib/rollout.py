@@ -1,0 +1,344 @@
+"""Batched multi-turn rollouts of a policy in text environments (all RL chapters).
+
+One `Trajectory` per sequence carries everything the algorithms and diagnostics need: token ids,
+a loss mask that is 1 exactly on tokens the policy sampled (prompt, tool and environment tokens are
+0), the sampling log-probs and full-vocabulary entropies of those tokens, the turn each token
+belongs to, per-step rewards, anchors and infos, the group id, and for branched sequences the parent
+and the branch position.
+
+Token in, token out: an observation is encoded once and appended as ids; the history is never
+re-tokenised. All sequences advance in lock-step through one `KVDecoder`: at each step a sequence
+either samples a token or, while its queue holds observation tokens, is fed the next of them.
+A turn ends at a stop tag (one token, e.g. `</tool_call>`) or after `max_turn_tokens`; its text
+goes to `env.step`, whose observation is queued. Finished sequences leave the batch.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from course_lib.envs.base import TextEnv
+from course_lib.kv_decoder import KVDecoder
+from course_lib.tokenizer import decode, encode, tag_id
+
+
+@dataclass
+class SamplingConfig:
+    """How the policy is sampled during a rollout."""
+
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy decoding (log-probs are then taken at temperature 1)."""
+    max_turn_tokens: int = 16
+    """A turn that has not produced a stop tag after this many tokens is sent to the env as is."""
+    max_total_tokens: int = 128
+    """Hard cap on a sequence's length, prompt and observations included (then `truncated`)."""
+    stop_tags: tuple[str, ...] = ("</tool_call>", "</answer>")
+    """Tags that end a turn; each must be a single token of the tokenizer."""
+    snapshot_envs: bool = False
+    """Keep a copy of the environment after every step, which `branch` needs."""
+
+
+@dataclass
+class Trajectory:
+    """One sequence: a prompt, then turns of (policy action tokens, observation tokens)."""
+
+    env: TextEnv
+    token_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    entropies: list[float]
+    turn_ids: list[int]
+    """-1 for the prompt; k for the action of turn k and the observation that answered it."""
+    group_id: int = 0
+    seed: int = 0
+    rewards: list[float] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)
+    anchors: list[Any] = field(default_factory=list)
+    """Anchor of the state each action was taken in (one per step)."""
+    snapshots: list[TextEnv] = field(default_factory=list)
+    """Environment copies after 0, 1, ... steps (only with `snapshot_envs`)."""
+    parent: int | None = None
+    branch_position: int | None = None
+    terminated: bool = False
+    truncated: bool = False
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(self.rewards))
+
+    @property
+    def success(self) -> bool:
+        return bool(self.infos and self.infos[-1].get("success", False))
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.rewards)
+
+    def prefix_length(self, steps: int) -> int:
+        """Number of tokens up to the end of the observation that answered step `steps` (0: prompt)."""
+        return sum(1 for turn in self.turn_ids if turn < steps)
+
+
+@dataclass
+class RolloutBatch:
+    """Right-padded tensors of a list of trajectories (B sequences, T tokens)."""
+
+    input_ids: torch.Tensor  # [B, T] long
+    attention_mask: torch.Tensor  # [B, T] long
+    loss_mask: torch.Tensor  # [B, T] float, 1 on policy tokens only
+    old_logprobs: torch.Tensor  # [B, T] float, sampling log-probs (0 off the loss mask)
+    entropies: torch.Tensor  # [B, T] float
+    turn_ids: torch.Tensor  # [B, T] long, -1 for prompt and padding
+    rewards: torch.Tensor  # [B] float, total reward of each trajectory
+    group_ids: torch.Tensor  # [B] long
+
+    def to(self, device: torch.device | str) -> RolloutBatch:
+        return RolloutBatch(**{name: value.to(device) for name, value in vars(self).items()})
+
+
+def collate(trajectories: Sequence[Trajectory], pad_id: int) -> RolloutBatch:
+    """Stack trajectories into a right-padded `RolloutBatch`."""
+    length = max(len(t.token_ids) for t in trajectories)
+
+    def pad(rows: list[list], value, dtype) -> torch.Tensor:
+        return torch.tensor([row + [value] * (length - len(row)) for row in rows], dtype=dtype)
+
+    return RolloutBatch(
+        input_ids=pad([t.token_ids for t in trajectories], pad_id, torch.long),
+        attention_mask=pad([[1] * len(t.token_ids) for t in trajectories], 0, torch.long),
+        loss_mask=pad([t.loss_mask for t in trajectories], 0, torch.float),
+        old_logprobs=pad([t.logprobs for t in trajectories], 0.0, torch.float),
+        entropies=pad([t.entropies for t in trajectories], 0.0, torch.float),
+        turn_ids=pad([t.turn_ids for t in trajectories], -1, torch.long),
+        rewards=torch.tensor([t.total_reward for t in trajectories], dtype=torch.float),
+        group_ids=torch.tensor([t.group_id for t in trajectories], dtype=torch.long),
+    )
+
+
+class RolloutEngine:
+    """Samples trajectories of `model` in text environments, many at once.
+
+    `rollout(envs, seeds)` resets each environment and plays it to the end; `branch(trajectory,
+    steps, n)` continues `n` copies of a trajectory from the end of its `steps`-th observation.
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config or SamplingConfig()
+        self.stop_ids = {tag_id(tokenizer, tag) for tag in self.config.stop_tags}
+
+    def rollout(
+        self,
+        envs: Sequence[TextEnv],
+        seeds: Sequence[int],
+        group_ids: Sequence[int] | None = None,
+        generator: torch.Generator | None = None,
+    ) -> list[Trajectory]:
+        """Reset `envs[i]` with `seeds[i]` and sample one trajectory in each."""
+        if len(envs) != len(seeds):
+            raise ValueError("envs and seeds must have the same length")
+        group_ids = list(range(len(envs))) if group_ids is None else list(group_ids)
+        starts = []
+        for env, seed, group in zip(envs, seeds, group_ids, strict=True):
+            obs, _ = env.reset(seed=seed)
+            prompt = [self.tokenizer.bos_token_id, *encode(self.tokenizer, obs)]
+            start = Trajectory(
+                env=env, token_ids=prompt, loss_mask=[0] * len(prompt), logprobs=[0.0] * len(prompt),
+                entropies=[0.0] * len(prompt), turn_ids=[-1] * len(prompt), group_id=group, seed=seed,
+            )  # fmt: skip
+            if self.config.snapshot_envs:
+                start.snapshots.append(copy.deepcopy(env))
+            starts.append(start)
+        return self.run(starts, generator)
+
+    def branch(
+        self, trajectory: Trajectory, steps: int, n: int, parent: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> list[Trajectory]:  # fmt: skip
+        """`n` new trajectories sharing `trajectory`'s tokens up to the end of step `steps`."""
+        if not self.config.snapshot_envs:
+            raise RuntimeError("branching needs SamplingConfig(snapshot_envs=True)")
+        if not 0 <= steps < len(trajectory.snapshots) or steps >= trajectory.num_turns + (not trajectory.terminated):
+            raise ValueError(f"cannot branch after step {steps} of a {trajectory.num_turns}-step trajectory")
+        cut = trajectory.prefix_length(steps)
+        copies = []
+        for _ in range(n):
+            env = copy.deepcopy(trajectory.snapshots[steps])
+            copies.append(
+                Trajectory(
+                    env=env,
+                    token_ids=trajectory.token_ids[:cut],
+                    loss_mask=trajectory.loss_mask[:cut],
+                    logprobs=trajectory.logprobs[:cut],
+                    entropies=trajectory.entropies[:cut],
+                    turn_ids=trajectory.turn_ids[:cut],
+                    group_id=trajectory.group_id,
+                    seed=trajectory.seed,
+                    rewards=trajectory.rewards[:steps],
+                    infos=trajectory.infos[:steps],
+                    anchors=trajectory.anchors[:steps],
+                    snapshots=[copy.deepcopy(s) for s in trajectory.snapshots[: steps + 1]],
+                    parent=parent,
+                    branch_position=cut,
+                )  # fmt: skip
+            )
+        return self.run(copies, generator)
+
+    @torch.no_grad()
+    def run(self, trajectories: list[Trajectory], generator: torch.Generator | None = None) -> list[Trajectory]:
+        """Continue every trajectory (its prefix ends at a turn boundary) until its episode ends."""
+        config, tokenizer = self.config, self.tokenizer
+        device = next(self.model.parameters()).device
+        lengths = [len(t.token_ids) for t in trajectories]
+        width = max(lengths)
+        input_ids = torch.full((len(trajectories), width), tokenizer.pad_token_id, dtype=torch.long)
+        attention = torch.zeros_like(input_ids)
+        for row, t in enumerate(trajectories):
+            input_ids[row, width - len(t.token_ids) :] = torch.tensor(t.token_ids)
+            attention[row, width - len(t.token_ids) :] = 1
+        decoder = KVDecoder(self.model, len(trajectories), width + config.max_total_tokens - min(lengths) + 1)
+        was_training = self.model.training
+        self.model.eval()
+        logits = decoder.prefill(input_ids.to(device), attention.to(device))
+
+        live = list(range(len(trajectories)))  # trajectory index of each decoder row
+        queues = {i: deque() for i in live}
+        turn_tokens: dict[int, list[int]] = {i: [] for i in live}
+        while live:
+            tokens, logprobs, entropies = self._sample(logits, generator)
+            next_inputs, keep = [], []
+            for row, index in enumerate(live):
+                t = trajectories[index]
+                turn = t.num_turns
+                if queues[index]:
+                    token = queues[index].popleft()
+                    t.token_ids.append(token)
+                    t.loss_mask.append(0)
+                    t.logprobs.append(0.0)
+                    t.entropies.append(0.0)
+                    t.turn_ids.append(turn - 1)
+                else:
+                    token = tokens[row]
+                    t.token_ids.append(token)
+                    t.loss_mask.append(1)
+                    t.logprobs.append(logprobs[row])
+                    t.entropies.append(entropies[row])
+                    t.turn_ids.append(turn)
+                    turn_tokens[index].append(token)
+                    if token in self.stop_ids or len(turn_tokens[index]) >= config.max_turn_tokens:
+                        self._step_env(t, turn_tokens[index], queues[index])
+                        turn_tokens[index] = []
+                finished = t.terminated or t.truncated
+                if not finished and len(t.token_ids) >= config.max_total_tokens:
+                    t.truncated = finished = True
+                if not finished:
+                    keep.append(row)
+                    next_inputs.append(token)
+            if len(keep) < len(live):
+                if not keep:
+                    break
+                decoder.keep(torch.tensor(keep, device=device))
+                live = [live[row] for row in keep]
+            logits = decoder.step(
+                torch.tensor(next_inputs, device=device), torch.ones(len(live), dtype=torch.bool, device=device)
+            )
+        self.model.train(was_training)
+        return trajectories
+
+    def _sample(self, logits: torch.Tensor, generator: torch.Generator | None) -> tuple[list, list, list]:
+        """Sample one token per row of `logits` `[B, V]`; return tokens, their log-probs, entropies."""
+        temperature = self.config.temperature
+        logits = logits.float()
+        log_probs = torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)
+        probs = log_probs.exp()
+        entropy = -(probs * log_probs).sum(-1)
+        if temperature > 0:
+            # Inverse-CDF sampling: one uniform per row (torch.multinomial is several times slower here).
+            cumulative = probs.cumsum(-1)
+            uniform = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device)
+            tokens = torch.searchsorted(cumulative, uniform * cumulative[:, -1:]).squeeze(-1)
+            tokens = tokens.clamp(max=probs.shape[-1] - 1)
+        else:
+            tokens = logits.argmax(-1)
+        chosen = log_probs.gather(-1, tokens[:, None]).squeeze(-1)
+        return tokens.tolist(), chosen.tolist(), entropy.tolist()
+
+    def _step_env(self, t: Trajectory, action_ids: list[int], queue: deque) -> None:
+        action = decode(self.tokenizer, action_ids)
+        t.anchors.append(t.env.anchor())
+        obs, reward, terminated, truncated, info = t.env.step(action)
+        t.rewards.append(reward)
+        t.infos.append(info)
+        t.terminated, t.truncated = terminated, truncated
+        if self.config.snapshot_envs:
+            t.snapshots.append(copy.deepcopy(t.env))
+        if not (terminated or truncated) and obs:
+            queue.extend(encode(self.tokenizer, obs))
+
+
+def alignment_errors(trajectory: Trajectory, tokenizer) -> list[str]:
+    """Mismatches between a trajectory's token ids and the environment's own transcript.
+
+    For the prompt and every turn, the ids the policy generated must decode to the action the
+    environment received, and the observation ids must decode to the text it returned. An empty
+    list means the token-level bookkeeping is exact.
+    """
+    transcript = trajectory.env.transcript
+    ids, mask, turns = trajectory.token_ids, trajectory.loss_mask, trajectory.turn_ids
+    errors = []
+    prompt = decode(tokenizer, [i for i, k in zip(ids, turns, strict=True) if k == -1][1:])
+    if prompt != transcript.observations[0]:
+        errors.append(f"prompt: {prompt!r} != {transcript.observations[0]!r}")
+    for step, action in enumerate(transcript.actions):
+        sampled = decode(tokenizer, [i for i, m, k in zip(ids, mask, turns, strict=True) if k == step and m == 1])
+        if sampled != action:
+            errors.append(f"turn {step} action: {sampled!r} != {action!r}")
+        observed = decode(tokenizer, [i for i, m, k in zip(ids, mask, turns, strict=True) if k == step and m == 0])
+        ended = step == len(transcript.actions) - 1 and (trajectory.terminated or trajectory.truncated)
+        expected = "" if ended else transcript.observations[step + 1]
+        if observed != expected:
+            errors.append(f"turn {step} observation: {observed!r} != {expected!r}")
+    return errors
+
+
+def expected_tokens(trajectory: Trajectory, tokenizer) -> tuple[list[int], list[int]]:
+    """Token ids and loss mask rebuilt independently from the environment's transcript.
+
+    The prompt and every observation are encoded on their own (mask 0), every action too (mask 1).
+    A rollout whose bookkeeping is exact has exactly these ids and this mask.
+    """
+    transcript = trajectory.env.transcript
+    ids = [tokenizer.bos_token_id, *encode(tokenizer, transcript.observations[0])]
+    mask = [0] * len(ids)
+    for step, action in enumerate(transcript.actions):
+        action_ids = encode(tokenizer, action)
+        ids += action_ids
+        mask += [1] * len(action_ids)
+        ended = step == len(transcript.actions) - 1 and (trajectory.terminated or trajectory.truncated)
+        if not ended:
+            observation_ids = encode(tokenizer, transcript.observations[step + 1])
+            ids += observation_ids
+            mask += [0] * len(observation_ids)
+    return ids, mask
+
+
+def render(trajectory: Trajectory, tokenizer) -> str:
+    """The trajectory's text with each run of policy tokens (loss mask 1) wrapped in [[ ]]."""
+    parts, inside = [], False
+    for token, mask in zip(trajectory.token_ids, trajectory.loss_mask, strict=True):
+        if mask and not inside:
+            parts.append("[[")
+        elif not mask and inside:
+            parts.append("]]")
+        inside = bool(mask)
+        parts.append(tokenizer.convert_ids_to_tokens(token))
+    if inside:
+        parts.append("]]")
+    return " ".join(parts).replace("[[ ", "[[").replace(" ]]", "]]")

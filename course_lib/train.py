@@ -1,0 +1,264 @@
+"""Supervised warm start and the GRPO loop (chapter 00; reused by the RL chapters).
+
+`supervised_warm_start` fits the model to demonstration token sequences, with a loss mask so that
+only the tokens a policy would generate are learned. `train_grpo` repeats: sample groups of
+trajectories with the `RolloutEngine`, compute group-relative advantages, take a clipped policy
+gradient step on the policy tokens, and record metrics (with the time spent in each phase).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from course_lib.algos.grpo import clipped_surrogate_loss, group_advantages, kl_k3, masked_aggregate
+from course_lib.diagnostics import group_reward_std, rollout_stats
+from course_lib.envs.base import TextEnv
+from course_lib.models import reference_policy
+from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory, collate
+
+
+def token_logprobs(
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-prob of each token given its prefix, and the full-vocabulary entropy there.
+
+    Inputs `[B, T]` right-padded; outputs `[B, T]`, aligned with the tokens (position 0, which has
+    no prefix, is 0).
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    if temperature > 0:
+        logits = logits / temperature
+    log_probs = torch.log_softmax(logits, dim=-1)
+    chosen = log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    entropy = -(log_probs.exp() * log_probs).sum(-1)
+    zeros = torch.zeros_like(chosen[:, :1])
+    return torch.cat([zeros, chosen], dim=1), torch.cat([zeros, entropy], dim=1)
+
+
+@dataclass
+class SFTConfig:
+    """Supervised warm start."""
+
+    steps: int = 1000
+    """Optimizer steps."""
+    batch_size: int = 64
+    """Sequences per step, sampled with replacement from the demonstrations."""
+    learning_rate: float = 3e-3
+    """AdamW learning rate (constant after a linear warm-up)."""
+    warmup_steps: int = 50
+    """Linear warm-up length."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+
+
+def supervised_warm_start(
+    model: torch.nn.Module,
+    examples: Sequence[tuple[list[int], list[int]]],
+    pad_id: int,
+    config: SFTConfig,
+    generator: torch.Generator,
+    progress: bool = False,
+) -> list[dict[str, float]]:
+    """Train on `examples`, each `(token_ids, loss_mask)`; the mask marks tokens to learn.
+
+    Returns a history of `{"step", "loss"}` every 10 steps.
+    """
+    device = next(model.parameters()).device
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / config.warmup_steps))
+    model.train()
+    history = []
+    for step in tqdm(range(config.steps), disable=not progress, desc="warm start"):
+        picks = torch.randint(len(examples), (config.batch_size,), generator=generator).tolist()
+        width = max(len(examples[i][0]) for i in picks)
+        ids = torch.full((len(picks), width), pad_id, dtype=torch.long)
+        mask = torch.zeros(len(picks), width)
+        for row, i in enumerate(picks):
+            tokens, target = examples[i]
+            ids[row, : len(tokens)] = torch.tensor(tokens)
+            mask[row, : len(target)] = torch.tensor(target, dtype=torch.float)
+        ids, mask = ids.to(device), mask.to(device)
+        logprobs, _ = token_logprobs(model, ids, (ids != pad_id).long())
+        loss = masked_aggregate(-logprobs, mask, "token-mean")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if step % 10 == 0 or step == config.steps - 1:
+            history.append({"step": step, "loss": loss.item()})
+    model.eval()
+    return history
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO training loop (defaults: chapter 00's cpu preset)."""
+
+    iterations: int = 30
+    """Rollout-then-update iterations."""
+    prompts_per_iteration: int = 8
+    """Distinct tasks per iteration; each is one group."""
+    group_size: int = 8
+    """Samples per task (G in the GRPO paper)."""
+    learning_rate: float = 5e-4
+    """AdamW learning rate."""
+    clip_low: float = 0.2
+    """Lower clip epsilon of the ratio."""
+    clip_high: float = 0.2
+    """Upper clip epsilon (raise above clip_low for DAPO's clip-higher)."""
+    aggregation: str = "token-mean"
+    """How token losses are averaged: see `algos.grpo.masked_aggregate`."""
+    scale_by_std: bool = True
+    """Divide advantages by the group's std (GRPO) or not (Dr. GRPO)."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL penalty to the reference policy (needs a peft model)."""
+    entropy_coef: float = 0.0
+    """Weight of an entropy bonus on policy tokens."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip."""
+    updates_per_batch: int = 1
+    """Optimizer steps on each batch of rollouts (1 is on-policy)."""
+    mask_observations: bool = True
+    """Train only on policy tokens. False also trains on tool/environment tokens (an ablation)."""
+    eval_every: int = 10
+    """Run the evaluation callback every this many iterations (and at the start and end)."""
+
+
+def train_grpo(
+    model: torch.nn.Module,
+    tokenizer,
+    make_env: Callable[[], TextEnv],
+    sampling: SamplingConfig,
+    config: GRPOConfig,
+    seed: int,
+    evaluate: Callable[[torch.nn.Module], dict[str, float]] | None = None,
+    checkpoint_dir: str | Path | None = None,
+    progress: bool = False,
+) -> list[dict[str, float]]:
+    """Train `model` with GRPO on tasks from `make_env()`; return one metrics dict per iteration.
+
+    Task seeds come from `seed`, so two runs with the same arguments give the same history.
+    Evaluation results (if `evaluate` is given) are stored under `eval_*` keys.
+    """
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=config.learning_rate, weight_decay=0.0)
+    engine = RolloutEngine(model, tokenizer, sampling)
+    envs = [make_env() for _ in range(config.prompts_per_iteration * config.group_size)]
+    history: list[dict[str, float]] = []
+    for iteration in tqdm(range(config.iterations + 1), disable=not progress, desc="GRPO"):
+        record: dict[str, float] = {"iteration": iteration}
+        if evaluate is not None and (iteration % config.eval_every == 0 or iteration == config.iterations):
+            record.update({f"eval_{k}": v for k, v in evaluate(model).items()})
+        if iteration == config.iterations:
+            history.append(record)
+            break
+        record.update(grpo_iteration(model, engine, envs, config, seed, iteration, generator, optimizer))
+        history.append(record)
+        if checkpoint_dir is not None:
+            model.save_pretrained(Path(checkpoint_dir) / "latest")
+    return history
+
+
+def grpo_iteration(
+    model: torch.nn.Module,
+    engine: RolloutEngine,
+    envs: Sequence[TextEnv],
+    config: GRPOConfig,
+    seed: int,
+    iteration: int,
+    generator: torch.Generator,
+    optimizer: torch.optim.Optimizer,
+) -> dict[str, float]:
+    """One rollout-advantage-update iteration; returns its metrics and phase timings (seconds)."""
+    device = next(model.parameters()).device
+    start = time.perf_counter()
+    prompts = config.prompts_per_iteration
+    task_seeds = [seed * 1_000_003 + iteration * prompts + p for p in range(prompts)]
+    seeds = [s for s in task_seeds for _ in range(config.group_size)]
+    groups = [p for p in range(prompts) for _ in range(config.group_size)]
+    trajectories = engine.rollout(envs, seeds, groups, generator)
+    rolled = time.perf_counter()
+
+    batch = collate(trajectories, engine.tokenizer.pad_token_id).to(device)
+    advantages = group_advantages(batch.rewards, batch.group_ids, config.scale_by_std)
+    loss_mask = (
+        batch.loss_mask
+        if config.mask_observations
+        else observation_and_policy_mask(batch.turn_ids, batch.attention_mask)
+    )
+    advantaged = time.perf_counter()
+
+    old_logprobs = batch.old_logprobs
+    if not config.mask_observations:
+        with torch.no_grad():  # observation tokens were never sampled: take the pre-update policy's log-probs
+            old_logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, engine.config.temperature)
+    model.train()
+    stats: dict[str, float] = {}
+    for _ in range(config.updates_per_batch):
+        logprobs, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, engine.config.temperature)
+        loss, stats = clipped_surrogate_loss(
+            logprobs, old_logprobs, advantages, loss_mask, config.clip_low, config.clip_high, config.aggregation
+        )
+        if config.entropy_coef:
+            loss = loss - config.entropy_coef * masked_aggregate(entropy, loss_mask, config.aggregation)
+        if config.kl_coef:
+            with torch.no_grad(), reference_policy(model) as reference:
+                ref_logprobs, _ = token_logprobs(
+                    reference, batch.input_ids, batch.attention_mask, engine.config.temperature
+                )
+            kl = masked_aggregate(kl_k3(logprobs, ref_logprobs), loss_mask, config.aggregation)
+            loss = loss + config.kl_coef * kl
+            stats["kl"] = float(kl)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
+        )
+        optimizer.step()
+    model.eval()
+    updated = time.perf_counter()
+    return {
+        **rollout_stats(trajectories),
+        "reward_std": group_reward_std(trajectories),
+        "loss": loss.item(),
+        "grad_norm": float(grad_norm),
+        **stats,
+        "time_rollout": rolled - start,
+        "time_advantage": advantaged - rolled,
+        "time_update": updated - advantaged,
+    }
+
+
+def observation_and_policy_mask(turn_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """A loss mask over everything after the prompt: policy *and* observation tokens (`[B, T]`)."""
+    return ((turn_ids >= 0) & attention_mask.bool()).float()
+
+
+def evaluate_policy(
+    model: torch.nn.Module,
+    tokenizer,
+    make_env: Callable[[], TextEnv],
+    seeds: Sequence[int],
+    sampling: SamplingConfig,
+    seed: int,
+) -> tuple[dict[str, float], list[Trajectory]]:
+    """Roll out once per seed (all in one batch) and summarise with `rollout_stats`."""
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    engine = RolloutEngine(model, tokenizer, sampling)
+    trajectories = engine.rollout([make_env() for _ in seeds], list(seeds), generator=generator)
+    return rollout_stats(trajectories), trajectories
+
+
+def config_table(config) -> list[tuple[str, object]]:
+    """(field, value) rows of a config dataclass, for display."""
+    return list(asdict(config).items())
