@@ -86,7 +86,8 @@ def bench_rollout(batch: int, repeats: int) -> float:
     print(
         f"batch {batch}, tool_arithmetic, chapter 00 base ({sum(p.numel() for p in model.parameters()):,} parameters)"
     )
-    for name, rate, runs in [("rollout engine", engine_rate, engine), ("generate() turn by turn", generate_rate, generate)]:
+    rows = [("rollout engine", engine_rate, engine), ("generate() turn by turn", generate_rate, generate)]
+    for name, rate, runs in rows:
         seconds = statistics.median(s for _, s in runs)
         print(f"{name + ':':25}{rate:8.0f} policy tokens/s  ({seconds:.3f} s per batch)")
 
