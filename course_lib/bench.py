@@ -73,7 +73,6 @@ def generate_tokens_per_second(model, tokenizer, sampling, batch: int, seed: int
 
 
 def bench_rollout(batch: int, repeats: int) -> float:
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     model, tokenizer = data.load_base(ch00.BASE_NAME)
     config = ch00.preset("cpu")
     sampling = config.sampling

@@ -3,7 +3,7 @@
 `transformers`' `generate()` and its model forward are general; for a 2-layer model on a CPU their
 per-step Python overhead costs more than the matrix work. This module runs the *same* modules of a
 Llama-family model (embeddings, norms, projections, MLPs, rotary tables; LoRA-wrapped projections
-too) in a lean loop over a static cache. `tests/test_kv_decoder.py` checks that its logits equal
+too) in a lean loop over a static cache. `tests/test_rollout.py` checks that its logits equal
 the model's own forward pass, so nothing here changes what the model computes, only how fast.
 
 Shapes: B sequences, L new positions, S cache slots, H heads, D head size, V vocabulary.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 SUPPORTED = ("llama", "qwen2", "mistral")
 
@@ -50,6 +49,10 @@ class KVDecoder:
         self.next_position = torch.zeros(batch_size, dtype=torch.long, device=param.device)
         self.length = 0
         self.max_len = max_len
+        self.fused = [_fuse(layer) for layer in self.layers]
+        table_positions = torch.arange(max(max_len, config.max_position_embeddings), device=param.device)[None]
+        cos, sin = self.lm.model.rotary_emb(self.keys[0], table_positions)
+        self.cos_table, self.sin_table = cos[0], sin[0]  # [P, D]
 
     @torch.no_grad()
     def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -68,9 +71,7 @@ class KVDecoder:
         """Append one token per sequence (`[B]`); `attend[b]` False marks padding. Returns `[B, V]`."""
         positions = self.next_position[:, None]
         self.next_position = self.next_position + attend.long()
-        valid = attend[:, None]
-        mask = torch.cat([self.key_valid[:, : self.length], torch.ones_like(valid)], dim=1)
-        return self._forward(token_ids[:, None], positions, valid, mask[:, None, None, :])
+        return self._forward(token_ids[:, None], positions, attend[:, None], None)
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep only the sequences at indices `rows` (1-D long tensor), in that order."""
@@ -80,30 +81,80 @@ class KVDecoder:
         self.next_position = self.next_position.index_select(0, rows)
 
     def _forward(self, input_ids, positions, valid, mask) -> torch.Tensor:
+        """One forward over `new` positions; `mask` `[B, 1, new, S]`, or None for one decode step."""
         start, new = self.length, input_ids.shape[1]
-        if start + new > self.max_len:
-            raise RuntimeError(f"KV cache full: {start + new} positions > max_len={self.max_len}")
-        self.key_valid[:, start : start + new] = valid
+        end = start + new
+        if end > self.max_len:
+            raise RuntimeError(f"KV cache full: {end} positions > max_len={self.max_len}")
+        self.key_valid[:, start:end] = valid
+        if mask is None:
+            mask = self.key_valid[:, None, None, :end]
         hidden = self.lm.model.embed_tokens(input_ids)
-        cos, sin = self.lm.model.rotary_emb(hidden, positions)
-        batch = hidden.shape[0]
-        for index, layer in enumerate(self.layers):
+        # Rotary tables are looked up by position rather than recomputed each step.
+        cos, sin = self.cos_table[positions], self.sin_table[positions]  # [B, new, D]
+        batch, heads = hidden.shape[0], self.kv_heads * self.groups
+        for index, (layer, fused) in enumerate(zip(self.layers, self.fused, strict=True)):
             attn = layer.self_attn
-            normed = layer.input_layernorm(hidden)
-            q = attn.q_proj(normed).view(batch, new, -1, self.head_dim).transpose(1, 2)
-            k = attn.k_proj(normed).view(batch, new, -1, self.head_dim).transpose(1, 2)
-            v = attn.v_proj(normed).view(batch, new, -1, self.head_dim).transpose(1, 2)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin)
-            self.keys[index][:, :, start : start + new] = k
-            self.values[index][:, :, start : start + new] = v
-            keys = self.keys[index][:, :, : start + new]
-            values = self.values[index][:, :, : start + new]
+            normed = _rms_norm(layer.input_layernorm, hidden)
+            if fused is None:
+                q, k, v = attn.q_proj(normed), attn.k_proj(normed), attn.v_proj(normed)
+                qkv = torch.cat([q, k, v], dim=-1)
+            else:
+                qkv = F.linear(normed, fused.qkv_weight, fused.qkv_bias)
+            qkv = qkv.view(batch, new, heads + 2 * self.kv_heads, self.head_dim)
+            qk = _rotate(qkv[:, :, : heads + self.kv_heads], cos[:, :, None], sin[:, :, None])
+            q = qk[:, :, :heads].transpose(1, 2)
+            self.keys[index][:, :, start:end] = qk[:, :, heads:].transpose(1, 2)
+            self.values[index][:, :, start:end] = qkv[:, :, heads + self.kv_heads :].transpose(1, 2)
+            keys, values = self.keys[index][:, :, :end], self.values[index][:, :, :end]
             if self.groups > 1:
                 keys = keys.repeat_interleave(self.groups, dim=1)
                 values = values.repeat_interleave(self.groups, dim=1)
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
             hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(batch, new, -1))
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-        self.length = start + new
-        last = self.lm.model.norm(hidden[:, -1])
-        return self.lm.lm_head(last)
+            normed = _rms_norm(layer.post_attention_layernorm, hidden)
+            if fused is None:
+                hidden = hidden + layer.mlp(normed)
+            else:
+                gate, up = F.linear(normed, fused.gate_up_weight).chunk(2, dim=-1)
+                hidden = hidden + layer.mlp.down_proj(F.silu(gate) * up)
+        self.length = end
+        return self.lm.lm_head(_rms_norm(self.lm.model.norm, hidden[:, -1]))
+
+
+def _rms_norm(norm: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """The model's RMSNorm as one fused op (same formula: x / rms(x) * weight, in float32)."""
+    return F.rms_norm(hidden, norm.weight.shape, norm.weight, norm.variance_epsilon)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding (RoFormer, arXiv 2104.09864) in the half-split layout of Llama."""
+    first, second = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-second, first], dim=-1) * sin
+
+
+class _FusedWeights:
+    """Concatenated q/k/v and gate/up weights of one layer: fewer, larger matrix products."""
+
+    def __init__(self, layer: torch.nn.Module):
+        attn, mlp = layer.self_attn, layer.mlp
+        projections = [attn.q_proj, attn.k_proj, attn.v_proj]
+        self.qkv_weight = torch.cat([p.weight for p in projections]).detach()
+        biases = [p.bias for p in projections]
+        self.qkv_bias = None if biases[0] is None else torch.cat(biases).detach()
+        self.qkv_sizes = [p.weight.shape[0] for p in projections]
+        self.gate_up_weight = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()
+
+
+def _fuse(layer: torch.nn.Module) -> _FusedWeights | None:
+    """Fused weights when the projections are plain `nn.Linear` (not LoRA-wrapped), else None.
+
+    The copies are taken when the decoder is built (once per rollout), so they always match the
+    current weights; a LoRA-wrapped layer keeps calling its modules.
+    """
+    attn, mlp = layer.self_attn, layer.mlp
+    modules = [attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj]
+    plain = all(type(m) is torch.nn.Linear for m in modules) and mlp.gate_proj.bias is None
+    if not plain or getattr(mlp, "act_fn", None).__class__.__name__ not in ("SiLU", "SiLUActivation"):
+        return None
+    return _FusedWeights(layer)

@@ -67,6 +67,9 @@ class Trajectory:
     branch_position: int | None = None
     terminated: bool = False
     truncated: bool = False
+    cut: bool = False
+    """The sequence hit `max_total_tokens` while its episode was still running (then also
+    `truncated`); its last turn may be incomplete and was never sent to the environment."""
 
     @property
     def total_reward(self) -> float:
@@ -165,7 +168,7 @@ class RolloutEngine:
         """`n` new trajectories sharing `trajectory`'s tokens up to the end of step `steps`."""
         if not self.config.snapshot_envs:
             raise RuntimeError("branching needs SamplingConfig(snapshot_envs=True)")
-        if not 0 <= steps < len(trajectory.snapshots) or steps >= trajectory.num_turns + (not trajectory.terminated):
+        if not 0 <= steps < len(trajectory.snapshots) or trajectory.snapshots[steps].done:
             raise ValueError(f"cannot branch after step {steps} of a {trajectory.num_turns}-step trajectory")
         cut = trajectory.prefix_length(steps)
         copies = []
@@ -237,7 +240,7 @@ class RolloutEngine:
                         turn_tokens[index] = []
                 finished = t.terminated or t.truncated
                 if not finished and len(t.token_ids) >= config.max_total_tokens:
-                    t.truncated = finished = True
+                    t.truncated = t.cut = finished = True
                 if not finished:
                     keep.append(row)
                     next_inputs.append(token)
@@ -287,8 +290,8 @@ def alignment_errors(trajectory: Trajectory, tokenizer) -> list[str]:
     """Mismatches between a trajectory's token ids and the environment's own transcript.
 
     For the prompt and every turn, the ids the policy generated must decode to the action the
-    environment received, and the observation ids must decode to the text it returned. An empty
-    list means the token-level bookkeeping is exact.
+    environment received, and the observation ids must decode to the text it returned (for a
+    sequence `cut` by the length cap, a prefix of it). An empty list means the bookkeeping is exact.
     """
     transcript = trajectory.env.transcript
     ids, mask, turns = trajectory.token_ids, trajectory.loss_mask, trajectory.turn_ids
@@ -300,11 +303,15 @@ def alignment_errors(trajectory: Trajectory, tokenizer) -> list[str]:
         sampled = decode(tokenizer, [i for i, m, k in zip(ids, mask, turns, strict=True) if k == step and m == 1])
         if sampled != action:
             errors.append(f"turn {step} action: {sampled!r} != {action!r}")
-        observed = decode(tokenizer, [i for i, m, k in zip(ids, mask, turns, strict=True) if k == step and m == 0])
-        ended = step == len(transcript.actions) - 1 and (trajectory.terminated or trajectory.truncated)
-        expected = "" if ended else transcript.observations[step + 1]
-        if observed != expected:
-            errors.append(f"turn {step} observation: {observed!r} != {expected!r}")
+        observed = [i for i, m, k in zip(ids, mask, turns, strict=True) if k == step and m == 0]
+        expected = (
+            [] if trajectory.env.done and step == len(transcript.actions) - 1 else transcript.observations[step + 1]
+        )
+        expected_ids = encode(tokenizer, expected) if expected else []
+        if trajectory.cut and step == len(transcript.actions) - 1:
+            expected_ids = expected_ids[: len(observed)]
+        if observed != expected_ids:
+            errors.append(f"turn {step} observation: {decode(tokenizer, observed)!r} != {expected!r}")
     return errors
 
 
@@ -312,7 +319,9 @@ def expected_tokens(trajectory: Trajectory, tokenizer) -> tuple[list[int], list[
     """Token ids and loss mask rebuilt independently from the environment's transcript.
 
     The prompt and every observation are encoded on their own (mask 0), every action too (mask 1).
-    A rollout whose bookkeeping is exact has exactly these ids and this mask.
+    A rollout whose bookkeeping is exact has exactly these ids and this mask. For a sequence `cut`
+    by the length cap, the unfinished last action (which the environment never saw) is taken from
+    the trajectory, and the result is truncated to the trajectory's length.
     """
     transcript = trajectory.env.transcript
     ids = [tokenizer.bos_token_id, *encode(tokenizer, transcript.observations[0])]
@@ -321,11 +330,15 @@ def expected_tokens(trajectory: Trajectory, tokenizer) -> tuple[list[int], list[
         action_ids = encode(tokenizer, action)
         ids += action_ids
         mask += [1] * len(action_ids)
-        ended = step == len(transcript.actions) - 1 and (trajectory.terminated or trajectory.truncated)
-        if not ended:
+        if not (trajectory.env.done and step == len(transcript.actions) - 1):
             observation_ids = encode(tokenizer, transcript.observations[step + 1])
             ids += observation_ids
             mask += [0] * len(observation_ids)
+    if trajectory.cut:
+        unsent = [
+            i for i, k in zip(trajectory.token_ids, trajectory.turn_ids, strict=True) if k == len(transcript.actions)
+        ]
+        ids, mask = (ids + unsent)[: len(trajectory.token_ids)], (mask + [1] * len(unsent))[: len(trajectory.token_ids)]
     return ids, mask
 
 

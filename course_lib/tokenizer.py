@@ -61,13 +61,17 @@ def canonical(text: str) -> str:
 
 
 def encode(tokenizer: PreTrainedTokenizerFast, text: str) -> list[int]:
-    """Token ids of `text`, without adding BOS/EOS."""
-    return tokenizer.encode(text, add_special_tokens=False)
+    """Token ids of `text`, without adding BOS/EOS.
+
+    Calls the Rust tokenizer directly: the rollout engine encodes every observation, and the
+    Python wrapper's bookkeeping would cost more than the encoding itself.
+    """
+    return tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
 
 
 def decode(tokenizer: PreTrainedTokenizerFast, ids: Iterable[int]) -> str:
-    """Text of `ids`, special tokens kept, in canonical form."""
-    return tokenizer.decode(list(ids), skip_special_tokens=False)
+    """Text of `ids`, special tokens kept, in canonical form (equal to `tokenizer.decode`)."""
+    return " ".join(tokenizer.convert_ids_to_tokens(list(ids)))
 
 
 def tag_id(tokenizer: PreTrainedTokenizerFast, tag: str) -> int:

@@ -142,7 +142,10 @@ def train_grpo(
     checkpoint_dir: str | Path | None = None,
     progress: bool = False,
 ) -> list[dict[str, float]]:
-    """Train `model` with GRPO on tasks from `make_env()`; return one metrics dict per iteration.
+    """Train `model` with GRPO on tasks from `make_env()`.
+
+    Returns one metrics dict per iteration, plus a last record holding only the final evaluation
+    (`iteration` = `config.iterations`), so evaluation curves include the trained model.
 
     Task seeds come from `seed`, so two runs with the same arguments give the same history.
     Evaluation results (if `evaluate` is given) are stored under `eval_*` keys.
@@ -217,7 +220,7 @@ def grpo_iteration(
                 )
             kl = masked_aggregate(kl_k3(logprobs, ref_logprobs), loss_mask, config.aggregation)
             loss = loss + config.kl_coef * kl
-            stats["kl"] = float(kl)
+            stats["kl"] = kl.item()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(

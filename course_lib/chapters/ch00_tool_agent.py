@@ -118,9 +118,11 @@ def build_tokenizer_for_chapter():
     return build_tokenizer(vocabulary())
 
 
-def build_base(out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True) -> list[dict]:
+def build_base(
+    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter00Config | None = None
+) -> list[dict]:
     """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
-    config = preset(scale)
+    config = config or preset(scale)
     generator = course_config.seed_everything(seed)
     tokenizer = build_tokenizer_for_chapter()
     model = build_model(tokenizer, config.model_preset, max_positions=64).to(course_config.device())

@@ -88,7 +88,7 @@ class ToolArithmeticEnv(TextEnv):
         if call_at >= 0 and (answer_at < 0 or call_at < answer_at):
             return self._tool_call(action)
         answer = extract_tag(action, "answer")
-        if answer is None:
+        if not answer:
             raise InvalidAction("invalid action")
         success = answer == str(solve(*self.problem))
         info = {"success": success, "tool_calls": self.tool_calls, "tool_errors": self.tool_errors}

@@ -25,8 +25,8 @@ def names() -> list[str]:
 
 def call(name: str, arguments: str) -> str:
     """Call tool `name` with its argument text; errors come back as `error: ...` text."""
-    if name not in _REGISTRY:
-        return f"error: unknown tool '{name}'"
+    if not isinstance(name, str) or name not in _REGISTRY:
+        return f"error: unknown tool {name!r}"
     if not isinstance(arguments, str):
         return "error: arguments must be text"
     try:

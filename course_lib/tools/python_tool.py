@@ -74,6 +74,8 @@ class Interpreter:
             tree = ast.parse(source, mode="exec")
         except SyntaxError as err:
             raise ToolError(f"SyntaxError: {err.msg}") from None
+        except ValueError:  # e.g. null bytes or lone surrogates in the source
+            raise ToolError("SyntaxError: source is not valid text") from None
         last_value = None
         for index, statement in enumerate(tree.body):
             is_last_expr = index == len(tree.body) - 1 and isinstance(statement, ast.Expr)
@@ -101,8 +103,10 @@ class Interpreter:
         if isinstance(value, bool) or value is None:
             return value
         if isinstance(value, int):
-            if value.bit_length() > self.limits.max_int_digits * 3.33:
-                raise ToolError(f"integer larger than {self.limits.max_int_digits} digits")
+            # Cheap bound first (10**d < 2**(4d)), exact comparison only for numbers near the limit.
+            digits = self.limits.max_int_digits
+            if value.bit_length() > 4 * digits or abs(value) >= 10**digits:
+                raise ToolError(f"integer larger than {digits} digits")
         elif isinstance(value, float):
             if not math.isfinite(value):
                 raise ToolError("result is not a finite number")
@@ -110,7 +114,11 @@ class Interpreter:
             if len(value) > self.limits.max_sequence_len:
                 raise ToolError("string or list too long")
             if isinstance(value, list):
+                # Flat lists only: nested lists could alias one list many times over, and walking
+                # the aliases would cost far more than the limits allow.
                 for item in value:
+                    if isinstance(item, list):
+                        raise ToolError("nested lists are not allowed")
                     self.check(item)
         else:
             raise ToolError(f"values of type {type(value).__name__} are not allowed")
@@ -186,6 +194,8 @@ class Interpreter:
             index = self.eval(target.slice, depth)
             if not isinstance(container, list) or not isinstance(index, int):
                 raise ToolError("only list items can be assigned by integer index")
+            if isinstance(value, list):
+                raise ToolError("nested lists are not allowed")
             try:
                 container[index] = value
             except IndexError:
@@ -205,8 +215,9 @@ class Interpreter:
         if kind is ast.Pow and isinstance(right, int | float) and abs(right) > 1_000:
             raise ToolError("exponent too large")
         if kind is ast.Mult and (isinstance(left, str | list) or isinstance(right, str | list)):
-            count = right if isinstance(left, str | list) else left
-            if isinstance(count, int) and count > self.limits.max_sequence_len:
+            sequence, count = (left, right) if isinstance(left, str | list) else (right, left)
+            # Refuse before multiplying: the product would be allocated before any check.
+            if isinstance(count, int) and len(sequence) * count > self.limits.max_sequence_len:
                 raise ToolError("string or list too long")
         try:
             return self.check(_BINARY[kind](left, right))
@@ -287,6 +298,8 @@ class Interpreter:
         if name not in _FUNCTIONS:
             raise ToolError(f"NameError: function '{name}' is not available")
         try:
+            if name == "sum" and not (len(args) == 1 and isinstance(args[0], list)):
+                raise ToolError("sum takes one list of numbers")
             return self.check(_FUNCTIONS[name](*args))
         except (TypeError, ValueError, OverflowError, ZeroDivisionError) as err:
             raise ToolError(f"{type(err).__name__}: {err}") from None

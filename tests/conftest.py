@@ -1,0 +1,57 @@
+"""Shared fixtures: the chapter-00 tokenizer, tiny models and a briefly warm-started policy."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.models import build_model
+from course_lib.train import SFTConfig, supervised_warm_start
+
+# Two cores shared with other work: intra-op threads make these tiny models tens of times slower.
+torch.set_num_threads(1)
+
+TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The chapter-00 word-level tokenizer (tags plus every integer up to 1998)."""
+    return ch00.build_tokenizer_for_chapter()
+
+
+@pytest.fixture
+def make_model(tokenizer):
+    """Factory for a freshly initialised tiny model, seeded for reproducibility."""
+
+    def make(seed: int = 0, **overrides):
+        torch.manual_seed(seed)
+        return build_model(tokenizer, "tiny", max_positions=128, **{**TINY, **overrides}).eval()
+
+    return make
+
+
+@pytest.fixture
+def demonstrations(tokenizer):
+    """A few hundred demonstration episodes as (token_ids, loss_mask)."""
+    return ch00.demonstration_examples(tokenizer, ch00.demonstration_texts(200, 0, tool_share=0.5, direct_correct=0.3))
+
+
+@pytest.fixture(scope="session")
+def _warm_model(tokenizer):
+    torch.manual_seed(0)
+    model = build_model(tokenizer, "tiny", max_positions=128, **TINY)
+    examples = ch00.demonstration_examples(tokenizer, ch00.demonstration_texts(200, 0, 0.5, 0.3))
+    config = SFTConfig(steps=40, batch_size=16, learning_rate=3e-2, warmup_steps=5)
+    supervised_warm_start(model, examples, tokenizer.pad_token_id, config, torch.Generator().manual_seed(0))
+    return model.eval()
+
+
+@pytest.fixture
+def warm_model(_warm_model):
+    """A copy of a tiny model warm-started on demonstrations: it calls the tool and answers, so
+    rollouts mix tool calls, answers and invalid actions and groups have reward variance."""
+    return copy.deepcopy(_warm_model)

@@ -1,0 +1,91 @@
+"""Chapter 00's glue: demonstrations, presets (the gpu preset must not rot), claims logic."""
+
+import dataclasses
+
+import torch
+
+from course_lib import models
+from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.envs.arithmetic import solve
+from course_lib.train import evaluate_policy, train_grpo
+
+
+def test_demonstrations_mix_tool_and_direct_answers():
+    """About 40% of demonstrations use the tool and always copy the right result."""
+    texts = ch00.demonstration_texts(2000, seed=0, tool_share=0.4, direct_correct=0.3)
+    with_tool = [c for _, c in texts if "<tool_call>" in c]
+    assert 0.35 < len(with_tool) / len(texts) < 0.45
+    for prompt, completion in texts[:200]:
+        a, op, b = prompt.split()[1:4]
+        if "<tool_call>" in completion:
+            assert f"<answer> {solve(int(a), op, int(b))} </answer>" in completion
+
+
+def test_demonstration_mask_covers_only_policy_tokens():
+    tokenizer = ch00.build_tokenizer_for_chapter()
+    texts = [
+        (
+            "<question> 100 + 200 </question>",
+            "<tool_call> 100 + 200 </tool_call> <tool_response> 300 </tool_response> <answer> 300 </answer>",
+        )
+    ]
+    ids, mask = ch00.demonstration_examples(tokenizer, texts)[0]
+    learned = " ".join(tokenizer.convert_ids_to_tokens([i for i, m in zip(ids, mask) if m]))
+    assert learned == "<tool_call> 100 + 200 </tool_call> <answer> 300 </answer>"
+
+
+def test_gpu_preset_runs_on_cpu_for_a_few_steps(tmp_path):
+    """The gpu preset's model size and loop run end to end (shrunk budgets, CPU)."""
+    config = ch00.preset("gpu")
+    config = dataclasses.replace(
+        config,
+        demonstrations=64,
+        sft=dataclasses.replace(config.sft, steps=2, batch_size=8),
+        grpo=dataclasses.replace(config.grpo, iterations=1, prompts_per_iteration=2, group_size=4, eval_every=1),
+        eval_tasks=8,
+    )
+    assert config.model_preset == "small"
+    ch00.build_base(tmp_path, seed=0, progress=False, config=config)
+    model, tokenizer = models.load(tmp_path)
+    assert models.count_parameters(model) > 1_000_000
+    before = [p.detach().clone() for p in model.parameters()]
+    history = train_grpo(
+        model,
+        tokenizer,
+        ch00.make_env,
+        config.sampling,
+        config.grpo,
+        seed=0,
+        evaluate=lambda m: ch00.evaluate(m, tokenizer, config, 0),
+    )
+    assert "eval_success" in history[0] and "eval_success" in history[-1]
+    assert "success" in history[0]
+    stats, _ = evaluate_policy(model, tokenizer, lambda: ch00.make_env("test"), [0, 1], config.sampling, 0)
+    assert 0.0 <= stats["success"] <= 1.0
+    changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert changed or history[0]["reward_std"] == 0.0
+
+
+def test_claims_follow_the_numbers():
+    """C0.1/C0.2 thresholds and the exact checks decide PASS/FAIL."""
+    checks = {"mask_errors": 0, "id_errors": 0, "text_errors": 0, "policy_tokens": 10, "tool_calls": 3}
+    good = ch00.claims({"base": {"success": 0.4}, "trained": {"success": 0.6}, "checks": checks})
+    assert all(c.passed for c in good)
+    bad = ch00.claims({"base": {"success": 0.9}, "trained": {"success": 0.95}, "checks": {**checks, "mask_errors": 1}})
+    assert [c.passed for c in bad] == [False, False, False, True]
+
+
+def test_claims_report_prints_and_raises(capsys):
+    """Required failures raise after every line is printed; documented non-reproductions do not."""
+    import pytest
+
+    from course_lib.claims import Claim, ClaimFailed, report
+
+    report([Claim("C9.9", "holds", True), Claim("C9.8", "too small here", False, required=False)])
+    assert capsys.readouterr().out.splitlines() == [
+        "C9.9  PASS  holds",
+        "C9.8  not reproduced at this scale  too small here",
+    ]
+    with pytest.raises(ClaimFailed, match="C9.7"):
+        report([Claim("C9.7", "broken", False), Claim("C9.6", "fine", True)])
+    assert capsys.readouterr().out.splitlines() == ["C9.7  FAIL  broken", "C9.6  PASS  fine"]
