@@ -67,11 +67,25 @@ class KVDecoder:
         return self._forward(input_ids, positions, valid, mask[:, None])
 
     @torch.no_grad()
-    def step(self, token_ids: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
-        """Append one token per sequence (`[B]`); `attend[b]` False marks padding. Returns `[B, V]`."""
-        positions = self.next_position[:, None]
-        self.next_position = self.next_position + attend.long()
-        return self._forward(token_ids[:, None], positions, attend[:, None], None)
+    def step(self, token_ids: torch.Tensor, attend: torch.Tensor | None = None) -> torch.Tensor:
+        """Append tokens and return the logits `[B, V]` after the last one.
+
+        `token_ids` is `[B]` (one token per sequence; `attend[b]` False marks padding) or `[B, L]`
+        (L real tokens per sequence, e.g. an observation appended in one go).
+        """
+        if token_ids.dim() == 1:
+            attend = torch.ones_like(token_ids, dtype=torch.bool) if attend is None else attend
+            positions = self.next_position[:, None]
+            self.next_position = self.next_position + attend.long()
+            return self._forward(token_ids[:, None], positions, attend[:, None], None)
+        new = token_ids.shape[1]
+        offsets = torch.arange(new, device=token_ids.device)
+        positions = self.next_position[:, None] + offsets
+        self.next_position = self.next_position + new
+        causal = offsets[None, :] <= offsets[:, None]  # [new, new]
+        history = self.key_valid[:, None, : self.length].expand(-1, new, -1)
+        mask = torch.cat([history, causal.expand(token_ids.shape[0], -1, -1)], dim=-1)
+        return self._forward(token_ids, positions, torch.ones_like(token_ids, dtype=torch.bool), mask[:, None])
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep only the sequences at indices `rows` (1-D long tensor), in that order."""

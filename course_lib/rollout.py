@@ -219,21 +219,12 @@ class RolloutEngine:
             next_inputs, keep = [], []
             for row, index in enumerate(live):
                 t = trajectories[index]
-                turn = t.num_turns
                 if queues[index]:
                     token = queues[index].popleft()
-                    t.token_ids.append(token)
-                    t.loss_mask.append(0)
-                    t.logprobs.append(0.0)
-                    t.entropies.append(0.0)
-                    t.turn_ids.append(turn - 1)
+                    _append(t, token, t.num_turns - 1)
                 else:
                     token = tokens[row]
-                    t.token_ids.append(token)
-                    t.loss_mask.append(1)
-                    t.logprobs.append(logprobs[row])
-                    t.entropies.append(entropies[row])
-                    t.turn_ids.append(turn)
+                    _append(t, token, t.num_turns, logprobs[row], entropies[row])
                     turn_tokens[index].append(token)
                     if token in self.stop_ids or len(turn_tokens[index]) >= config.max_turn_tokens:
                         self._step_env(t, turn_tokens[index], queues[index])
@@ -243,15 +234,23 @@ class RolloutEngine:
                     t.truncated = t.cut = finished = True
                 if not finished:
                     keep.append(row)
-                    next_inputs.append(token)
+                    next_inputs.append([token])
             if len(keep) < len(live):
                 if not keep:
                     break
                 decoder.keep(torch.tensor(keep, device=device))
                 live = [live[row] for row in keep]
-            logits = decoder.step(
-                torch.tensor(next_inputs, device=device), torch.ones(len(live), dtype=torch.bool, device=device)
-            )
+            # When every live sequence has observation tokens waiting (turns often end together in
+            # a lock-step batch), feed them in one multi-token step instead of one per step.
+            room = min(config.max_total_tokens - 1 - len(trajectories[i].token_ids) for i in live)
+            extra = min(min(len(queues[i]) for i in live), room)
+            for inputs, index in zip(next_inputs, live, strict=True):
+                t = trajectories[index]
+                for _ in range(max(extra, 0)):
+                    token = queues[index].popleft()
+                    _append(t, token, t.num_turns - 1)
+                    inputs.append(token)
+            logits = decoder.step(torch.tensor(next_inputs, device=device).squeeze(1))
         self.model.train(was_training)
         return trajectories
 
@@ -284,6 +283,15 @@ class RolloutEngine:
             t.snapshots.append(copy.deepcopy(t.env))
         if not (terminated or truncated) and obs:
             queue.extend(encode(self.tokenizer, obs))
+
+
+def _append(t: Trajectory, token: int, turn: int, logprob: float | None = None, entropy: float = 0.0) -> None:
+    """Append one token: sampled by the policy when `logprob` is given (loss mask 1), else forced."""
+    t.token_ids.append(token)
+    t.loss_mask.append(0 if logprob is None else 1)
+    t.logprobs.append(0.0 if logprob is None else logprob)
+    t.entropies.append(entropy)
+    t.turn_ids.append(turn)
 
 
 def alignment_errors(trajectory: Trajectory, tokenizer) -> list[str]:

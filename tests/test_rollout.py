@@ -58,7 +58,7 @@ def test_kv_decoder_matches_full_forward(make_model, lora):
     width = max(map(len, rows))
     ids = torch.tensor([[0] * (width - len(r)) + r for r in rows])
     mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
-    decoder = KVDecoder(model, len(rows), width + 8)
+    decoder = KVDecoder(model, len(rows), width + 12)
 
     def check(logits, live):
         with torch.no_grad():
@@ -72,10 +72,11 @@ def test_kv_decoder_matches_full_forward(make_model, lora):
         if step == 3:
             live = [2, 0]
             decoder.keep(torch.tensor([2, 0]))
-        new = torch.randint(4, 2000, (len(live),), generator=gen)
-        for index, token in zip(live, new.tolist()):
-            rows[index].append(token)
-        check(decoder.step(new, torch.ones(len(live), dtype=torch.bool)), live)
+        # Steps 1 and 4 append three tokens per row at once (an observation fed in one go).
+        new = torch.randint(4, 2000, (len(live), 3) if step in (1, 4) else (len(live),), generator=gen)
+        for index, tokens in zip(live, new.tolist()):
+            rows[index].extend(tokens if isinstance(tokens, list) else [tokens])
+        check(decoder.step(new), live)
 
 
 @pytest.mark.parametrize("which", ["make_model", "warm_model"])
