@@ -86,31 +86,29 @@ def load_tasks(name: str, data_dir: Path = DATA_DIR):
 
 
 # Builders ---------------------------------------------------------------------------------------
-def _build_ch00(data_dir: Path, seed: int, progress: bool) -> None:
-    from datasets import Dataset, DatasetDict, disable_progress_bars
+def builders() -> dict[str, str]:
+    """Chapter key (`ch00`) -> module, for every `course_lib/chapters/chNN_*.py` with `build_data`.
 
-    disable_progress_bars()
+    A chapter module's `build_data(data_dir, seed, progress)` writes its artifacts (each with
+    `write_artifact`), so adding a chapter needs no change here.
+    """
+    import importlib
+    import pkgutil
 
-    from course_lib.chapters import ch00_tool_agent as ch00
-    from course_lib.envs.arithmetic import draw_problem, solve
+    from course_lib import chapters
 
-    def rows(split: str, count: int) -> dict[str, list]:
-        problems = [draw_problem(s, split) for s in range(count)]
-        return {
-            "seed": list(range(count)),
-            "question": [f"{a} {op} {b}" for a, op, b in problems],
-            "answer": [solve(*p) for p in problems],
-        }
-
-    command = _command_for("ch00")
-    tasks = DatasetDict({"train": Dataset.from_dict(rows("train", 2000)), "test": Dataset.from_dict(rows("test", 200))})
-    _replace(data_dir / "ch00_tasks", lambda tmp: tasks.save_to_disk(str(tmp)))
-    record("ch00_tasks", command, seed, data_dir)
-    _replace(data_dir / ch00.BASE_NAME, lambda tmp: ch00.build_base(tmp, seed=seed, progress=progress))
-    record(ch00.BASE_NAME, command, seed, data_dir)
+    found = {}
+    for module in pkgutil.iter_modules(chapters.__path__):
+        if module.name[:2] == "ch" and module.name[2:4].isdigit():
+            if hasattr(importlib.import_module(f"{chapters.__name__}.{module.name}"), "build_data"):
+                found[module.name[:4]] = f"{chapters.__name__}.{module.name}"
+    return found
 
 
-BUILDERS: dict[str, Callable[[Path, int, bool], None]] = {"ch00": _build_ch00}
+def write_artifact(name: str, write: Callable[[Path], object], seed: int, data_dir: Path = DATA_DIR) -> None:
+    """Build artifact `name` with `write(folder)` and record its files in the manifest."""
+    _replace(data_dir / name, write)
+    record(name, _command_for(name), seed, data_dir)
 
 
 def _command_for(name: str) -> str:
@@ -137,12 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.data", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build a chapter's data")
-    build.add_argument("chapter", choices=sorted(BUILDERS))
+    build.add_argument("chapter", choices=sorted(builders()))
     build.add_argument("--seed", type=int, default=0)
     sub.add_parser("verify", help="check every file against the manifest")
     args = parser.parse_args(argv)
     if args.command == "build":
-        BUILDERS[args.chapter](DATA_DIR, args.seed, True)
+        import importlib
+
+        importlib.import_module(builders()[args.chapter]).build_data(DATA_DIR, args.seed, True)
         print(f"built {args.chapter} under {DATA_DIR}")
         return 0
     problems = []

@@ -134,6 +134,25 @@ def build_base(
     return history
 
 
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
+    """`python -m course_lib.data build ch00`: the task set and the warm-started base."""
+    from datasets import Dataset, DatasetDict, disable_progress_bars
+
+    disable_progress_bars()
+
+    def rows(split: str, count: int) -> dict[str, list]:
+        problems = [draw_problem(s, split) for s in range(count)]
+        return {
+            "seed": list(range(count)),
+            "question": [f"{a} {op} {b}" for a, op, b in problems],
+            "answer": [solve(*p) for p in problems],
+        }
+
+    tasks = DatasetDict({"train": Dataset.from_dict(rows("train", 2000)), "test": Dataset.from_dict(rows("test", 200))})
+    data.write_artifact("ch00_tasks", lambda folder: tasks.save_to_disk(str(folder)), seed, data_dir)
+    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+
+
 def test_seeds(count: int) -> list[int]:
     """Seeds of the held-out problems used for evaluation (the test split's first `count`)."""
     return list(range(count))

@@ -26,6 +26,16 @@ def make(name: str, **kwargs) -> TextEnv:
     return _REGISTRY[name](**kwargs)
 
 
-from course_lib.envs.arithmetic import ToolArithmeticEnv  # noqa: E402  (registers itself)
+def _import_all() -> None:
+    """Import every module of this package: each registers its environments when imported."""
+    import importlib
+    import pkgutil
 
-__all__ = ["InvalidAction", "TextEnv", "ToolArithmeticEnv", "extract_tag", "make", "names", "register"]
+    for module in pkgutil.iter_modules(__path__):
+        if module.name != "base":
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+_import_all()
+
+__all__ = ["InvalidAction", "TextEnv", "extract_tag", "make", "names", "register"]

@@ -45,4 +45,17 @@ def _calculator(expression: str) -> str:
 register("python", run_python)
 register("calculator", _calculator)
 
+
+def _import_all() -> None:
+    """Import every other module of this package: each registers its tools when imported."""
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.iter_modules(__path__):
+        if module.name != "python_tool":
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+_import_all()
+
 __all__ = ["Limits", "call", "names", "register", "run_python"]
