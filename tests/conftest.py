@@ -11,7 +11,8 @@ from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.models import build_model
 from course_lib.train import SFTConfig, supervised_warm_start
 
-# Two cores shared with other work: intra-op threads make these tiny models tens of times slower.
+# Tiny models: thread wake-ups cost more than the matrix work, and a second test process or a
+# busy machine makes two intra-op threads tens of times slower.
 torch.set_num_threads(1)
 
 TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
