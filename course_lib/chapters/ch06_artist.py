@@ -44,11 +44,11 @@ class Chapter06Config:
     """Number of demonstration episodes for the warm start."""
     failure_rate: float = 0.3
     """Probability that a call the episode has not made before fails transiently (env and demonstrations)."""
-    retry_share: float = 0.5
+    retry_share: float = 0.2
     """In the demonstrations, the share of failed calls followed by a retry (the rest give up and guess)."""
     w_tool: float = 0.2
     """Weight of ARTIST's tool-execution term (successful calls / calls); 0 is the ablation."""
-    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1200, batch_size=64, learning_rate=3e-3))
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1000, batch_size=64, learning_rate=3e-3))
     """Warm start."""
     grpo: GRPOConfig = field(
         default_factory=lambda: GRPOConfig(iterations=40, prompts_per_iteration=8, group_size=8, eval_every=40)
