@@ -1,0 +1,261 @@
+"""Chapter 06: ARTIST, one GRPO loop over reasoning interleaved with several tool calls (arXiv 2505.01441).
+
+The policy thinks, looks up two prices, calls the calculator, and answers, over four or more turns
+of `price_tools`; tool responses are masked from the loss; the reward is ARTIST's answer + format +
+tool-execution fraction. The chapter measures task success, tool calls per problem, response length
+and self-correction (what the policy does right after a failed tool call), before and after RL, and
+ablates the tool-execution term. The base is built by `python -m course_lib.data build ch06`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from course_lib import config as course_config
+from course_lib import data, envs
+from course_lib.chapters.ch00_tool_agent import demonstration_examples
+from course_lib.claims import Claim
+from course_lib.envs.price_tools import NUMBER_RANGE, draw_problem, solve, vocabulary
+from course_lib.models import build_model, save
+from course_lib.rollout import SamplingConfig, Trajectory
+from course_lib.tokenizer import build_tokenizer
+from course_lib.tools.lookup_table import TABLE
+from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, supervised_warm_start, train_grpo
+
+ENV_NAME = "price_tools"
+BASE_NAME = "ch06_base"
+
+
+@dataclass
+class Chapter06Config:
+    """Everything chapter 06 varies, with the cpu preset's values as defaults."""
+
+    model_preset: str = "tiny"
+    """Model size, a key of `models.MODEL_PRESETS`."""
+    demonstrations: int = 20_000
+    """Number of demonstration episodes for the warm start."""
+    failure_rate: float = 0.3
+    """Probability that a call the episode has not made before fails transiently (env and demonstrations)."""
+    retry_share: float = 0.2
+    """In the demonstrations, the share of failed calls followed by a retry (the rest give up and guess)."""
+    w_tool: float = 0.2
+    """Weight of ARTIST's tool-execution term (successful calls / calls); 0 is the ablation."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1000, batch_size=64, learning_rate=3e-3))
+    """Warm start."""
+    grpo: GRPOConfig = field(
+        default_factory=lambda: GRPOConfig(iterations=40, prompts_per_iteration=8, group_size=8, eval_every=40)
+    )
+    """RL (tool responses masked from the loss)."""
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(temperature=1.0, max_turn_tokens=12, max_total_tokens=80)
+    )
+    """Rollout sampling (temperature 1, as RL samples); room for nine turns."""
+    eval_tasks: int = 200
+    """Held-out test problems per evaluation."""
+
+
+def preset(scale: str | None = None) -> Chapter06Config:
+    """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
+    scale = scale or course_config.scale()
+    if scale == "cpu":
+        return Chapter06Config()
+    return Chapter06Config(
+        model_preset="small",
+        demonstrations=50_000,
+        sft=SFTConfig(steps=3000, batch_size=128, learning_rate=2e-3),
+        grpo=GRPOConfig(iterations=100, prompts_per_iteration=32, group_size=16, learning_rate=3e-4, eval_every=20),
+        eval_tasks=1000,
+    )
+
+
+def make_env(split: str = "train", config: Chapter06Config | None = None, w_tool: float | None = None) -> envs.TextEnv:
+    config = config or Chapter06Config()
+    w_tool = config.w_tool if w_tool is None else w_tool
+    return envs.make(ENV_NAME, split=split, failure_rate=config.failure_rate, w_tool=w_tool)
+
+
+def demonstration_texts(count: int, seed: int, failure_rate: float, retry_share: float) -> list[tuple[str, str]]:
+    """`(prompt, completion)` demonstrations on train problems, tool responses included.
+
+    Each call fails with probability `failure_rate` (as in the environment); after a failure the
+    demonstration retries the same call with probability `retry_share`, and otherwise gives up
+    with a guessed answer. So the base has seen recovery, but only half the time.
+    """
+    rng = random.Random(seed)
+    low, high = NUMBER_RANGE
+    texts = []
+    for index in range(count):
+        x, op, y = draw_problem(seed * 10_000_019 + index, "train")
+        result = solve(x, op, y)
+        calls = [(f"lookup {x}", TABLE[x]), (f"lookup {y}", TABLE[y]), (f"python {TABLE[x]} {op} {TABLE[y]}", result)]
+        parts = [f"<think> {x} {op} {y} </think>"]
+        gave_up = False
+        for call, value in calls:
+            if rng.random() < failure_rate:
+                parts.append(f"<tool_call> {call} </tool_call> <tool_response> error </tool_response>")
+                if rng.random() >= retry_share:
+                    parts.append(f"<answer> {rng.randint(low, high)} </answer>")
+                    gave_up = True
+                    break
+            parts.append(f"<tool_call> {call} </tool_call> <tool_response> {value} </tool_response>")
+        if not gave_up:
+            parts.append(f"<answer> {result} </answer>")
+        texts.append((f"<question> {x} {op} {y} </question>", " ".join(parts)))
+    return texts
+
+
+def build_tokenizer_for_chapter():
+    return build_tokenizer(vocabulary())
+
+
+def build_base(
+    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter06Config | None = None
+) -> list[dict]:
+    """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
+    config = config or preset(scale)
+    generator = course_config.seed_everything(seed)
+    tokenizer = build_tokenizer_for_chapter()
+    model = build_model(tokenizer, config.model_preset, max_positions=96).to(course_config.device())
+    texts = demonstration_texts(config.demonstrations, seed, config.failure_rate, config.retry_share)
+    history = supervised_warm_start(
+        model, demonstration_examples(tokenizer, texts), tokenizer.pad_token_id, config.sft, generator, progress
+    )
+    save(model.to("cpu"), tokenizer, out_dir)
+    return history
+
+
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
+    """`python -m course_lib.data build ch06`: the task set and the warm-started base."""
+    from datasets import Dataset, DatasetDict, disable_progress_bars
+
+    disable_progress_bars()
+
+    def rows(split: str, count: int) -> dict[str, list]:
+        problems = [draw_problem(s, split) for s in range(count)]
+        return {
+            "seed": list(range(count)),
+            "question": [" ".join(p) for p in problems],
+            "answer": [solve(*p) for p in problems],
+        }
+
+    tasks = DatasetDict({"train": Dataset.from_dict(rows("train", 2000)), "test": Dataset.from_dict(rows("test", 200))})
+    data.write_artifact("ch06_tasks", lambda folder: tasks.save_to_disk(str(folder)), seed, data_dir)
+    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+
+
+# Measurements ----------------------------------------------------------------------------------
+def self_correction(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """What happens right after a failed tool call (C6.2).
+
+    `failed_calls`: tool calls whose result was `error` and that were followed by another action.
+    `retry_rate`: share of those followed at once by a call to the same tool that succeeds.
+    `recovered`: success rate of the episodes that had at least one failed call.
+    """
+    followed = retried = 0
+    with_failure = []
+    for t in trajectories:
+        failed = False
+        for step, info in enumerate(t.infos):
+            if info.get("tool_result") != "error":
+                continue
+            failed = True
+            if step + 1 < len(t.infos):
+                followed += 1
+                after = t.infos[step + 1]
+                retried += after.get("tool") == info.get("tool") and after.get("tool_result", "error") != "error"
+        if failed:
+            with_failure.append(t.success)
+    return {
+        "failed_calls": float(followed),
+        "retry_rate": retried / max(followed, 1),
+        "episodes_with_failure": float(len(with_failure)),
+        "recovered": float(np.mean(with_failure)) if with_failure else 0.0,
+        "tool_calls": float(np.mean([sum("tool_result" in i for i in t.infos) for t in trajectories])),
+    }
+
+
+def test_seeds(count: int) -> list[int]:
+    """Seeds of the held-out problems used for evaluation (the test split's first `count`)."""
+    return list(range(count))
+
+
+def evaluate(model, tokenizer, config: Chapter06Config, seed: int) -> dict[str, float]:
+    """Held-out success, tool use, response length and self-correction, sampled at temperature 1."""
+    stats, trajectories = evaluate_policy(
+        model, tokenizer, lambda: make_env("test", config), test_seeds(config.eval_tasks), config.sampling, seed
+    )
+    return {**stats, **self_correction(trajectories)}
+
+
+def train(model, tokenizer, config: Chapter06Config, seed: int, w_tool: float, progress: bool = False) -> list[dict]:
+    """GRPO on `price_tools` with tool-execution weight `w_tool` (the model is trained in place)."""
+    return train_grpo(
+        model, tokenizer, lambda: make_env("train", config, w_tool), config.sampling, config.grpo, seed,
+        evaluate=lambda m: evaluate(m, tokenizer, config, seed), progress=progress,
+    )  # fmt: skip
+
+
+def run(seed: int, config: Chapter06Config | None = None, progress: bool = False) -> dict:
+    """The whole chapter for one seed: evaluate the base, train with ARTIST's reward and with the
+    tool-execution term ablated (same seed and budget), evaluate both. Returns every number used."""
+    config = config or preset()
+    start = time.perf_counter()
+    course_config.seed_everything(seed)
+    model, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    base_model = copy.deepcopy(model)
+    results: dict = {"base": evaluate(model, tokenizer, config, seed + 1)}
+    results["history"] = train(model, tokenizer, config, seed, config.w_tool, progress)
+    results["trained"] = evaluate(model, tokenizer, config, seed + 1)
+    ablated = copy.deepcopy(base_model)
+    results["history_no_tool"] = train(ablated, tokenizer, config, seed, 0.0, progress)
+    results["no_tool_term"] = evaluate(ablated, tokenizer, config, seed + 1)
+    results["minutes"] = (time.perf_counter() - start) / 60
+    results["model"], results["base_model"], results["tokenizer"] = model, base_model, tokenizer
+    return results
+
+
+def summary(results: dict) -> list[tuple[str, dict]]:
+    """(label, evaluation) rows of the policies a run compares."""
+    return [
+        ("base", results["base"]),
+        ("GRPO, R = answer + format + tool", results["trained"]),
+        ("GRPO, R = answer + format", results["no_tool_term"]),
+    ]
+
+
+def claims(results: dict) -> list[Claim]:
+    """Chapter 06's claims, computed from `run`'s results."""
+    base, trained = results["base"], results["trained"]
+    measurable = base["failed_calls"] >= 30 and trained["failed_calls"] >= 30
+    return [
+        Claim("C6.1", "GRPO on the multi-turn loop raises held-out task success by at least 15 points",
+              trained["success"] - base["success"] >= 0.15),
+        Claim("C6.2", "after a failed call the trained policy retries correctly at least 25 points more often",
+              measurable and trained["retry_rate"] - base["retry_rate"] >= 0.25),
+    ]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Run chapter 06 for several seeds and print its claims.")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = parser.parse_args(argv)
+    keys = ["success", "retry_rate", "failed_calls", "recovered", "tool_calls", "tool_error_rate", "policy_tokens"]
+    for seed in args.seeds:
+        results = run(seed)
+        print(f"seed {seed} ({results['minutes']:.2f} min)")
+        for label, stats in summary(results):
+            print(f"  {label:34} " + " ".join(f"{k} {stats[k]:.3f}" for k in keys))
+        for claim in claims(results):
+            print(f"  {claim.id} {claim.status} {claim.name}")
+
+
+if __name__ == "__main__":
+    main()
