@@ -169,7 +169,13 @@ def test_hostile_actions_never_raise(action):
 
 @pytest.mark.parametrize(
     "program",
-    ["__import__('os').system('ls')", "9 ** 9 ** 9", "for i in range(10 ** 9):\n    pass", "open('x')", "[1] * 10 ** 9"],
+    [
+        "__import__('os').system('ls')",
+        "9 ** 9 ** 9",
+        "for i in range(10 ** 9):\n    pass",
+        "open('x')",
+        "[1] * 10 ** 9",
+    ],
 )
 def test_hostile_code_comes_back_as_an_error_word(program):
     env = make()

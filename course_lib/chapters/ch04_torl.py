@@ -26,7 +26,6 @@ from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib.chapters.ch00_tool_agent import demonstration_examples
 from course_lib.claims import Claim
-from course_lib.diagnostics import rollout_stats
 from course_lib.envs.word_math import MAX_NUMBER, draw_problem, vocabulary
 from course_lib.models import build_model, save
 from course_lib.rollout import SamplingConfig, Trajectory
@@ -283,7 +282,11 @@ def train(
     )  # fmt: skip
     steps = [r for r in history if "time_rollout" in r]
     seconds = float(np.mean([r["time_rollout"] + r["time_advantage"] + r["time_update"] for r in steps]))
-    return {"history": history, "final": evaluate(model, tokenizer, config, seed + 1, calls), "seconds_per_step": seconds}
+    return {
+        "history": history,
+        "final": evaluate(model, tokenizer, config, seed + 1, calls),
+        "seconds_per_step": seconds,
+    }
 
 
 def run(seed: int, config: Chapter04Config | None = None, variants: list[str] | None = None) -> dict:

@@ -79,7 +79,13 @@ def template_words() -> list[str]:
 
 def vocabulary() -> list[str]:
     """Every word this environment and its demonstrations use, besides the tokenizer's tags."""
-    return [str(n) for n in range(MAX_NUMBER + 1)] + list(OPERATORS) + template_words() + list(OUTPUT_WORDS) + list(FEEDBACK_WORDS)
+    return (
+        [str(n) for n in range(MAX_NUMBER + 1)]
+        + list(OPERATORS)
+        + template_words()
+        + list(OUTPUT_WORDS)
+        + list(FEEDBACK_WORDS)
+    )
 
 
 @dataclass(frozen=True)
