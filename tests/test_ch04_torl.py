@@ -82,13 +82,22 @@ def test_torl_stats_hand_computed():
 
 def test_claims_follow_the_numbers():
     base = {"success": 0.25, "code_ratio": 0.4, "ineffective_rate": 0.3}
-    masked = {"success": 0.6, "code_ratio": 0.9, "ineffective_rate": 0.1, "hallucination_rate": 0.0}
-    unmasked = {"success": 0.4, "code_ratio": 0.9, "ineffective_rate": 0.1, "hallucination_rate": 0.3}
-    results = {"base": base, "runs": {"masked": {"final": masked}, "unmasked": {"final": unmasked}}}
-    assert [c.passed for c in ch04.claims(results)] == [True, True, True]
-    results["runs"]["masked"]["final"] = {**masked, "success": 0.3, "ineffective_rate": 0.2}
-    results["runs"]["unmasked"]["final"] = {**unmasked, "hallucination_rate": 0.0}
-    assert [c.passed for c in ch04.claims(results)] == [False, False, False]
+    masked = {"success": 0.6, "code_ratio": 0.9, "ineffective_rate": 0.1, "silent_tool_hallucination": 0.0}
+    unmasked = {"success": 0.5, "code_ratio": 0.9, "ineffective_rate": 0.1, "silent_tool_hallucination": 0.3}
+
+    def history(*accuracies):
+        return [{"iteration": 10 * i, "eval_success": a} for i, a in enumerate(accuracies)]
+
+    runs = {
+        "masked": {"final": masked, "history": history(0.25, 0.6, 0.7)},
+        "unmasked": {"final": unmasked, "history": history(0.25, 0.5, 0.6)},
+    }
+    assert abs(ch04.mean_eval_accuracy(runs["masked"]["history"]) - 0.65) < 1e-9  # iteration 0 is left out
+    assert [c.passed for c in ch04.claims({"base": base, "runs": runs})] == [True, True, True, True]
+    runs["masked"]["final"] = {**masked, "success": 0.3, "ineffective_rate": 0.25}
+    runs["unmasked"]["final"] = {**unmasked, "silent_tool_hallucination": 0.05}
+    runs["unmasked"]["history"] = history(0.25, 0.58, 0.7)
+    assert [c.passed for c in ch04.claims({"base": base, "runs": runs})] == [False, False, False, False]
 
 
 def test_gpu_preset_runs_on_cpu_for_a_few_steps(tmp_path):

@@ -249,12 +249,20 @@ def test_seeds(count: int) -> list[int]:
 
 
 def evaluate(model, tokenizer, config: Chapter04Config, seed: int, max_tool_calls: int | None = None) -> dict:
-    """Held-out accuracy and the ToRL measurements, sampled the way RL samples (temperature 1)."""
+    """Held-out accuracy and the ToRL measurements, sampled the way RL samples (temperature 1).
+
+    `silent_tool_hallucination` probes what the policy does when a call gets no response (as for a
+    call over the limit C): the same problems with C = 0, and the share of responses in which the
+    policy then writes `<tool_response>` itself.
+    """
     calls = config.max_tool_calls if max_tool_calls is None else max_tool_calls
+    seeds = test_seeds(config.eval_tasks)
     stats, trajectories = evaluate_policy(
-        model, tokenizer, lambda: make_env("test", calls), test_seeds(config.eval_tasks), config.sampling, seed
+        model, tokenizer, lambda: make_env("test", calls), seeds, config.sampling, seed
     )
-    return {**stats, **torl_stats(trajectories, tokenizer)}
+    _, silent = evaluate_policy(model, tokenizer, lambda: make_env("test", 0), seeds, config.sampling, seed)
+    probe = torl_stats(silent, tokenizer)["hallucination_rate"]
+    return {**stats, **torl_stats(trajectories, tokenizer), "silent_tool_hallucination": probe}
 
 
 # Experiments ------------------------------------------------------------------------------------
@@ -303,23 +311,33 @@ def run(seed: int, config: Chapter04Config | None = None, variants: list[str] | 
     return results
 
 
+def mean_eval_accuracy(history: list[dict]) -> float:
+    """Mean held-out accuracy over a run's evaluations after the start (iteration > 0)."""
+    return float(np.mean([r["eval_success"] for r in history if "eval_success" in r and r["iteration"] > 0]))
+
+
 def claims(results: dict) -> list[Claim]:
-    """Chapter 04's claims, computed from `run`'s results."""
+    """Chapter 04's claims, computed from `run`'s results (C4.3 is checked in two parts)."""
     base, runs = results["base"], results["runs"]
     masked, unmasked = runs["masked"]["final"], runs["unmasked"]["final"]
+    slower = mean_eval_accuracy(runs["masked"]["history"]) - mean_eval_accuracy(runs["unmasked"]["history"])
     return [
         Claim("C4.1", "RL raises held-out accuracy by at least 15 points and the code ratio by at least 20",
               masked["success"] - base["success"] >= 0.15 and masked["code_ratio"] - base["code_ratio"] >= 0.20),
-        Claim("C4.2", "the share of ineffective tool calls at least halves during RL",
-              masked["ineffective_rate"] <= 0.5 * base["ineffective_rate"]),
-        Claim("C4.3", "unmasked: the policy writes tool responses itself (10%+ of answers) and ends 10+ points "
-              "lower; masked: under 2% of answers",
-              unmasked["hallucination_rate"] >= 0.10 and masked["hallucination_rate"] < 0.02
-              and masked["success"] - unmasked["success"] >= 0.10),
+        Claim("C4.2", "the share of ineffective tool calls falls by at least 10 points during RL",
+              base["ineffective_rate"] - masked["ineffective_rate"] >= 0.10),
+        Claim("C4.3", "unmasked, the policy writes tool responses itself when the tool is silent (8% of answers "
+              "or more); masked, under 2%",
+              unmasked["silent_tool_hallucination"] >= 0.08 and masked["silent_tool_hallucination"] < 0.02),
+        Claim("C4.3", "unmasked RL is worse: mean held-out accuracy over the run at least 5 points lower",
+              slower >= 0.05),
     ]  # fmt: skip
 
 
-SUMMARY_KEYS = ("success", "code_ratio", "executable_ratio", "tool_success", "ineffective_rate", "hallucination_rate")
+SUMMARY_KEYS = (
+    "success", "code_ratio", "executable_ratio", "tool_success", "ineffective_rate", "skipped_rate",
+    "hallucination_rate", "silent_tool_hallucination",
+)  # fmt: skip
 
 
 def summary_rows(results: dict) -> list[tuple[str, dict[str, float], float | None]]:
@@ -330,10 +348,11 @@ def summary_rows(results: dict) -> list[tuple[str, dict[str, float], float | Non
 
 
 def format_summary(results: dict) -> str:
-    header = f"{'':10}" + "".join(f"{k:>20}" for k in SUMMARY_KEYS) + f"{'s/step':>8}"
+    names = ("accuracy", "code", "executable", "tool ok", "ineffective", "skipped", "halluc.", "halluc.|silent")
+    header = f"{'':10}" + "".join(f"{k:>15}" for k in names) + f"{'s/step':>8}"
     lines = [header]
     for name, stats, seconds in summary_rows(results):
-        cells = "".join(f"{stats[k]:>20.3f}" for k in SUMMARY_KEYS)
+        cells = "".join(f"{stats[k]:>15.3f}" for k in SUMMARY_KEYS)
         lines.append(f"{name:10}{cells}{'' if seconds is None else f'{seconds:>8.2f}'}")
     return "\n".join(lines)
 
