@@ -1,0 +1,375 @@
+"""Chapter 04: ToRL (arXiv 2503.23383), tool use emerging from RL on a base model, in miniature.
+
+A "base model" is warm-started once on generic mixed traces of `word_math` problems (about 40% of
+them write code, as ToRL's Qwen2.5-Math base does at step 0), then trained with GRPO exactly as
+ToRL trains: reward +1/-1, no KL, temperature 1, tool output masked from the loss, at most C tool
+calls per response. The chapter measures over training what ToRL's Fig. 5 plots (accuracy, code
+ratio, executable-code ratio, ineffective calls) plus the tool success rate, and runs the paper's
+ablations: tool output masked or not (C4.3), the -0.5 execution-error penalty, and C = 1 vs 2.
+
+The base checkpoint is built by `python -m course_lib.data build ch04` (`build_data`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from course_lib import config as course_config
+from course_lib import data, envs
+from course_lib.chapters.ch00_tool_agent import demonstration_examples
+from course_lib.claims import Claim
+from course_lib.envs.word_math import MAX_NUMBER, draw_problem, vocabulary
+from course_lib.models import build_model, save
+from course_lib.rollout import SamplingConfig, Trajectory
+from course_lib.tokenizer import build_tokenizer, tag_id
+from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, supervised_warm_start, train_grpo
+
+ENV_NAME = "word_math"
+BASE_NAME = "ch04_base"
+TASKS_NAME = "ch04_tasks"
+
+
+@dataclass
+class Chapter04Config:
+    """Everything chapter 04 varies, with the cpu preset's values as defaults."""
+
+    model_preset: str = "tiny"
+    """Model size, a key of `models.MODEL_PRESETS`."""
+    demonstrations: int = 20_000
+    """Demonstration episodes of the warm start (the "base model")."""
+    tool_share: float = 0.4
+    """Share of demonstrations that write code (ToRL's base starts near a 40% code ratio)."""
+    direct_correct: float = 0.2
+    """Share of direct (text-only) answers in the demonstrations that are right; the rest are near misses."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=700, batch_size=64, learning_rate=3e-3))
+    """Warm start."""
+    grpo: GRPOConfig = field(
+        default_factory=lambda: GRPOConfig(
+            iterations=40, prompts_per_iteration=8, group_size=8, learning_rate=5e-4, eval_every=10
+        )
+    )
+    """RL (ToRL: no KL, no entropy bonus, one on-policy update per batch, tool output masked)."""
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(temperature=1.0, max_turn_tokens=14, max_total_tokens=96)
+    )
+    """Rollout sampling (ToRL samples at temperature 1)."""
+    max_tool_calls: int = 1
+    """ToRL's C: executed tool calls per response (the paper's default is 1)."""
+    execution_error_penalty: float = 0.5
+    """Size of the optional penalty for a response with failing code (the ablation; off in the main run)."""
+    eval_tasks: int = 200
+    """Held-out test problems per evaluation."""
+
+
+def preset(scale: str | None = None) -> Chapter04Config:
+    """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
+    scale = scale or course_config.scale()
+    if scale == "cpu":
+        return Chapter04Config()
+    return Chapter04Config(
+        model_preset="small",
+        demonstrations=50_000,
+        sft=SFTConfig(steps=3000, batch_size=128, learning_rate=2e-3),
+        grpo=GRPOConfig(iterations=200, prompts_per_iteration=32, group_size=16, learning_rate=3e-4, eval_every=20),
+        eval_tasks=1000,
+    )
+
+
+def make_env(split: str = "train", max_tool_calls: int = 1, execution_error_penalty: float = 0.0) -> envs.TextEnv:
+    return envs.make(
+        ENV_NAME, split=split, max_tool_calls=max_tool_calls, execution_error_penalty=execution_error_penalty
+    )
+
+
+# Demonstrations: the "base model" -------------------------------------------------------------
+def _near_miss(rng: random.Random, value: int) -> int:
+    return max(0, min(MAX_NUMBER, value + rng.choice([-1, 1]) * rng.randint(1, 30)))
+
+
+def _broken(rng: random.Random, expression: str, question: str) -> str:
+    """Code that fails: a dropped last number (SyntaxError) or a question word used as a name."""
+    words = expression.split()
+    if rng.random() < 0.5:
+        return " ".join(words[:-1])
+    noun = question.split()[-2]  # e.g. "pens"
+    return " ".join(noun if w == words[-1] else w for w in words)
+
+
+def demonstration_texts(count: int, seed: int, tool_share: float, direct_correct: float) -> list[tuple[str, str]]:
+    """`(prompt, completion)` generic mixed traces on train problems.
+
+    With probability `1 - tool_share` the completion answers in text only (right with probability
+    `direct_correct`, else a near miss). Otherwise it writes code, in one of these shapes:
+    - 70%: one call with the whole expression, then the result copied into the answer;
+    - 12%: one operation per call (the tool response is followed by more code), as a model
+      that computes step by step would; with C = 1 only the first call runs;
+    - 10%: broken code, an error, then a guessed answer (an ineffective call);
+    - 8%: a correct call whose result is then ignored for a guess (an ineffective call).
+    """
+    rng = random.Random(seed)
+    texts = []
+    for index in range(count):
+        problem = draw_problem(seed * 10_000_019 + index, "train")
+        answer = problem.answer
+        prompt = f"<question> {problem.question} </question>"
+        if rng.random() >= tool_share:
+            guess = answer if rng.random() < direct_correct else _near_miss(rng, answer)
+            texts.append((prompt, f"<answer> {guess} </answer>"))
+            continue
+        shape = rng.random()
+        if shape < 0.70:
+            calls = [(problem.expression, str(answer))]
+            final = answer
+        elif shape < 0.82:
+            steps = problem.step_expressions()
+            calls = [(s, str(int(eval(s, {"__builtins__": {}})))) for s in steps]  # noqa: S307 (own text)
+            final = answer
+        elif shape < 0.92:
+            broken = _broken(rng, problem.expression, problem.question)
+            kind = "SyntaxError" if len(broken.split()) < len(problem.expression.split()) else "NameError"
+            calls = [(broken, f"error {kind}")]
+            final = _near_miss(rng, answer)
+        else:
+            calls = [(problem.expression, str(answer))]
+            final = _near_miss(rng, answer)
+        completion = " ".join(
+            f"<tool_call> {code} </tool_call> <tool_response> {result} </tool_response>" for code, result in calls
+        )
+        texts.append((prompt, f"{completion} <answer> {final} </answer>"))
+    return texts
+
+
+def build_tokenizer_for_chapter():
+    return build_tokenizer(vocabulary())
+
+
+def build_base(
+    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter04Config | None = None
+) -> list[dict]:
+    """Warm-start a fresh model on the mixed traces and save it with `save_pretrained`."""
+    config = config or preset(scale)
+    generator = course_config.seed_everything(seed)
+    tokenizer = build_tokenizer_for_chapter()
+    model = build_model(tokenizer, config.model_preset, max_positions=128).to(course_config.device())
+    texts = demonstration_texts(config.demonstrations, seed, config.tool_share, config.direct_correct)
+    history = supervised_warm_start(
+        model, demonstration_examples(tokenizer, texts), tokenizer.pad_token_id, config.sft, generator, progress
+    )
+    save(model.to("cpu"), tokenizer, out_dir)
+    return history
+
+
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
+    """`python -m course_lib.data build ch04`: the task set and the warm-started base."""
+    from datasets import Dataset, DatasetDict, disable_progress_bars
+
+    disable_progress_bars()
+
+    def rows(split: str, count: int) -> dict[str, list]:
+        problems = [draw_problem(s, split) for s in range(count)]
+        return {
+            "seed": list(range(count)),
+            "question": [p.question for p in problems],
+            "expression": [p.expression for p in problems],
+            "answer": [p.answer for p in problems],
+        }
+
+    tasks = DatasetDict({"train": Dataset.from_dict(rows("train", 2000)), "test": Dataset.from_dict(rows("test", 200))})
+    data.write_artifact(TASKS_NAME, lambda folder: tasks.save_to_disk(str(folder)), seed, data_dir)
+    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+
+
+# Measurements (ToRL Fig. 5, plus the tool success rate and hallucinated observations) -------
+def call_is_effective(call: dict, later_actions: list[str]) -> bool:
+    """A call is effective when it ran, did not fail, and its result is used later (in a later
+    call's code or in the answer). Skipped calls (over the limit C) and errors are ineffective."""
+    if call.get("skipped") or call.get("result") in (None, "error"):
+        return False
+    result = call["result"].split()
+    return any(word in action.split() for action in later_actions for word in result if word.isdigit())
+
+
+def torl_stats(trajectories: list[Trajectory], tokenizer) -> dict[str, float]:
+    """The chapter's measurements of a batch of responses.
+
+    - `code_ratio`: share of responses with at least one tool call (executed or over the limit);
+    - `executable_ratio`: among responses with executed code, the share whose code all ran;
+    - `tool_success`: executed calls that returned a result (not an error) / executed calls;
+    - `ineffective_rate`: ineffective calls / all calls (`call_is_effective`);
+    - `ineffective_per_response`: ineffective calls per response;
+    - `calls_per_response`, `skipped_rate` (calls over the limit / all calls);
+    - `hallucination_rate`: share of responses where the policy itself wrote `<tool_response>`;
+    - `hallucinated_tokens`: such policy-written `<tool_response>` tokens per response.
+    """
+    response_id = tag_id(tokenizer, "<tool_response>")
+    calls = ineffective = skipped = executed = succeeded = 0
+    with_code = with_executed = all_ran = hallucinating = hallucinated = 0
+    for t in trajectories:
+        env_calls = t.env.calls
+        actions = t.env.transcript.actions
+        for call in env_calls:
+            calls += 1
+            skipped += bool(call.get("skipped"))
+            if "result" in call:
+                executed += 1
+                succeeded += call["result"] != "error"
+            ineffective += not call_is_effective(call, actions[call["turn"] :])
+        with_code += bool(env_calls)
+        ran = [c for c in env_calls if "result" in c]
+        with_executed += bool(ran)
+        all_ran += bool(ran) and all(c["result"] != "error" for c in ran)
+        written = sum(1 for i, m in zip(t.token_ids, t.loss_mask, strict=True) if m and i == response_id)
+        hallucinated += written
+        hallucinating += written > 0
+    n = len(trajectories)
+    return {
+        "code_ratio": with_code / n,
+        "executable_ratio": all_ran / max(with_executed, 1),
+        "tool_success": succeeded / max(executed, 1),
+        "ineffective_rate": ineffective / max(calls, 1),
+        "ineffective_per_response": ineffective / n,
+        "calls_per_response": calls / n,
+        "skipped_rate": skipped / max(calls, 1),
+        "hallucination_rate": hallucinating / n,
+        "hallucinated_tokens": hallucinated / n,
+    }
+
+
+def test_seeds(count: int) -> list[int]:
+    """Seeds of the held-out problems used for evaluation (the test split's first `count`)."""
+    return list(range(count))
+
+
+def evaluate(model, tokenizer, config: Chapter04Config, seed: int, max_tool_calls: int | None = None) -> dict:
+    """Held-out accuracy and the ToRL measurements, sampled the way RL samples (temperature 1).
+
+    `silent_tool_hallucination` probes what the policy does when a call gets no response (as for a
+    call over the limit C): the same problems with C = 0, and the share of responses in which the
+    policy then writes `<tool_response>` itself.
+    """
+    calls = config.max_tool_calls if max_tool_calls is None else max_tool_calls
+    seeds = test_seeds(config.eval_tasks)
+    stats, trajectories = evaluate_policy(
+        model, tokenizer, lambda: make_env("test", calls), seeds, config.sampling, seed
+    )
+    _, silent = evaluate_policy(model, tokenizer, lambda: make_env("test", 0), seeds, config.sampling, seed)
+    probe = torl_stats(silent, tokenizer)["hallucination_rate"]
+    return {**stats, **torl_stats(trajectories, tokenizer), "silent_tool_hallucination": probe}
+
+
+# Experiments ------------------------------------------------------------------------------------
+VARIANTS = {
+    "masked": dict(),
+    "unmasked": dict(mask_observations=False),
+    "penalty": dict(penalty=True),
+    "C=2": dict(max_tool_calls=2),
+}
+"""The main run (ToRL's recipe, C = 1) and the three ablations, as changes to it."""
+
+
+def train(
+    model, tokenizer, config: Chapter04Config, seed: int, mask_observations: bool = True,
+    penalty: bool = False, max_tool_calls: int | None = None,
+) -> dict:  # fmt: skip
+    """GRPO from `model` (changed in place); returns the history, the final evaluation (another
+    sampling seed) and the mean seconds per RL step."""
+    calls = config.max_tool_calls if max_tool_calls is None else max_tool_calls
+    error_penalty = config.execution_error_penalty if penalty else 0.0
+    grpo = dataclasses.replace(config.grpo, mask_observations=mask_observations)
+    history = train_grpo(
+        model, tokenizer, lambda: make_env("train", calls, error_penalty), config.sampling, grpo, seed,
+        evaluate=lambda m: evaluate(m, tokenizer, config, seed, calls),
+    )  # fmt: skip
+    steps = [r for r in history if "time_rollout" in r]
+    seconds = float(np.mean([r["time_rollout"] + r["time_advantage"] + r["time_update"] for r in steps]))
+    return {
+        "history": history,
+        "final": evaluate(model, tokenizer, config, seed + 1, calls),
+        "seconds_per_step": seconds,
+    }
+
+
+def run(seed: int, config: Chapter04Config | None = None, variants: list[str] | None = None) -> dict:
+    """The whole chapter for one seed: evaluate the base, then train each variant from it."""
+    config = config or preset()
+    start = time.perf_counter()
+    course_config.seed_everything(seed)
+    base, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    results: dict = {"base": evaluate(base, tokenizer, config, seed), "runs": {}}
+    for name in variants or list(VARIANTS):
+        course_config.seed_everything(seed)
+        results["runs"][name] = train(copy.deepcopy(base), tokenizer, config, seed, **VARIANTS[name])
+    results["minutes"] = (time.perf_counter() - start) / 60
+    return results
+
+
+def mean_eval_accuracy(history: list[dict]) -> float:
+    """Mean held-out accuracy over a run's evaluations after the start (iteration > 0)."""
+    return float(np.mean([r["eval_success"] for r in history if "eval_success" in r and r["iteration"] > 0]))
+
+
+def claims(results: dict) -> list[Claim]:
+    """Chapter 04's claims, computed from `run`'s results (C4.3 is checked in two parts)."""
+    base, runs = results["base"], results["runs"]
+    masked, unmasked = runs["masked"]["final"], runs["unmasked"]["final"]
+    slower = mean_eval_accuracy(runs["masked"]["history"]) - mean_eval_accuracy(runs["unmasked"]["history"])
+    return [
+        Claim("C4.1", "RL raises held-out accuracy by at least 15 points and the code ratio by at least 20",
+              masked["success"] - base["success"] >= 0.15 and masked["code_ratio"] - base["code_ratio"] >= 0.20),
+        Claim("C4.2", "the share of ineffective tool calls falls by at least 10 points during RL",
+              base["ineffective_rate"] - masked["ineffective_rate"] >= 0.10),
+        Claim("C4.3", "unmasked, the policy writes tool responses itself when the tool is silent (8% of answers "
+              "or more); masked, under 2%",
+              unmasked["silent_tool_hallucination"] >= 0.08 and masked["silent_tool_hallucination"] < 0.02),
+        Claim("C4.3", "unmasked RL is worse: mean held-out accuracy over the run at least 5 points lower",
+              slower >= 0.05),
+    ]  # fmt: skip
+
+
+SUMMARY_KEYS = (
+    "success", "code_ratio", "executable_ratio", "tool_success", "ineffective_rate", "skipped_rate",
+    "hallucination_rate", "silent_tool_hallucination",
+)  # fmt: skip
+
+
+def summary_rows(results: dict) -> list[tuple[str, dict[str, float], float | None]]:
+    """`(name, final stats, seconds per step)` for the base and each trained variant."""
+    rows = [("base", results["base"], None)]
+    rows += [(name, r["final"], r["seconds_per_step"]) for name, r in results["runs"].items()]
+    return rows
+
+
+def format_summary(results: dict) -> str:
+    names = ("accuracy", "code", "executable", "tool ok", "ineffective", "skipped", "halluc.", "halluc.|silent")
+    header = f"{'':10}" + "".join(f"{k:>15}" for k in names) + f"{'s/step':>8}"
+    lines = [header]
+    for name, stats, seconds in summary_rows(results):
+        cells = "".join(f"{stats[k]:>15.3f}" for k in SUMMARY_KEYS)
+        lines.append(f"{name:10}{cells}{'' if seconds is None else f'{seconds:>8.2f}'}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Run chapter 04 for several seeds and print its claims.")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    args = parser.parse_args(argv)
+    for seed in args.seeds:
+        results = run(seed, variants=args.variants)
+        print(f"seed {seed} ({results['minutes']:.2f} min)")
+        print(format_summary(results))
+        if {"masked", "unmasked"} <= set(results["runs"]):
+            for claim in claims(results):
+                print(f"  {claim.id} {claim.status} {claim.name}")
+
+
+if __name__ == "__main__":
+    main()
