@@ -6,6 +6,8 @@ from course_lib import envs
 from course_lib.algos.rewards import RewardSpec
 from course_lib.chapters.ch05_toolrl import build_tokenizer_for_chapter
 from course_lib.envs.function_calling import (
+    CHITCHAT,
+    SPLITS,
     TOOLS,
     FunctionCallingEnv,
     TrainingClock,
@@ -20,20 +22,24 @@ def test_registered():
     assert isinstance(envs.make("function_calling", split="test"), FunctionCallingEnv)
 
 
-def test_tasks_are_deterministic_and_split_by_held_out_pairs():
+def test_tasks_are_deterministic_and_splits_are_disjoint():
     assert draw_task(3, "train") == draw_task(3, "train")
+    questions = {split: {draw_task(s, split).question for s in range(400)} for split in SPLITS}
+    chitchat = {f"<question> {c} </question>" for c in CHITCHAT}
+    assert not (questions["train"] & questions["test"]) - chitchat
+    assert not (questions["train"] | questions["test"]) & questions["novel"] - chitchat
     for seed in range(300):
-        train, test = draw_task(seed, "train"), draw_task(seed, "test")
-        assert not any(held_out(n, k, v) for n, a in train.calls for k, v in a)
-        if test.calls:
-            assert any(held_out(n, k, v) for n, a in test.calls for k, v in a)
-            assert all(n in TOOLS for n, _ in test.calls)
+        train, test, novel = (draw_task(seed, split) for split in SPLITS)
+        assert not any(held_out(n, k, v) for task in (train, test) for n, a in task.calls for k, v in a)
+        if novel.calls:
+            assert any(held_out(n, k, v) for n, a in novel.calls for k, v in a)
+            assert all(n in TOOLS for n, _ in novel.calls)
 
 
 def test_every_word_is_in_the_vocabulary():
     tokenizer = build_tokenizer_for_chapter()
     for seed in range(200):
-        task = draw_task(seed, "test")
+        task = draw_task(seed, "novel")
         for text in (task.question, answer_text(task, ["user", "wants"])):
             ids = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
             assert tokenizer.unk_token_id not in ids, text
@@ -56,7 +62,7 @@ def test_direct_response_when_no_tool_fits():
 
 @pytest.mark.parametrize("action", ["", "<tool_call>", "{ } } :", "<response> </tool_call> " * 500, None, "\x00"])
 def test_hostile_actions_never_raise(action):
-    env = FunctionCallingEnv("test")
+    env = FunctionCallingEnv("novel")
     env.reset(seed=1)
     _, reward, terminated, _, info = env.step(action)
     assert terminated and not info["success"] and -3.0 <= reward <= 4.0

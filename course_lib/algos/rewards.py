@@ -123,9 +123,7 @@ def same_calls(truth: list[Call], predicted: list[Call]) -> bool:
     return canon(truth) == canon(predicted)
 
 
-def correctness(
-    truth: list[Call], text: str, low: float = -3.0, high: float = 3.0, coarse: bool = False
-) -> float:
+def correctness(truth: list[Call], text: str, low: float = -3.0, high: float = 3.0, coarse: bool = False) -> float:
     """R_correct of response `text` against the true calls (none: a direct response is right)."""
     if not truth:
         return 0.0

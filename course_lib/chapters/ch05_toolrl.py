@@ -16,7 +16,8 @@ import argparse
 import copy
 import random
 import time
-from dataclasses import dataclass, field, replace
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ import torch
 
 from course_lib import config as course_config
 from course_lib import data
-from course_lib.algos.rewards import RewardSpec, render_call
+from course_lib.algos.rewards import RewardSpec, think_words
 from course_lib.claims import Claim
 from course_lib.envs.function_calling import (
     THOUGHTS,
@@ -51,15 +52,15 @@ ARMS = ("fine", "coarse", "length", "dynamic")
 class Noise:
     """How often the demonstrations of the warm start make each kind of mistake."""
 
-    format: float = 0.12
+    format: float = 0.2
     """Broken shape: the think block is missing or not closed."""
-    name: float = 0.08
+    name: float = 0.12
     """A call names another tool."""
-    key: float = 0.10
+    key: float = 0.2
     """A parameter is given another tool's parameter name."""
-    value: float = 0.10
+    value: float = 0.2
     """A parameter gets another value of the same type."""
-    missing: float = 0.15
+    missing: float = 0.25
     """A two-call answer drops its second call."""
     no_tool_call: float = 0.3
     """A query that no tool fits gets a (wrong) tool call instead of a response."""
@@ -81,7 +82,7 @@ class Chapter05Config:
     """LoRA rank for RL and for the SFT comparison arm."""
     grpo: GRPOConfig = field(
         default_factory=lambda: GRPOConfig(
-            iterations=40, prompts_per_iteration=16, group_size=4, learning_rate=3e-3, kl_coef=0.01, eval_every=10
+            iterations=30, prompts_per_iteration=8, group_size=4, learning_rate=2e-3, kl_coef=0.01, eval_every=10
         )
     )
     """RL (group size 4 as in ToolRL's `n=4`; lr for the LoRA adapter only)."""
@@ -203,21 +204,16 @@ def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
 # Evaluation ----------------------------------------------------------------------------------------
 def evaluate(model, tokenizer, config: Chapter05Config, seed: int, split: str = "test") -> dict[str, float]:
     """Success (format and calls exactly right), mean reward components and think length on the
-    first `eval_tasks` queries of `split`, sampled at temperature 1 as RL samples."""
+    first `eval_tasks` queries of `split` (`test` or `novel`), sampled at temperature 1 as RL samples."""
     stats, trajectories = evaluate_policy(
         model, tokenizer, lambda: FunctionCallingEnv(split), list(range(config.eval_tasks)), config.sampling, seed
     )
     infos = [t.infos[-1] if t.infos else {} for t in trajectories]
     stats["format"] = float(np.mean([i.get("r_format", 0.0) for i in infos]))
     stats["correct"] = float(np.mean([i.get("r_correct", -3.0) for i in infos]))
-    stats["think_words"] = float(np.mean([_think_len(t, tokenizer) for t in trajectories]))
+    actions = [t.env.transcript.actions[0] if t.env.transcript.actions else "" for t in trajectories]
+    stats["think_words"] = float(np.mean([think_words(a) for a in actions]))
     return stats
-
-
-def _think_len(trajectory, tokenizer) -> int:
-    from course_lib.algos.rewards import think_words
-
-    return think_words(trajectory.env.transcript.actions[0] if trajectory.env.transcript.actions else "")
 
 
 def arm_spec(arm: str, config: Chapter05Config) -> RewardSpec:
@@ -230,10 +226,18 @@ def arm_spec(arm: str, config: Chapter05Config) -> RewardSpec:
     }[arm]
 
 
+def lora(base, config: Chapter05Config):
+    """A LoRA-wrapped copy of `base` (peft 0.21 calls a transformers API deprecated in 5.x; the
+    FutureWarning says nothing about this model, so it is silenced here)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return add_lora(copy.deepcopy(base), rank=config.lora_rank)
+
+
 def train_rl_arm(base, tokenizer, arm: str, config: Chapter05Config, seed: int, progress: bool = False):
     """GRPO on a fresh LoRA adapter over a copy of `base`; returns `(model, history)`."""
     torch.manual_seed(seed)
-    model = add_lora(copy.deepcopy(base), rank=config.lora_rank)
+    model = lora(base, config)
     clock = TrainingClock(config.grpo.prompts_per_iteration * config.grpo.group_size)
     spec = arm_spec(arm, config)
     history = train_grpo(
@@ -246,7 +250,7 @@ def train_rl_arm(base, tokenizer, arm: str, config: Chapter05Config, seed: int, 
 def train_sft_arm(base, tokenizer, config: Chapter05Config, seed: int, progress: bool = False):
     """SFT on fixed correct traces with the same adapter and as many sequences as RL samples."""
     torch.manual_seed(seed)
-    model = add_lora(copy.deepcopy(base), rank=config.lora_rank)
+    model = lora(base, config)
     grpo = config.grpo
     batch = grpo.prompts_per_iteration * grpo.group_size
     examples = correct_examples(tokenizer, grpo.iterations * batch, seed)
@@ -258,30 +262,36 @@ def train_sft_arm(base, tokenizer, config: Chapter05Config, seed: int, progress:
 def memory_table(base, config: Chapter05Config) -> list[tuple[str, int, int]]:
     """(setting, trainable parameters, bytes of weights + gradients + AdamW state in fp32)."""
     full = count_parameters(base)
-    lora = count_parameters(add_lora(copy.deepcopy(base), rank=config.lora_rank), trainable_only=True)
+    lora_params = count_parameters(lora(base, config), trainable_only=True)
     # weights of the whole model, plus gradient and two AdamW moments per trainable parameter
-    return [("full fine-tuning", full, 4 * (full + 3 * full)), ("LoRA", lora, 4 * (full + lora + 3 * lora))]
+    return [
+        ("full fine-tuning", full, 4 * (full + 3 * full)),
+        ("LoRA", lora_params, 4 * (full + lora_params + 3 * lora_params)),
+    ]
 
 
 def run(seed: int, config: Chapter05Config | None = None, progress: bool = False) -> dict:
-    """The whole chapter for one seed; returns every number the claims use."""
+    """The whole chapter for one seed; returns every number the claims use.
+
+    RL arms are evaluated on `test` (held-out queries over seen slot values) during and after
+    training; the fine-grained RL arm and the SFT arm are also evaluated on `novel` (held-out
+    slot values), for C5.4.
+    """
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
     base, tokenizer = data.load_base(BASE_NAME, course_config.device())
-    results: dict = {"base": evaluate(base, tokenizer, config, seed)}
-    results["base_train"] = evaluate(base, tokenizer, config, seed, "train")
-    results["histories"] = {}
+    results: dict = {"base": evaluate(base, tokenizer, config, seed), "histories": {}}
+    results["base_novel"] = evaluate(base, tokenizer, config, seed, "novel")
     for arm in ARMS:
         model, history = train_rl_arm(base, tokenizer, arm, config, seed, progress)
         results["histories"][arm] = history
         results[arm] = {k[5:]: v for k, v in history[-1].items() if k.startswith("eval_")}
         if arm == "fine":
-            results["fine_train"] = evaluate(model, tokenizer, config, seed, "train")
-            results["fine_model"] = model
+            results["fine_novel"] = evaluate(model, tokenizer, config, seed, "novel")
     sft_model = train_sft_arm(base, tokenizer, config, seed, progress)
     results["sft"] = evaluate(sft_model, tokenizer, config, seed)
-    results["sft_train"] = evaluate(sft_model, tokenizer, config, seed, "train")
+    results["sft_novel"] = evaluate(sft_model, tokenizer, config, seed, "novel")
     results["memory"] = memory_table(base, config)
     results["minutes"] = (time.perf_counter() - start) / 60
     results["base_model"], results["tokenizer"] = base, tokenizer
@@ -305,7 +315,7 @@ def claims(results: dict) -> list[Claim]:
         Claim("C5.3", "a dynamic reward scale gives at least 3 points higher success than the fixed one",
               dynamic - fine >= 0.03),
         Claim("C5.4", "RL beats SFT on fixed traces by at least 5 points on held-out slot values",
-              fine - results["sft"]["success"] >= 0.05),
+              results["fine_novel"]["success"] - results["sft_novel"]["success"] >= 0.05),
     ]  # fmt: skip
 
 
@@ -314,6 +324,10 @@ def summary(results: dict) -> str:
     parts = [f"base {results['base']['success']:.3f}"]
     parts += [f"{arm} {results[arm]['success']:.3f} (auc {auc(results['histories'][arm]):.3f})" for arm in ARMS]
     parts += [f"sft {results['sft']['success']:.3f}", f"think words length-arm {results['length']['think_words']:.1f}"]
+    parts += [
+        f"novel: base {results['base_novel']['success']:.3f} fine {results['fine_novel']['success']:.3f} "
+        f"sft {results['sft_novel']['success']:.3f}"
+    ]
     return ", ".join(parts)
 
 
@@ -330,6 +344,3 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-
-
-__all__ = ["ARMS", "BASE_NAME", "Chapter05Config", "Noise", "preset", "replace", "render_call"]

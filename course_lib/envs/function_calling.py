@@ -10,9 +10,12 @@ or, for a query no tool fits (`tell me a joke`), `<think> ... </think> <response
 </response>`. As in ToolRL, no tool is executed: the predicted calls are compared with the true
 ones inside the reward (`course_lib.algos.rewards`), and the episode ends after one action.
 
-Held-out split: for every tool, some `(parameter, value)` pairs occur only in test queries (every
-value itself is seen in training, in other tools or slots), so test success measures whether the
-policy copies slot values it has never seen in that slot (claim C5.4).
+Three splits. For every tool, a quarter of its `(parameter, value)` pairs are held out: they occur
+only in `novel` queries (every value itself is seen in training, in other tools or slots), so
+`novel` success measures whether the policy puts a value into a slot where it never saw it (claim
+C5.4). The other queries are split by a hash of their text into `train` and `test` (held-out
+instances of seen pairs, claims C5.1 to C5.3). The five chit-chat queries that fit no tool occur in
+every split.
 
 The reward may depend on the training step (the scale schedules): environments made with the same
 `TrainingClock` share it, and the clock advances by one step per `batch` resets, which is one GRPO
@@ -47,7 +50,10 @@ TOOLS: dict[str, tuple[tuple[tuple[str, str, str], ...], str]] = {
     "set_alarm": ((("time", "hour", "at"), ("day", "day", "on")), "alarm"),
     "send_message": ((("recipient", "person", "to"), ("topic", "dish", "about")), "message"),
     "order_food": ((("dish", "dish", "of"), ("quantity", "count", "portions")), "order"),
-    "convert_currency": ((("amount", "count", "convert"), ("source", "currency", "from"), ("target", "currency", "to")), "money"),  # noqa: E501
+    "convert_currency": (
+        (("amount", "count", "convert"), ("source", "currency", "from"), ("target", "currency", "to")),
+        "money",
+    ),
     "find_restaurant": ((("cuisine", "dish", "for"), ("city", "city", "in")), "restaurant"),
     "call_contact": ((("person", "person", "call"),), "phone"),
 }
@@ -66,10 +72,9 @@ def vocabulary() -> list[str]:
     return list(dict.fromkeys(words))
 
 
-def held_out(tool: str, param: str, value: str, test_fraction: float = 0.25) -> bool:
+def held_out(tool: str, param: str, value: str, fraction: float = 0.25) -> bool:
     """Whether the pair `(tool.param, value)` is reserved for the test split."""
-    digest = hashlib.sha256(f"{tool}.{param}={value}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") < test_fraction * 2**32
+    return _hash_fraction(f"{tool}.{param}={value}") < fraction
 
 
 @dataclass(frozen=True)
@@ -87,9 +92,22 @@ def _phrase(name: str, args: dict[str, str]) -> str:
     return " ".join(parts)
 
 
+SPLITS = ("train", "test", "novel")
+
+
+def _hash_fraction(text: str) -> float:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") / 2**32
+
+
+def split_of(question: str, calls: list[tuple[str, dict[str, str]]]) -> str:
+    """`novel` if a call uses a held-out pair, else `test` for a tenth of questions, else `train`."""
+    if any(held_out(n, p, v) for n, a in calls for p, v in a.items()):
+        return "novel"
+    return "test" if _hash_fraction(question) < 0.1 else "train"
+
+
 def draw_task(seed: int, split: str, no_tool_share: float = 0.15, two_call_share: float = 0.4) -> Task:
-    """The seed-th task of `split` (deterministic). Train tasks use no held-out pair; every test
-    task that calls a tool uses at least one."""
+    """The seed-th task of `split` (deterministic; see `split_of`)."""
     rng = random.Random(f"fc:{split}:{seed}")
     if rng.random() < no_tool_share:
         return Task(f"<question> {rng.choice(CHITCHAT)} </question>", ())
@@ -104,11 +122,9 @@ def draw_task(seed: int, split: str, no_tool_share: float = 0.15, two_call_share
                 choices = [v for v in VALUES[kind] if v not in args.values()]
                 args[param] = rng.choice(choices)
             calls.append((name, args))
-        unseen = any(held_out(n, p, v) for n, a in calls for p, v in a.items())
-        if unseen == (split == "test"):
-            break
-    question = " and ".join(_phrase(n, a) for n, a in calls)
-    return Task(f"<question> {question} </question>", tuple((n, tuple(a.items())) for n, a in calls))
+        question = f"<question> {' and '.join(_phrase(n, a) for n, a in calls)} </question>"
+        if split_of(question, calls) == split:
+            return Task(question, tuple((n, tuple(a.items())) for n, a in calls))
 
 
 def answer_text(task: Task, thought: list[str]) -> str:
@@ -143,8 +159,8 @@ class FunctionCallingEnv(TextEnv):
 
     def __init__(self, split: str = "train", spec: RewardSpec | None = None, clock: TrainingClock | None = None):
         super().__init__()
-        if split not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.split = split
         self.spec = spec or RewardSpec()
         self.clock = clock
