@@ -304,18 +304,24 @@ def auc(history: list[dict], key: str = "eval_success") -> float:
 
 
 def claims(results: dict) -> list[Claim]:
-    """Chapter 05's claims, computed from `run`'s results."""
+    """Chapter 05's claims, computed from `run`'s results.
+
+    None of the four reproduced with its margin at the cpu preset's budget (30 iterations of 32
+    rollouts; seed 0: fine 0.175, coarse 0.160, length 0.130, dynamic 0.150 held-out success; novel
+    values fine 0.115 vs SFT 0.100), so each is marked not reproduced (`required=False`) and the
+    chapter shows the evidence (section 7).
+    """
     fine, coarse, length, dynamic = (results[a]["success"] for a in ARMS)
     h = results["histories"]
     return [
         Claim("C5.1", "fine-grained reward: at least 5 points higher final and mean-over-training success than coarse",
-              fine - coarse >= 0.05 and auc(h["fine"]) - auc(h["coarse"]) >= 0.05),
+              fine - coarse >= 0.05 and auc(h["fine"]) - auc(h["coarse"]) >= 0.05, required=False),
         Claim("C5.2", "adding a length reward lowers final held-out success by at least 5 points",
-              fine - length >= 0.05),
+              fine - length >= 0.05, required=False),
         Claim("C5.3", "a dynamic reward scale gives at least 3 points higher success than the fixed one",
-              dynamic - fine >= 0.03),
+              dynamic - fine >= 0.03, required=False),
         Claim("C5.4", "RL beats SFT on fixed traces by at least 5 points on held-out slot values",
-              results["fine_novel"]["success"] - results["sft_novel"]["success"] >= 0.05),
+              results["fine_novel"]["success"] - results["sft_novel"]["success"] >= 0.05, required=False),
     ]  # fmt: skip
 
 
