@@ -8,6 +8,7 @@ reference policy for KL penalties (chapter 05 and later).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,7 +84,10 @@ def add_lora(model: PreTrainedModel, rank: int = 8, alpha: int = 16, dropout: fl
         target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, config)
+    with warnings.catch_warnings():
+        # peft 0.21 calls a transformers 5.x API that is deprecated; the warning is not about this model.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return get_peft_model(model, config)
 
 
 @contextmanager

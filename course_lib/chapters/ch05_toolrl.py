@@ -1,0 +1,354 @@
+"""Chapter 05: ToolRL, reward design for function calling (arXiv 2504.13958).
+
+A warm-started policy answers function-calling queries (`envs.function_calling`) imperfectly:
+sometimes a wrong tool or parameter name, a wrong value, a missing call, a broken format. GRPO on a
+LoRA adapter (the adapter-disabled base is the KL reference) then trains it with variants of the
+ToolRL reward (`algos.rewards`): fine-grained partial credit vs a coarse exact-match reward (C5.1),
+with vs without a length reward (C5.2), a fixed vs a dynamic reward scale (C5.3); and supervised
+fine-tuning on fixed correct traces is compared with RL on held-out slot values (C5.4).
+
+The base checkpoint is built once by `python -m course_lib.data build ch05` (`build_base`).
+
+Status: work in progress. The library parts (environment, reward, arms, claims, CLI) are tested,
+but at the cpu preset's budget (30 GRPO iterations of 8 x 4 on a rank-8 adapter, base at 9%
+held-out success) every arm reaches 12-18% and the gaps between arms stay inside the noise of 200
+held-out queries for seeds 0-2, so none of C5.1-C5.4 reproduces yet; the notebook is not in the
+course until they do (or until a larger budget shows why not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from course_lib import config as course_config
+from course_lib import data
+from course_lib.algos.rewards import RewardSpec, think_words
+from course_lib.claims import Claim
+from course_lib.envs.function_calling import (
+    THOUGHTS,
+    TOOLS,
+    VALUES,
+    FunctionCallingEnv,
+    Task,
+    TrainingClock,
+    answer_text,
+    draw_task,
+    vocabulary,
+)
+from course_lib.models import add_lora, build_model, count_parameters, save
+from course_lib.rollout import SamplingConfig
+from course_lib.tokenizer import build_tokenizer, encode
+from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, supervised_warm_start, train_grpo
+
+BASE_NAME = "ch05_base"
+ARMS = ("fine", "coarse", "length", "dynamic")
+"""RL arms: the ToolRL reward, coarse exact match, plus a length reward, with the dynamic scale."""
+
+
+@dataclass
+class Noise:
+    """How often the demonstrations of the warm start make each kind of mistake."""
+
+    format: float = 0.2
+    """Broken shape: the think block is missing or not closed."""
+    name: float = 0.12
+    """A call names another tool."""
+    key: float = 0.2
+    """A parameter is given another tool's parameter name."""
+    value: float = 0.2
+    """A parameter gets another value of the same type."""
+    missing: float = 0.25
+    """A two-call answer drops its second call."""
+    no_tool_call: float = 0.3
+    """A query that no tool fits gets a (wrong) tool call instead of a response."""
+
+
+@dataclass
+class Chapter05Config:
+    """Everything chapter 05 varies, with the cpu preset's values as defaults."""
+
+    model_preset: str = "tiny"
+    """Model size, a key of `models.MODEL_PRESETS`."""
+    demonstrations: int = 20_000
+    """Number of (noisy) demonstrations for the warm start."""
+    noise: Noise = field(default_factory=Noise)
+    """Mistakes in the demonstrations, so the base errs in ways a reward can fix."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=500, batch_size=64, learning_rate=3e-3))
+    """Warm start (builds the base checkpoint)."""
+    lora_rank: int = 8
+    """LoRA rank for RL and for the SFT comparison arm."""
+    grpo: GRPOConfig = field(
+        default_factory=lambda: GRPOConfig(
+            iterations=30, prompts_per_iteration=8, group_size=4, learning_rate=2e-3, kl_coef=0.01, eval_every=10
+        )
+    )
+    """RL (group size 4 as in ToolRL's `n=4`; lr for the LoRA adapter only)."""
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(
+            temperature=1.0, max_turn_tokens=56, max_total_tokens=80, stop_tags=("</tool_call>", "</response>")
+        )
+    )
+    """Rollout sampling (temperature 1, as RL samples); a turn longer than 56 tokens is cut."""
+    length_target: float = 12.0
+    """L of the length reward (ToolRL: 512 words; our thoughts are a few words)."""
+    sft_learning_rate: float = 3e-3
+    """Learning rate of the SFT comparison arm (same adapter, same number of sequences as RL)."""
+    eval_tasks: int = 200
+    """Held-out test queries per evaluation."""
+
+
+def preset(scale: str | None = None) -> Chapter05Config:
+    """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
+    scale = scale or course_config.scale()
+    if scale == "cpu":
+        return Chapter05Config()
+    return Chapter05Config(
+        model_preset="small",
+        demonstrations=50_000,
+        sft=SFTConfig(steps=3000, batch_size=128, learning_rate=2e-3),
+        lora_rank=16,
+        grpo=GRPOConfig(
+            iterations=150, prompts_per_iteration=64, group_size=4, learning_rate=1e-3, kl_coef=0.01, eval_every=25
+        ),
+        eval_tasks=1000,
+    )
+
+
+# Demonstrations ------------------------------------------------------------------------------------
+def _other(rng: random.Random, options, current):
+    return rng.choice([o for o in options if o != current])
+
+
+def noisy_answer(task: Task, rng: random.Random, noise: Noise) -> str:
+    """A demonstration response for `task`: right, or with the mistakes `noise` makes likely."""
+    thought = rng.sample(THOUGHTS, rng.randint(0, 3))
+    if not task.calls:
+        if rng.random() < noise.no_tool_call:
+            wrong = draw_task(rng.randrange(10**9), "train", no_tool_share=0.0, two_call_share=0.0)
+            text = answer_text(wrong, thought)
+        else:
+            text = answer_text(task, thought)
+    else:
+        calls = list(task.calls)
+        if len(calls) == 2 and rng.random() < noise.missing:
+            calls = calls[:1]
+        all_keys = sorted({p for params, _ in TOOLS.values() for p, _, _ in params})
+        noisy = []
+        for name, args in calls:
+            kinds = {p: k for p, k, _ in TOOLS[name][0]}
+            new_args = []
+            for key, value in args:
+                if rng.random() < noise.value:
+                    value = _other(rng, VALUES[kinds[key]], value)
+                if rng.random() < noise.key:
+                    key = _other(rng, all_keys, key)
+                new_args.append((key, value))
+            if rng.random() < noise.name:
+                name = _other(rng, sorted(TOOLS), name)
+            noisy.append((name, tuple(new_args)))
+        text = answer_text(Task(task.question, tuple(noisy)), thought)
+    if rng.random() < noise.format:
+        text = text.replace("</think> ", "", 1) if rng.random() < 0.5 else text.split("</think> ", 1)[1]
+    return text
+
+
+def demonstration_examples(tokenizer, count: int, seed: int, noise: Noise) -> list[tuple[list[int], list[int]]]:
+    """Token ids and loss masks (1 on the response) of `count` noisy train demonstrations."""
+    rng = random.Random(seed)
+    examples = []
+    for index in range(count):
+        task = draw_task(seed * 10_000_019 + index, "train")
+        prompt = [tokenizer.bos_token_id, *encode(tokenizer, task.question)]
+        response = encode(tokenizer, noisy_answer(task, rng, noise))
+        examples.append((prompt + response, [0] * len(prompt) + [1] * len(response)))
+    return examples
+
+
+def correct_examples(tokenizer, count: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    """The fixed traces of the SFT arm: correct answers to train queries, a two-word thought."""
+    examples = []
+    for index in range(count):
+        task = draw_task(seed * 7_000_003 + index + 1, "train")
+        prompt = [tokenizer.bos_token_id, *encode(tokenizer, task.question)]
+        response = encode(tokenizer, answer_text(task, ["user", "wants"]))
+        examples.append((prompt + response, [0] * len(prompt) + [1] * len(response)))
+    return examples
+
+
+def build_tokenizer_for_chapter():
+    return build_tokenizer(vocabulary())
+
+
+def build_base(
+    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter05Config | None = None
+) -> list[dict]:
+    """Warm-start a fresh model on noisy demonstrations and save it with `save_pretrained`."""
+    config = config or preset(scale)
+    generator = course_config.seed_everything(seed)
+    tokenizer = build_tokenizer_for_chapter()
+    model = build_model(tokenizer, config.model_preset, max_positions=96).to(course_config.device())
+    examples = demonstration_examples(tokenizer, config.demonstrations, seed, config.noise)
+    history = supervised_warm_start(model, examples, tokenizer.pad_token_id, config.sft, generator, progress)
+    save(model.to("cpu"), tokenizer, out_dir)
+    return history
+
+
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
+    """`python -m course_lib.data build ch05`: the warm-started base checkpoint."""
+    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+
+
+# Evaluation ----------------------------------------------------------------------------------------
+def evaluate(model, tokenizer, config: Chapter05Config, seed: int, split: str = "test") -> dict[str, float]:
+    """Success (format and calls exactly right), mean reward components and think length on the
+    first `eval_tasks` queries of `split` (`test` or `novel`), sampled at temperature 1 as RL samples."""
+    stats, trajectories = evaluate_policy(
+        model, tokenizer, lambda: FunctionCallingEnv(split), list(range(config.eval_tasks)), config.sampling, seed
+    )
+    infos = [t.infos[-1] if t.infos else {} for t in trajectories]
+    stats["format"] = float(np.mean([i.get("r_format", 0.0) for i in infos]))
+    stats["correct"] = float(np.mean([i.get("r_correct", -3.0) for i in infos]))
+    actions = [t.env.transcript.actions[0] if t.env.transcript.actions else "" for t in trajectories]
+    stats["think_words"] = float(np.mean([think_words(a) for a in actions]))
+    return stats
+
+
+def arm_spec(arm: str, config: Chapter05Config) -> RewardSpec:
+    """The reward of an RL arm."""
+    return {
+        "fine": RewardSpec(),
+        "coarse": RewardSpec(coarse=True),
+        "length": RewardSpec(length_target=config.length_target),
+        "dynamic": RewardSpec(schedule="dynamic", horizon=config.grpo.iterations),
+    }[arm]
+
+
+def lora(base, config: Chapter05Config):
+    """A LoRA-wrapped copy of `base`."""
+    return add_lora(copy.deepcopy(base), rank=config.lora_rank)
+
+
+def train_rl_arm(base, tokenizer, arm: str, config: Chapter05Config, seed: int, progress: bool = False):
+    """GRPO on a fresh LoRA adapter over a copy of `base`; returns `(model, history)`."""
+    torch.manual_seed(seed)
+    model = lora(base, config)
+    clock = TrainingClock(config.grpo.prompts_per_iteration * config.grpo.group_size)
+    spec = arm_spec(arm, config)
+    history = train_grpo(
+        model, tokenizer, lambda: FunctionCallingEnv("train", spec, clock), config.sampling, config.grpo, seed,
+        evaluate=lambda m: evaluate(m, tokenizer, config, seed), progress=progress,
+    )  # fmt: skip
+    return model, history
+
+
+def train_sft_arm(base, tokenizer, config: Chapter05Config, seed: int, progress: bool = False):
+    """SFT on fixed correct traces with the same adapter and as many sequences as RL samples."""
+    torch.manual_seed(seed)
+    model = lora(base, config)
+    grpo = config.grpo
+    batch = grpo.prompts_per_iteration * grpo.group_size
+    examples = correct_examples(tokenizer, grpo.iterations * batch, seed)
+    sft = SFTConfig(steps=grpo.iterations, batch_size=batch, learning_rate=config.sft_learning_rate, warmup_steps=5)
+    supervised_warm_start(model, examples, tokenizer.pad_token_id, sft, torch.Generator().manual_seed(seed), progress)
+    return model
+
+
+def memory_table(base, config: Chapter05Config) -> list[tuple[str, int, int]]:
+    """(setting, trainable parameters, bytes of weights + gradients + AdamW state in fp32)."""
+    full = count_parameters(base)
+    lora_params = count_parameters(lora(base, config), trainable_only=True)
+    # weights of the whole model, plus gradient and two AdamW moments per trainable parameter
+    return [
+        ("full fine-tuning", full, 4 * (full + 3 * full)),
+        ("LoRA", lora_params, 4 * (full + lora_params + 3 * lora_params)),
+    ]
+
+
+def run(seed: int, config: Chapter05Config | None = None, progress: bool = False) -> dict:
+    """The whole chapter for one seed; returns every number the claims use.
+
+    RL arms are evaluated on `test` (held-out queries over seen slot values) during and after
+    training; the fine-grained RL arm and the SFT arm are also evaluated on `novel` (held-out
+    slot values), for C5.4.
+    """
+    config = config or preset()
+    start = time.perf_counter()
+    course_config.seed_everything(seed)
+    base, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    results: dict = {"base": evaluate(base, tokenizer, config, seed), "histories": {}}
+    results["base_novel"] = evaluate(base, tokenizer, config, seed, "novel")
+    for arm in ARMS:
+        model, history = train_rl_arm(base, tokenizer, arm, config, seed, progress)
+        results["histories"][arm] = history
+        results[arm] = {k[5:]: v for k, v in history[-1].items() if k.startswith("eval_")}
+        if arm == "fine":
+            results["fine_novel"] = evaluate(model, tokenizer, config, seed, "novel")
+    sft_model = train_sft_arm(base, tokenizer, config, seed, progress)
+    results["sft"] = evaluate(sft_model, tokenizer, config, seed)
+    results["sft_novel"] = evaluate(sft_model, tokenizer, config, seed, "novel")
+    results["memory"] = memory_table(base, config)
+    results["minutes"] = (time.perf_counter() - start) / 60
+    results["base_model"], results["tokenizer"] = base, tokenizer
+    return results
+
+
+def auc(history: list[dict], key: str = "eval_success") -> float:
+    """Mean of an evaluation metric over the evaluation points of a run (learning speed)."""
+    return float(np.mean([r[key] for r in history if key in r]))
+
+
+def claims(results: dict) -> list[Claim]:
+    """Chapter 05's claims, computed from `run`'s results.
+
+    None of the four reproduced with its margin at the cpu preset's budget (30 iterations of 32
+    rollouts): for seeds 0, 1, 2 the gaps between arms are a few points and change sign across seeds
+    (fine minus coarse +1.5, +2.5, -2.0 points), inside the noise of 200 held-out queries. Each is
+    therefore marked not reproduced (`required=False`); the notebook shows the evidence.
+    """
+    fine, coarse, length, dynamic = (results[a]["success"] for a in ARMS)
+    h = results["histories"]
+    return [
+        Claim("C5.1", "fine-grained reward: at least 5 points higher final and mean-over-training success than coarse",
+              fine - coarse >= 0.05 and auc(h["fine"]) - auc(h["coarse"]) >= 0.05, required=False),
+        Claim("C5.2", "adding a length reward lowers final held-out success by at least 5 points",
+              fine - length >= 0.05, required=False),
+        Claim("C5.3", "a dynamic reward scale gives at least 3 points higher success than the fixed one",
+              dynamic - fine >= 0.03, required=False),
+        Claim("C5.4", "RL beats SFT on fixed traces by at least 5 points on held-out slot values",
+              results["fine_novel"]["success"] - results["sft_novel"]["success"] >= 0.05, required=False),
+    ]  # fmt: skip
+
+
+def summary(results: dict) -> str:
+    """One line of every number the claims use."""
+    parts = [f"base {results['base']['success']:.3f}"]
+    parts += [f"{arm} {results[arm]['success']:.3f} (auc {auc(results['histories'][arm]):.3f})" for arm in ARMS]
+    parts += [f"sft {results['sft']['success']:.3f}", f"think words length-arm {results['length']['think_words']:.1f}"]
+    parts += [
+        f"novel: base {results['base_novel']['success']:.3f} fine {results['fine_novel']['success']:.3f} "
+        f"sft {results['sft_novel']['success']:.3f}"
+    ]
+    return ", ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Run chapter 05 for several seeds and print its claims.")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = parser.parse_args(argv)
+    for seed in args.seeds:
+        results = run(seed)
+        print(f"seed {seed}: {summary(results)}, {results['minutes']:.2f} min")
+        for claim in claims(results):
+            print(f"  {claim.id} {claim.status} {claim.name}")
+
+
+if __name__ == "__main__":
+    main()

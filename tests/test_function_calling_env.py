@@ -1,0 +1,86 @@
+"""The `function_calling` environment (chapter 05): tasks, splits, rewards, hostile input."""
+
+import pytest
+
+from course_lib import envs
+from course_lib.algos.rewards import RewardSpec
+from course_lib.chapters.ch05_toolrl import build_tokenizer_for_chapter
+from course_lib.envs.function_calling import (
+    CHITCHAT,
+    SPLITS,
+    TOOLS,
+    FunctionCallingEnv,
+    TrainingClock,
+    answer_text,
+    draw_task,
+    held_out,
+)
+
+
+def test_registered():
+    assert "function_calling" in envs.names()
+    assert isinstance(envs.make("function_calling", split="test"), FunctionCallingEnv)
+
+
+def test_tasks_are_deterministic_and_splits_are_disjoint():
+    assert draw_task(3, "train") == draw_task(3, "train")
+    questions = {split: {draw_task(s, split).question for s in range(400)} for split in SPLITS}
+    chitchat = {f"<question> {c} </question>" for c in CHITCHAT}
+    assert not (questions["train"] & questions["test"]) - chitchat
+    assert not (questions["train"] | questions["test"]) & questions["novel"] - chitchat
+    for seed in range(300):
+        train, test, novel = (draw_task(seed, split) for split in SPLITS)
+        assert not any(held_out(n, k, v) for task in (train, test) for n, a in task.calls for k, v in a)
+        if novel.calls:
+            assert any(held_out(n, k, v) for n, a in novel.calls for k, v in a)
+            assert all(n in TOOLS for n, _ in novel.calls)
+
+
+def test_every_word_is_in_the_vocabulary():
+    tokenizer = build_tokenizer_for_chapter()
+    for seed in range(200):
+        task = draw_task(seed, "novel")
+        for text in (task.question, answer_text(task, ["user", "wants"])):
+            ids = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
+            assert tokenizer.unk_token_id not in ids, text
+
+
+def test_correct_answer_gets_the_maximum_and_success():
+    env = FunctionCallingEnv("train")
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(answer_text(env.task, ["user"]))
+    assert (obs, reward, terminated, info["success"], info["r_format"]) == ("", 4.0, True, True, 1.0)
+
+
+def test_direct_response_when_no_tool_fits():
+    env = FunctionCallingEnv("train")
+    seed = next(s for s in range(100) if not draw_task(s, "train").calls)
+    env.reset(seed=seed)
+    _, reward, _, _, info = env.step("<think> </think> <response> no tool fits </response>")
+    assert reward == 1.0 and info["success"]
+
+
+@pytest.mark.parametrize("action", ["", "<tool_call>", "{ } } :", "<response> </tool_call> " * 500, None, "\x00"])
+def test_hostile_actions_never_raise(action):
+    env = FunctionCallingEnv("novel")
+    env.reset(seed=1)
+    _, reward, terminated, _, info = env.step(action)
+    assert terminated and not info["success"] and -3.0 <= reward <= 4.0
+
+
+def test_clock_counts_iterations():
+    clock = TrainingClock(batch=2)
+    pool = [FunctionCallingEnv("train", RewardSpec(schedule="dynamic", horizon=2), clock) for _ in range(2)]
+    steps = []
+    for _ in range(3):
+        for env in pool:
+            env.reset(seed=0)
+        steps.append(clock.step)
+    assert steps == [0, 1, 2]
+    # at step 2 of a 2-step horizon the dynamic scale has reached format max 1 and correctness max 3
+    assert pool[0].step(answer_text(pool[0].task, []))[1] == 4.0
+
+
+def test_bad_split():
+    with pytest.raises(ValueError):
+        FunctionCallingEnv("validation")
