@@ -51,7 +51,7 @@ class Chapter01Config:
     """Model size, a key of `models.MODEL_PRESETS`."""
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     """What the LM is trained on (plans, labelled steps, world-model transitions)."""
-    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=600, batch_size=64, learning_rate=3e-3))
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1000, batch_size=64, learning_rate=3e-3))
     """Training of the base LM (built once by `python -m course_lib.data build ch01`)."""
     tasks_per_length: int = 100
     """Held-out problems per plan length (2, 4, 6) in each evaluation: 300 in all."""
