@@ -2,7 +2,7 @@
 
 Differences from RAP (`search.rap`), following the LATS paper and papers.md:
 
-- **Grounded nodes.** Expanding a node samples n actions from the policy and *executes* each in a
+- **Grounded nodes.** Expanding a node samples n distinct actions from the policy and *executes* each in a
   copy of the real environment (LATS needs a revertible environment; every step counts as one
   interaction). A node's state is the observation the environment returned, never a prediction.
 - **Value** V(s) = lambda * LM(s) + (1 - lambda) * SC(s): LM(s) is the model's self-evaluation
@@ -121,11 +121,22 @@ class GroundedExpansion:
             self.lm, self.goal_text, node.observation, actions, self.config.temperature, self.memory,
             self.config.memory_penalty,
         )  # fmt: skip
-        picks = torch.multinomial(torch.tensor(probs), self.config.children, replacement=True, generator=self.generator)
-        counts = Counter(actions[i] for i in picks.tolist())
+        weights = torch.tensor(probs)
+        # Self-consistency counts n samples with replacement; the children are n *distinct* actions
+        # (the sampled ones first), so a peaked policy still opens new branches when it is wrong.
+        picks = torch.multinomial(weights, self.config.children, replacement=True, generator=self.generator)
+        counts = Counter({a: 0 for a in actions})
+        counts.update(actions[i] for i in picks.tolist())
+        distinct = list(dict.fromkeys(actions[i] for i in picks.tolist()))
+        rest = [i for i, a in enumerate(actions) if a not in distinct]
+        extra = min(self.config.children - len(distinct), len(rest))
+        if extra > 0:
+            more = torch.multinomial(weights[rest] + 1e-9, extra, replacement=False, generator=self.generator)
+            distinct += [actions[rest[i]] for i in more.tolist()]
         evaluations = dict(zip(actions, self.lm.step_scores(self.goal_text, node.observation, actions), strict=True))
         children = []
-        for action, count in counts.items():
+        for action in distinct:
+            count = counts[action]
             self.budget.spend()
             env = copy.deepcopy(node.env)
             observation, *_ = env.step(action)  # reward and terminated are deliberately ignored
