@@ -1,0 +1,166 @@
+"""Chapter 01: RAP's reward arithmetic, the LM's roles, and search over a (bad) learned world model."""
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from course_lib.chapters import ch01_rap as ch01
+from course_lib.envs.blocksworld import render_goal, render_state
+from course_lib.models import build_model
+from course_lib.search.blocks_lm import (
+    BlocksLM,
+    CorpusConfig,
+    build_blocks_tokenizer,
+    corpus,
+    examples,
+    held_out_transition,
+    held_out_transitions,
+    split_plan,
+)
+from course_lib.search.mcts import MCTS, MCTSConfig
+from course_lib.search.rap import ImaginedBlocksworld, RewardConfig, combine, state_confidence
+from course_lib.train import supervised_warm_start
+
+TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_blocks_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def random_lm(tokenizer):
+    torch.manual_seed(0)
+    return BlocksLM(build_model(tokenizer, "tiny", max_positions=64, **TINY).eval(), tokenizer)
+
+
+def test_combine_is_rap_weighted_geometric_mean():
+    terms = {"likelihood": 0.5, "confidence": 1.0, "self_eval": 0.25, "heuristic": 1.5}
+    config = RewardConfig()
+    m = (0.5 * 1.0 * 0.25) ** (1 / 3)
+    assert combine(terms, config) == pytest.approx(m**0.5 * 1.5**0.5)
+    # simulation's local reward leaves out the sampled confidence
+    assert combine(terms, config, fast=True) == pytest.approx((0.5 * 0.25) ** 0.25 * 1.5**0.5)
+    assert combine(terms, replace(config, components=("heuristic",))) == 1.5
+    assert combine(terms, replace(config, components=("likelihood", "self_eval"))) == pytest.approx(math.sqrt(0.125))
+    # the goal bonus dominates: 100 ** 0.5 = 10 times the model term
+    assert combine({**terms, "heuristic": 100.0}, config) == pytest.approx(m**0.5 * 10)
+
+
+def test_state_confidence():
+    assert state_confidence(["x", "x", "y", "x"]) == 0.75
+    assert state_confidence(["x", "y"]) == 0.5
+    assert state_confidence([]) == 0.0
+
+
+def test_split_plan():
+    assert split_plan("unstack b a put-down b pick-up c stack c a") == [
+        "unstack b a",
+        "put-down b",
+        "pick-up c",
+        "stack c a",
+    ]
+    assert split_plan("a pick-up") == ["a", "pick-up"]
+    assert split_plan("") == []
+
+
+def test_corpus_formats_and_held_out_transitions(tokenizer):
+    texts = corpus(CorpusConfig(plans=20, steps=20, transitions=50), seed=0)
+    for kind, prefix in (("plan", "goal"), ("step", "goal"), ("world", "state")):
+        assert len(texts[kind]) >= 20 and all(p.startswith(prefix) for p, _ in texts[kind])
+    for prompt, _ in texts["world"]:
+        state, action = prompt[len("state ") : -len(" next")].split(" act ")
+        assert not held_out_transition(state, action)
+    assert all(c.endswith(("good", "bad")) for _, c in texts["step"])
+    rows = examples(tokenizer, texts["plan"][:3])
+    for ids, mask in rows:
+        assert tokenizer.unk_token_id not in ids and len(ids) == len(mask) and mask[-1] == 1 and mask[0] == 0
+    held = held_out_transitions()
+    total = len(held_out_transitions(share=1.0))
+    assert 0.1 < len(held) / total < 0.3 and all(held_out_transition(s, a) for s, a, _ in held[:50])
+
+
+def test_step_scores_are_log_probs_and_probabilities(random_lm):
+    scores = random_lm.step_scores("a b", "a | b | hand empty", ["pick-up a", "pick-up b"])
+    for logp, p_good in scores:
+        assert logp < 0 and 0 < p_good < 1
+    # cached: the same call does not run the model again
+    calls = random_lm.calls["step"]
+    assert random_lm.step_scores("a b", "a | b | hand empty", ["pick-up a"])[0] == scores[0]
+    assert random_lm.calls["step"] == calls
+
+
+def test_malformed_world_model_predictions_are_failed_nodes(random_lm):
+    """An untrained world model writes garbage: the search must survive it, marking failed nodes."""
+    expand = ImaginedBlocksworld(random_lm, "a b c", RewardConfig(confidence_samples=2), torch.Generator())
+    children = expand("a | b | c | hand empty", 0)
+    assert [c.action for c in children] == ["pick-up a", "pick-up b", "pick-up c"]
+    assert all(c.failed and c.reward == 0.0 for c in children)
+    assert expand("this is not a state", 0) == []
+    random_lm.world_cache[("a | b | c | hand empty", "pick-up a")] = "b | c | hand a"  # a good prediction
+    random_lm.world_cache[("a | b | c | hand empty", "pick-up b")] = "a | a | hand b"  # a block twice
+    children = expand("a | b | c | hand empty", 0)
+    assert not children[0].failed and children[0].reward > 0 and children[1].failed
+    result = MCTS(expand, MCTSConfig(iterations=5, depth_limit=4)).search("a | b | c | hand empty")
+    assert not result.solved
+
+
+def test_perfect_world_model_solves(random_lm, tokenizer):
+    """With every prediction right (filled in from the simulator) the search finds the plan."""
+    from course_lib.envs.blocksworld import draw_problem, successors
+
+    init, goal = draw_problem(0, "test", 4)
+    lm = BlocksLM(random_lm.model, tokenizer)
+    frontier = [init]
+    for _ in range(4):
+        frontier = [
+            n
+            for s in frontier
+            for a, n in successors(s).items()
+            if not lm.world_cache.setdefault((render_state(s), a), render_state(n)) or True
+        ]
+    expand = ImaginedBlocksworld(lm, render_goal(goal), RewardConfig(components=("heuristic",)), torch.Generator())
+    result = MCTS(expand, MCTSConfig(iterations=20, depth_limit=4)).search(render_state(init))
+    assert result.solved and ch01.execute(result.plan, render_state(init), render_goal(goal))["success"]
+
+
+def test_execute_counts_and_rejects():
+    assert ch01.execute(["pick-up a", "stack a b"], "a | b | hand empty", "b a") == {
+        "success": True,
+        "steps": 2,
+        "invalid": False,
+    }
+    assert ch01.execute(["stack a b"], "a | b | hand empty", "b a")["invalid"]
+    assert not ch01.execute([], "a | b | hand empty", "b a")["success"]
+    assert not ch01.execute(["pick-up a", "put-down a"], "a | b | hand empty", "b a")["success"]
+
+
+def test_gpu_preset_builds_and_trains_a_few_steps(tokenizer):
+    config = ch01.preset("gpu")
+    assert config.model_preset == "small" and config.tasks_per_length >= 200
+    model = build_model(tokenizer, config.model_preset, max_positions=64)
+    texts = corpus(replace(config.corpus, plans=10, steps=10, transitions=10), seed=0)
+    rows = [r for kind in texts for r in examples(tokenizer, texts[kind])]
+    history = supervised_warm_start(
+        model,
+        rows,
+        tokenizer.pad_token_id,
+        replace(config.sft, steps=2, batch_size=4),
+        torch.Generator().manual_seed(0),
+    )
+    assert history and math.isfinite(history[-1]["loss"])
+
+
+def test_claims_logic():
+    base = {"greedy": {2: 0.5, 4: 0.2, 6: 0.0}, "pass_k": {2: 0.9, 4: 0.5, 6: 0.1}}
+    good = {
+        1: {n: {"imagined": 0.5, "real": 0.4} for n in (2, 4, 6)},
+        10: {n: {"imagined": 0.8, "real": 0.7} for n in (2, 4, 6)},
+        20: {2: {"imagined": 1.0, "real": 1.0}, 4: {"imagined": 0.9, "real": 0.8}, 6: {"imagined": 0.7, "real": 0.5}},
+    }
+    assert all(c.passed for c in ch01.claims({**base, "mcts": good}))
+    flat = {k: {n: {"imagined": 0.3, "real": 0.3} for n in (2, 4, 6)} for k in (1, 10, 20)}
+    assert not any(c.passed for c in ch01.claims({**base, "mcts": flat}))

@@ -1,0 +1,110 @@
+"""LATS in miniature: grounded expansion, budgets, the memory of failures, and no leak of the evaluation."""
+
+import pytest
+import torch
+
+from course_lib import envs
+from course_lib.chapters import ch02_lats as ch02
+from course_lib.envs.blocksworld import Blocksworld, apply_action, parse_state
+from course_lib.models import build_model
+from course_lib.search.blocks_lm import BlocksLM, build_blocks_tokenizer
+from course_lib.search.lats import Budget, LATSConfig, Memory, lats, policy_probabilities, react, retries
+from course_lib.search.mcts import StopSearch
+
+TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+INIT, GOAL = "a b | c | hand empty", "c b a"
+
+
+@pytest.fixture(scope="module")
+def lm():
+    tokenizer = build_blocks_tokenizer()
+    torch.manual_seed(0)
+    return BlocksLM(build_model(tokenizer, "tiny", max_positions=64, **TINY).eval(), tokenizer)
+
+
+def test_budget_and_memory():
+    budget = Budget(2)
+    budget.spend()
+    budget.spend()
+    with pytest.raises(StopSearch):
+        budget.spend()
+    assert budget.used == 2
+    memory = Memory()
+    memory.record([("s", "x"), ("s", "x"), ("t", "y")])
+    assert memory.weights("s", ["x", "y"], 0.5) == [0.25, 1.0]
+
+
+def test_policy_probabilities_apply_the_memory(lm):
+    actions = ["pick-up c", "unstack b a"]
+    plain = policy_probabilities(lm, GOAL, INIT, actions)
+    memory = Memory()
+    memory.record([(INIT, "pick-up c")])
+    penalised = policy_probabilities(lm, GOAL, INIT, actions, memory=memory, penalty=0.2)
+    assert sum(plain) == pytest.approx(1) and sum(penalised) == pytest.approx(1)
+    odds = (plain[0] / plain[1]) * 0.2
+    assert penalised[0] / penalised[1] == pytest.approx(odds, rel=1e-4)
+
+
+def test_lats_nodes_hold_real_observations_and_respect_the_budget(lm):
+    outcome = lats(lm, ch02.make_env, INIT, GOAL, 4, 20, LATSConfig(), torch.Generator().manual_seed(0))
+    assert outcome.interactions <= 20
+    tree = outcome.tree
+    for parent, child in tree.edges:
+        before = parse_state(str(tree.nodes[parent]["state"]))
+        # the child's state is exactly what the simulator gives: nothing imagined
+        assert parse_state(str(tree.nodes[child]["state"])) == apply_action(before, tree.nodes[child]["action"])
+    expansions_cost = sum(1 for _ in tree.edges)
+    assert expansions_cost == outcome.interactions
+    assert outcome.believed_solved == ch02.evaluate_outcome(outcome, INIT, GOAL)
+
+
+class SabotagedBlocksworld(Blocksworld):
+    """Never reports reward or termination: a search that depended on them would change."""
+
+    def _step(self, action):
+        obs, _, _, info = super()._step(action)
+        return obs, 0.0, False, info
+
+
+def test_search_signal_ignores_the_environment_reward(lm):
+    def run(make_env):
+        return lats(lm, make_env, INIT, GOAL, 4, 30, LATSConfig(), torch.Generator().manual_seed(1))
+
+    normal = run(ch02.make_env)
+    blind = run(lambda: SabotagedBlocksworld(max_turns=10_000))
+    assert normal.plan == blind.plan and normal.interactions == blind.interactions
+    r1 = retries(lm, ch02.make_env, INIT, GOAL, 4, 30, torch.Generator().manual_seed(2))
+    r2 = retries(
+        lm, lambda: SabotagedBlocksworld(max_turns=10_000), INIT, GOAL, 4, 30, torch.Generator().manual_seed(2)
+    )
+    assert r1.plan == r2.plan and r1.interactions == r2.interactions
+
+
+def test_react_and_retries_budgets(lm):
+    single = react(lm, ch02.make_env, INIT, GOAL, 4)
+    assert single.interactions <= 4 and len(single.plan) == single.interactions
+    for penalty in (0.2, None):
+        outcome = retries(lm, ch02.make_env, INIT, GOAL, 4, 9, torch.Generator().manual_seed(0), penalty)
+        assert outcome.interactions <= 9
+        if outcome.believed_solved:
+            assert ch02.evaluate_outcome(outcome, INIT, GOAL)
+
+
+def test_claims_logic():
+    lengths = (2, 4, 6)
+    per = lambda s, i: {n: {"success": s, "interactions": i, "per_solved": i / max(s, 1e-9)} for n in lengths}  # noqa: E731
+    results = {
+        "react": per(0.3, 4), "rap": per(0.5, 4),
+        "retries": {n: {12: {"success": 0.5, "interactions": 8, "per_solved": 16}} for n in lengths},
+        "best_of_k": {n: {12: {"success": 0.5, "interactions": 8, "per_solved": 16}} for n in lengths},
+        "lats": {n: {12: {"success": 0.8, "interactions": 12, "per_solved": 15}} for n in lengths},
+    }  # fmt: skip
+    assert [c.passed for c in ch02.claims(results)] == [True, True, True]
+    results["lats"] = {n: {12: {"success": 0.5, "interactions": 4, "per_solved": 8}} for n in lengths}
+    assert [c.passed for c in ch02.claims(results)] == [False, False, False]
+
+
+def test_gpu_preset():
+    config = ch02.preset("gpu")
+    assert config.tasks_per_length >= 200 and max(config.budgets) > max(ch02.preset("cpu").budgets)
+    assert envs.make("blocksworld").max_turns > 0
