@@ -16,11 +16,13 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from course_lib import config as course_config
 from course_lib.algos.grpo import clipped_surrogate_loss, group_advantages, kl_k3, masked_aggregate
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.envs.base import TextEnv
-from course_lib.models import reference_policy
+from course_lib.models import build_model, reference_policy, save
 from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory, collate
+from course_lib.tokenizer import encode
 
 
 def token_logprobs(
@@ -94,6 +96,51 @@ def supervised_warm_start(
         if step % 10 == 0 or step == config.steps - 1:
             history.append({"step": step, "loss": loss.item()})
     model.eval()
+    return history
+
+
+def demonstration_examples(tokenizer, texts: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+    """Token ids and loss masks of `(prompt, completion)` demonstrations of a tool-using episode.
+
+    The mask is 1 on completion tokens the policy writes and 0 on the prompt and on everything
+    inside `<tool_response> ... </tool_response>`, exactly as in RL rollouts.
+    """
+    examples = []
+    for prompt, completion in texts:
+        ids = [tokenizer.bos_token_id, *encode(tokenizer, prompt)]
+        mask = [0] * len(ids)
+        inside_response = False
+        for token in encode(tokenizer, completion):
+            word = tokenizer.convert_ids_to_tokens(token)
+            if word == "<tool_response>":
+                inside_response = True
+            ids.append(token)
+            mask.append(0 if inside_response else 1)
+            if word == "</tool_response>":
+                inside_response = False
+        examples.append((ids, mask))
+    return examples
+
+
+def warm_start_and_save(
+    out_dir: str | Path,
+    tokenizer,
+    model_preset: str,
+    max_positions: int,
+    make_examples: Callable[[], Sequence[tuple[list[int], list[int]]]],
+    sft: SFTConfig,
+    seed: int,
+    progress: bool = False,
+) -> list[dict[str, float]]:
+    """Build a base checkpoint: seed, create a fresh model, fit `make_examples()`, save both.
+
+    The order (seed, model, examples, training) is fixed so that a rebuild with the same seed writes
+    byte-identical files, which is what the data manifest's hashes rely on.
+    """
+    generator = course_config.seed_everything(seed)
+    model = build_model(tokenizer, model_preset, max_positions=max_positions).to(course_config.device())
+    history = supervised_warm_start(model, make_examples(), tokenizer.pad_token_id, sft, generator, progress)
+    save(model.to("cpu"), tokenizer, out_dir)
     return history
 
 

@@ -17,10 +17,16 @@ from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib.claims import Claim
 from course_lib.envs.arithmetic import OPERAND_RANGE, draw_problem, solve, vocabulary
-from course_lib.models import build_model, save
 from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
-from course_lib.tokenizer import build_tokenizer, encode
-from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, supervised_warm_start, train_grpo
+from course_lib.tokenizer import build_tokenizer
+from course_lib.train import (
+    GRPOConfig,
+    SFTConfig,
+    demonstration_examples,
+    evaluate_policy,
+    train_grpo,
+    warm_start_and_save,
+)
 
 ENV_NAME = "tool_arithmetic"
 BASE_NAME = "ch00_base"
@@ -95,25 +101,6 @@ def demonstration_texts(count: int, seed: int, tool_share: float, direct_correct
     return texts
 
 
-def demonstration_examples(tokenizer, texts: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-    """Token ids and loss masks: 1 on completion tokens the policy writes, 0 on prompt and tool output."""
-    examples = []
-    for prompt, completion in texts:
-        ids = [tokenizer.bos_token_id, *encode(tokenizer, prompt)]
-        mask = [0] * len(ids)
-        inside_response = False
-        for token in encode(tokenizer, completion):
-            word = tokenizer.convert_ids_to_tokens(token)
-            if word == "<tool_response>":
-                inside_response = True
-            ids.append(token)
-            mask.append(0 if inside_response else 1)
-            if word == "</tool_response>":
-                inside_response = False
-        examples.append((ids, mask))
-    return examples
-
-
 def build_tokenizer_for_chapter():
     return build_tokenizer(vocabulary())
 
@@ -123,15 +110,14 @@ def build_base(
 ) -> list[dict]:
     """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
     config = config or preset(scale)
-    generator = course_config.seed_everything(seed)
     tokenizer = build_tokenizer_for_chapter()
-    model = build_model(tokenizer, config.model_preset, max_positions=64).to(course_config.device())
-    texts = demonstration_texts(config.demonstrations, seed, config.tool_share, config.direct_correct)
-    history = supervised_warm_start(
-        model, demonstration_examples(tokenizer, texts), tokenizer.pad_token_id, config.sft, generator, progress
-    )
-    save(model.to("cpu"), tokenizer, out_dir)
-    return history
+
+    def examples():
+        return demonstration_examples(
+            tokenizer, demonstration_texts(config.demonstrations, seed, config.tool_share, config.direct_correct)
+        )
+
+    return warm_start_and_save(out_dir, tokenizer, config.model_preset, 64, examples, config.sft, seed, progress)
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:

@@ -21,14 +21,19 @@ import numpy as np
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib.chapters.ch00_tool_agent import demonstration_examples
 from course_lib.claims import Claim
 from course_lib.envs.price_tools import NUMBER_RANGE, draw_problem, solve, vocabulary
-from course_lib.models import build_model, save
 from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import build_tokenizer
 from course_lib.tools.lookup_table import TABLE
-from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, supervised_warm_start, train_grpo
+from course_lib.train import (
+    GRPOConfig,
+    SFTConfig,
+    demonstration_examples,
+    evaluate_policy,
+    train_grpo,
+    warm_start_and_save,
+)
 
 ENV_NAME = "price_tools"
 BASE_NAME = "ch06_base"
@@ -121,15 +126,14 @@ def build_base(
 ) -> list[dict]:
     """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
     config = config or preset(scale)
-    generator = course_config.seed_everything(seed)
     tokenizer = build_tokenizer_for_chapter()
-    model = build_model(tokenizer, config.model_preset, max_positions=96).to(course_config.device())
-    texts = demonstration_texts(config.demonstrations, seed, config.failure_rate, config.retry_share)
-    history = supervised_warm_start(
-        model, demonstration_examples(tokenizer, texts), tokenizer.pad_token_id, config.sft, generator, progress
-    )
-    save(model.to("cpu"), tokenizer, out_dir)
-    return history
+
+    def examples():
+        return demonstration_examples(
+            tokenizer, demonstration_texts(config.demonstrations, seed, config.failure_rate, config.retry_share)
+        )
+
+    return warm_start_and_save(out_dir, tokenizer, config.model_preset, 96, examples, config.sft, seed, progress)
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
