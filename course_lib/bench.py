@@ -21,12 +21,13 @@ import torch
 
 from course_lib import data
 from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.rollout import RolloutEngine
 from course_lib.tokenizer import decode, encode
 from course_lib.train import grpo_iteration
 
 
 def engine_tokens_per_second(model, tokenizer, sampling, batch: int, seed: int) -> tuple[float, float]:
-    engine = ch00.RolloutEngine(model, tokenizer, sampling)
+    engine = RolloutEngine(model, tokenizer, sampling)
     generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
     trajectories = engine.rollout([ch00.make_env() for _ in range(batch)], list(range(batch)), generator=generator)
@@ -97,7 +98,7 @@ def bench_rollout(batch: int, repeats: int) -> float:
     phases = {"time_rollout": 0.0, "time_advantage": 0.0, "time_update": 0.0}
     for iteration in range(3):
         metrics = grpo_iteration(
-            model, ch00.RolloutEngine(model, tokenizer, sampling), envs, grpo, 0, iteration, generator, optimizer
+            model, RolloutEngine(model, tokenizer, sampling), envs, grpo, 0, iteration, generator, optimizer
         )
         for key in phases:
             phases[key] += metrics[key]

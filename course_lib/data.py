@@ -111,6 +111,15 @@ def write_artifact(name: str, write: Callable[[Path], object], seed: int, data_d
     record(name, _command_for(name), seed, data_dir)
 
 
+def write_task_set(name: str, splits: dict[str, dict[str, list]], seed: int, data_dir: Path = DATA_DIR) -> None:
+    """Save columns per split (e.g. `{"train": {...}, "test": {...}}`) as a `DatasetDict` artifact."""
+    from datasets import Dataset, DatasetDict, disable_progress_bars
+
+    disable_progress_bars()
+    tasks = DatasetDict({split: Dataset.from_dict(columns) for split, columns in splits.items()})
+    write_artifact(name, lambda folder: tasks.save_to_disk(str(folder)), seed, data_dir)
+
+
 def _command_for(name: str) -> str:
     chapter = name.split("_")[0]
     return f"python -m course_lib.data build {chapter}"

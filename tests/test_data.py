@@ -72,3 +72,12 @@ def test_repository_data_matches_its_manifest():
         for question in tasks[split]["question"][:200]:
             a, op, b = question.split()
             assert split_of(int(a), op, int(b)) == split
+
+
+def test_write_task_set_round_trips_through_load_tasks(tmp_path):
+    """A task set written with `write_task_set` is recorded in the manifest and loads back intact."""
+    data.write_task_set("ch99_tasks", {"train": {"x": [1, 2, 3]}, "test": {"x": [4]}}, seed=7, data_dir=tmp_path)
+    entry = data.read_manifest(tmp_path)["artifacts"]["ch99_tasks"]
+    assert entry["seed"] == 7 and entry["command"] == "python -m course_lib.data build ch99"
+    tasks = data.load_tasks("ch99_tasks", data_dir=tmp_path)
+    assert tasks["train"]["x"] == [1, 2, 3] and tasks["test"]["x"] == [4]

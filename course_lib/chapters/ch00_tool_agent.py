@@ -122,9 +122,6 @@ def build_base(
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
     """`python -m course_lib.data build ch00`: the task set and the warm-started base."""
-    from datasets import Dataset, DatasetDict, disable_progress_bars
-
-    disable_progress_bars()
 
     def rows(split: str, count: int) -> dict[str, list]:
         problems = [draw_problem(s, split) for s in range(count)]
@@ -134,8 +131,7 @@ def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
             "answer": [solve(*p) for p in problems],
         }
 
-    tasks = DatasetDict({"train": Dataset.from_dict(rows("train", 2000)), "test": Dataset.from_dict(rows("test", 200))})
-    data.write_artifact("ch00_tasks", lambda folder: tasks.save_to_disk(str(folder)), seed, data_dir)
+    data.write_task_set("ch00_tasks", {"train": rows("train", 2000), "test": rows("test", 200)}, seed, data_dir)
     data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
 
 

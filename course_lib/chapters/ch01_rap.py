@@ -110,13 +110,7 @@ def build_base(out_dir: str | Path, seed: int = 0, progress: bool = True, config
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
     """`python -m course_lib.data build ch01`: the task sets and the base LM (shared with chapter 02)."""
-    from datasets import Dataset, DatasetDict, disable_progress_bars
-
-    disable_progress_bars()
-    tasks = DatasetDict(
-        {"train": Dataset.from_dict(task_rows("train", 200)), "test": Dataset.from_dict(task_rows("test", 300))}
-    )
-    data.write_artifact(TASKS_NAME, lambda folder: tasks.save_to_disk(str(folder)), seed, data_dir)
+    data.write_task_set(TASKS_NAME, {"train": task_rows("train", 200), "test": task_rows("test", 300)}, seed, data_dir)
     data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
 
 
