@@ -102,6 +102,12 @@ def test_claims_logic():
     assert [c.passed for c in ch02.claims(results)] == [True, True, True]
     results["lats"] = {n: {12: {"success": 0.5, "interactions": 4, "per_solved": 8}} for n in lengths}
     assert [c.passed for c in ch02.claims(results)] == [False, False, False]
+    # C2.3 pools interactions and solves over lengths, as the table does (not a mean of per-length ratios):
+    # pooled LATS = 30 / 2.1 = 14.3 < ReAct's 20, while the mean of ratios would be (10 + 10 + 100) / 3 = 40.
+    results["react"] = per(0.2, 4)
+    results["lats"] = {n: {12: {"success": s, "interactions": 10, "per_solved": 10 / s}}
+                       for n, s in zip(lengths, (1.0, 1.0, 0.1), strict=True)}  # fmt: skip
+    assert not ch02.claims(results)[2].passed
 
 
 def test_gpu_preset():

@@ -142,7 +142,7 @@ def claims(results: dict) -> list[Claim]:
                       "with a memory of failures by at least 5 points", top in wins),
         Claim("C2.3", "LATS spends more environment interactions per solved problem than a single "
                       "ReAct-style episode and than RAP (which interacts only to execute its plan)",
-              at_budget(results, "lats", top, "per_solved")
+              _per_solved({n: results["lats"][n][top] for n in LENGTHS})
               > max(_per_solved(results["react"]), _per_solved(results["rap"]))),
     ]  # fmt: skip
 
