@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import random
 import time
 from collections import Counter
@@ -26,13 +27,14 @@ import numpy as np
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib.algos.planner_reward import FAILURE_CATEGORIES, TERMS, curriculum
+from course_lib.algos.planner_reward import FAILURE_CATEGORIES, TERMS, Query, curriculum
 from course_lib.claims import Claim
 from course_lib.envs.mini_travel import draw_query, vocabulary
 from course_lib.models import count_parameters
 from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import build_tokenizer
 from course_lib.tools import call
+from course_lib.tools.travel import WORLD
 from course_lib.train import (
     GRPOConfig,
     SFTConfig,
@@ -53,11 +55,13 @@ ARMS = {"dense": 1, "sparse": 3, "curriculum": "1-2-3"}
 class Chapter03Config:
     """Everything chapter 03 varies, with the cpu preset's values as defaults."""
 
-    model_presets: dict[str, str] = field(default_factory=lambda: {"small": "tiny", "large": "small"})
+    model_presets: dict[str, str] = field(default_factory=lambda: {"small": "tiny", "large": "tiny_wide"})
     """Model size of each policy, keys of `models.MODEL_PRESETS`."""
     demonstrations: int = 20_000
-    """Demonstration episodes of the warm start (format-valid, constraint-naive)."""
-    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=800, batch_size=64, learning_rate=3e-3))
+    """Demonstration episodes of the warm start (format-valid, mostly constraint-naive)."""
+    aware_share: float = 0.2
+    """Probability that a demonstration makes each decision the constraint-aware way (0: fully naive)."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=600, batch_size=64, learning_rate=3e-3))
     """Warm start (the same for both sizes)."""
     grpo: GRPOConfig = field(
         default_factory=lambda: GRPOConfig(
@@ -69,7 +73,7 @@ class Chapter03Config:
         default_factory=lambda: SamplingConfig(temperature=1.0, max_turn_tokens=24, max_total_tokens=112)
     )
     """Rollout sampling at temperature 1, in training and evaluation alike."""
-    max_slack: int = 8
+    max_slack: int = 2
     """Budget = cheapest feasible plan's cost + a slack in [0, max_slack]."""
     constrain_share: float = 0.5
     """Probability that a query constrains each of cuisine, room type and transport."""
@@ -117,19 +121,42 @@ def listed_names(response: str) -> list[str]:
     return [item.split()[0] for item in response.split(";") if item.split() and item.split()[0] != "none"]
 
 
+def aware_choices(query: Query, listings: list[list[str]]) -> tuple[str, str, list[str]]:
+    """The plan a constraint-aware agent writes from the three listings: the cheapest one that meets
+    every constraint (cheapest transport, cheapest fitting stay, cheapest repeat-free meals with the
+    cuisine). It passes whenever the right transport search was made."""
+    go = min(listings[0], key=lambda name: WORLD.transports[name].price)
+    stays = {name: WORLD.accommodations[name] for name in listings[1]}
+    fitting = [name for name, a in stays.items() if a.min_nights <= query.nights and query.room in ("any", a.room)]
+    stay = min(fitting, key=lambda name: WORLD.accommodations[name].price)
+    options = [
+        eat for eat in itertools.combinations(listings[2], query.days)
+        if query.cuisine == "any" or any(WORLD.restaurants[name].cuisine == query.cuisine for name in eat)
+    ]  # fmt: skip
+    eat = min(options, key=lambda names: sum(WORLD.restaurants[name].price for name in names))
+    return go, stay, list(eat)
+
+
 def demonstration_texts(count: int, seed: int, config: Chapter03Config | None = None) -> list[tuple[str, str]]:
     """`(prompt, completion)` episodes on train queries, tool responses included.
 
-    The fixed call order is transport search (flights or ground, each half the time, whatever the
-    query says) -> accommodations -> restaurants -> answer; the plan picks listed items uniformly at
-    random (restaurants with replacement): always schema-valid, blind to every constraint.
+    The call order is fixed: transport search -> accommodations -> restaurants -> answer. Each of
+    the four decisions (which transport search, which transport, which stay, which meals) is made
+    the constraint-aware way (`aware_choices`, and the search the transport rule allows) with
+    probability `config.aware_share`, independently, and otherwise blindly: a transport search at
+    random, listed items uniformly at random, restaurants with replacement. Every plan is
+    schema-valid; few meet every constraint.
     """
     config = config or Chapter03Config()
     rng = random.Random(seed)
     texts = []
     for index in range(count):
         query = draw_query(seed * 10_000_019 + index, "train", config.max_slack, config.constrain_share)
-        transport = "search_flights" if rng.random() < 0.5 else "search_ground_transportation"
+        aware = [rng.random() < config.aware_share for _ in range(4)]
+        if aware[0] and query.transport != "any":
+            transport = "search_flights" if query.transport == "no_ground" else "search_ground_transportation"
+        else:
+            transport = "search_flights" if rng.random() < 0.5 else "search_ground_transportation"
         calls = [
             (transport, f"{query.origin} {query.destination}"),
             ("search_accommodations", query.destination),
@@ -140,9 +167,11 @@ def demonstration_texts(count: int, seed: int, config: Chapter03Config | None = 
             result = call(tool, arguments)
             listings.append(listed_names(result))
             parts.append(f"<tool_call> {tool} {arguments} </tool_call> <tool_response> {result} </tool_response>")
-        go, stay = rng.choice(listings[0]), rng.choice(listings[1])
-        eat = " , ".join(rng.choice(listings[2]) for _ in range(query.days))
-        parts.append(f"<answer> {{ go : {go} , stay : {stay} , eat : [ {eat} ] }} </answer>")
+        best = aware_choices(query, listings)
+        go = best[0] if aware[1] else rng.choice(listings[0])
+        stay = best[1] if aware[2] else rng.choice(listings[1])
+        eat = best[2] if aware[3] else [rng.choice(listings[2]) for _ in range(query.days)]
+        parts.append(f"<answer> {{ go : {go} , stay : {stay} , eat : [ {' , '.join(eat)} ] }} </answer>")
         texts.append((f"<question> {query.text()} </question>", " ".join(parts)))
     return texts
 

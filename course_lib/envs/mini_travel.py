@@ -24,7 +24,9 @@ environments once per iteration, so the index is the iteration), which is how th
 curriculum is run. No answer within `max_turns` earns 0.
 
 Queries are drawn so that a feasible plan exists; the budget is the cheapest feasible plan's cost
-plus a random slack. Queries are split into train and test by a hash of their text.
+plus a random slack (with no transport rule, the dearer of the cheapest flight-only and
+ground-only plans, so that either kind of transport can fit). Queries are split into train and
+test by a hash of their text.
 """
 
 from __future__ import annotations
@@ -92,8 +94,8 @@ def split_of(query: Query, test_fraction: float = 0.2) -> str:
 
 def draw_query(seed: int, split: str = "train", max_slack: int = 8, constrain_share: float = 0.5) -> Query:
     """The feasible query of `split` for `seed`. Each of cuisine, room and transport is constrained
-    with probability `constrain_share`; the budget is the cheapest feasible cost plus a slack in
-    `[0, max_slack]`."""
+    with probability `constrain_share`; the budget is the cheapest feasible cost (see the module
+    docstring) plus a slack in `[0, max_slack]`."""
     rng = random.Random(f"travel:{split}:{seed}")
     while True:
         origin, destination = rng.sample(CITIES, 2)
@@ -101,11 +103,12 @@ def draw_query(seed: int, split: str = "train", max_slack: int = 8, constrain_sh
         cuisine = rng.choice(CUISINES) if rng.random() < constrain_share else "any"
         room = rng.choice(ROOM_TYPES) if rng.random() < constrain_share else "any"
         transport = rng.choice(TRANSPORT_RULES[1:]) if rng.random() < constrain_share else "any"
-        draft = Query(origin, destination, days, 0, cuisine, room, transport)
-        cheapest = cheapest_plan(draft)
-        if cheapest is None:
+        rules = [transport] if transport != "any" else ["no_ground", "no_flight"]
+        cheapest = [cheapest_plan(Query(origin, destination, days, 0, cuisine, room, rule)) for rule in rules]
+        if None in cheapest:
             continue
-        budget = cheapest[0] + rng.randint(0, max_slack)
+        # With no transport rule, either kind of transport can fit the budget.
+        budget = max(cost for cost, _ in cheapest) + rng.randint(0, max_slack)
         if budget > MAX_NUMBER:
             continue
         query = Query(origin, destination, days, budget, cuisine, room, transport)
