@@ -104,7 +104,7 @@ def test_claims_pass_and_fail_on_the_right_numbers():
     good = results_with({"base": 0.08, "dense": 0.5, "sparse": 0.12}, {"base": 0.1, "dense": 0.5, "sparse": 0.3})
     assert [c.passed for c in ch03.claims(good, config)] == [True] * 5
     bad = results_with(
-        {"base": 0.08, "dense": 0.2, "sparse": 0.2}, {"base": 0.1, "dense": 0.5, "sparse": 0.15},
+        {"base": 0.08, "dense": 0.15, "sparse": 0.2}, {"base": 0.1, "dense": 0.5, "sparse": 0.15},
         small_cost=3e9, format_share=0.6,
     )  # fmt: skip
     assert [c.passed for c in ch03.claims(bad, config)] == [False] * 5
