@@ -241,11 +241,15 @@ def evaluate(model, tokenizer, config: Chapter03Config, seed: int) -> dict[str, 
     return {**stats, **plan_stats(trajectories), **failure_breakdown(trajectories)}
 
 
-def train(model, tokenizer, config: Chapter03Config, seed: int, arm: str, progress: bool = False) -> list[dict]:
+def train(
+    model, tokenizer, config: Chapter03Config, seed: int, arm: str, base_stats: dict | None = None,
+    progress: bool = False,
+) -> list[dict]:  # fmt: skip
     """GRPO on `mini_travel` with the reward of `arm` (model trained in place).
 
     Each evaluation record also carries `train_tokens` (tokens of every training episode so far)
-    and `train_flops` = 6 * parameters * train_tokens, the usual estimate of training compute."""
+    and `train_flops` = 6 * parameters * train_tokens, the usual estimate of training compute.
+    `base_stats`, the untrained model's `evaluate(..., seed + 1)`, saves recomputing it at iteration 0."""
     stage = stage_of(arm, config.grpo.iterations)
     train_envs: list = []
     parameters = count_parameters(model)
@@ -257,8 +261,8 @@ def train(model, tokenizer, config: Chapter03Config, seed: int, arm: str, progre
 
     def evaluation(m) -> dict[str, float]:
         tokens = float(sum(env.token_count() for env in train_envs))
-        flops = 6 * parameters * tokens
-        return {**evaluate(m, tokenizer, config, seed + 1), "train_tokens": tokens, "train_flops": flops}
+        stats = base_stats if base_stats is not None and tokens == 0 else evaluate(m, tokenizer, config, seed + 1)
+        return {**stats, "train_tokens": tokens, "train_flops": 6 * parameters * tokens}
 
     return train_grpo(
         model, tokenizer, factory, config.sampling, config.grpo, seed, evaluate=evaluation, progress=progress
@@ -286,7 +290,7 @@ def run(seed: int, config: Chapter03Config | None = None, progress: bool = False
         for arm in arms:
             model = copy.deepcopy(base)
             course_config.seed_everything(seed)
-            entry[arm] = {"history": train(model, tokenizer, config, seed, arm, progress)}
+            entry[arm] = {"history": train(model, tokenizer, config, seed, arm, entry["base"], progress)}
             entry[arm]["final"] = entry[arm]["history"][-1]
             entry[arm]["model"] = model
         entry["base_model"], results["tokenizer"] = base, tokenizer
