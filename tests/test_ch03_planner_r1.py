@@ -103,6 +103,7 @@ def test_claims_pass_and_fail_on_the_right_numbers():
     config = ch03.Chapter03Config(target_pass=0.3)
     good = results_with({"base": 0.08, "dense": 0.5, "sparse": 0.12}, {"base": 0.1, "dense": 0.5, "sparse": 0.3})
     assert [c.passed for c in ch03.claims(good, config)] == [True] * 5
+    assert [c.required for c in ch03.claims(good, config)] == [True, False, False, True, True]
     bad = results_with(
         {"base": 0.08, "dense": 0.15, "sparse": 0.2}, {"base": 0.1, "dense": 0.5, "sparse": 0.15},
         small_cost=3e9, format_share=0.6,
