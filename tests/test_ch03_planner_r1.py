@@ -1,0 +1,135 @@
+"""Chapter 03's glue: demonstrations, measurements, compute accounting, claims logic, the gpu preset."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from course_lib import envs, models
+from course_lib.algos.planner_reward import FAILURE_CATEGORIES, Query, check_plan
+from course_lib.chapters import ch03_planner_r1 as ch03
+from course_lib.rollout import Trajectory
+from course_lib.tokenizer import encode
+
+
+def test_demonstrations_replay_exactly_in_the_env():
+    for prompt, completion in ch03.demonstration_texts(40, seed=1):
+        env = envs.make("mini_travel")
+        words = prompt.split()[1:-1]
+        query = Query(words[0], words[2], int(words[4]), int(words[6]), words[8], words[10], words[12])
+        assert env.reset(options={"query": query})[0] == prompt
+        text = ""
+        for chunk in completion.split("</tool_response>"):
+            action = chunk.split("<tool_response>")[0].strip()
+            obs, reward, terminated, _, info = env.step(action)
+            text += f" {action} {obs}"
+        assert terminated and info["r_schema"] == 1.0
+        assert " ".join(text.split()) == completion
+
+
+def demonstration_pass_rate(count: int, aware_share: float) -> float:
+    config = ch03.Chapter03Config(aware_share=aware_share)
+    passed = 0
+    for prompt, completion in ch03.demonstration_texts(count, seed=0, config=config):
+        words = prompt.split()[1:-1]
+        query = Query(words[0], words[2], int(words[4]), int(words[6]), words[8], words[10], words[12])
+        check = check_plan(completion.split("<answer>")[1].split("</answer>")[0], query)
+        assert check.schema and check.commonsense["within_sandbox"] and check.commonsense["right_city"]
+        passed += check.passed
+    return passed / count
+
+
+def test_demonstrations_are_schema_valid_but_rarely_pass():
+    assert 0.03 < demonstration_pass_rate(600, ch03.Chapter03Config().aware_share) < 0.2
+    assert demonstration_pass_rate(300, 0.0) < 0.1
+    assert demonstration_pass_rate(200, 1.0) == 1.0
+
+
+def test_every_demonstration_word_is_in_the_vocabulary():
+    tokenizer = ch03.build_tokenizer_for_chapter()
+    for prompt, completion in ch03.demonstration_texts(300, seed=2):
+        ids = encode(tokenizer, f"{prompt} {completion}")
+        assert tokenizer.unk_token_id not in ids and len(ids) < 110
+
+
+def fake(info: dict | None) -> Trajectory:
+    t = Trajectory(env=None, token_ids=[], loss_mask=[], logprobs=[], entropies=[], turn_ids=[])
+    if info is not None:
+        t.infos.append(info)
+    return t
+
+
+def test_failure_breakdown_counts_failed_episodes_only():
+    check = check_plan("{ go : x , stay : y , eat : [ ] }", Query("arden", "belmar", 2, 10))
+    trajectories = [
+        fake(None),  # never acted
+        fake({"tool_result": "error"}),  # ran out of turns after a call
+        fake({"check": check, "failure": "hallucinated entity", "r_schema": 1.0}),
+        fake({"check": check, "failure": "budget"}),
+        fake({"check": check, "failure": None, "r_pass": 1.0}),
+    ]
+    shares = ch03.failure_breakdown(trajectories)
+    assert set(shares) == {f"fail_{c}" for c in FAILURE_CATEGORIES}
+    assert shares["fail_format"] == 0.5 and shares["fail_budget"] == 0.25
+    assert shares["fail_hallucinated entity"] == 0.25 and sum(shares.values()) == pytest.approx(1.0)
+    assert ch03.failure_breakdown([fake({"check": check, "failure": None})])["fail_format"] == 0.0
+    assert ch03.plan_stats(trajectories)["r_schema"] == pytest.approx(1 / 5)
+
+
+def test_compute_to_reach():
+    history = [
+        {"iteration": 0, "eval_success": 0.1, "eval_train_flops": 0.0},
+        {"iteration": 5},
+        {"iteration": 10, "eval_success": 0.35, "eval_train_flops": 6e9},
+        {"iteration": 20, "eval_success": 0.5, "eval_train_flops": 1.2e10},
+    ]
+    assert ch03.compute_to_reach(history, 0.3) == 6e9
+    assert ch03.compute_to_reach(history, 0.05) == 0.0
+    assert ch03.compute_to_reach(history, 0.9) == float("inf")
+
+
+def results_with(small: dict, large: dict, small_cost=1e9, large_cost=2e9, format_share=0.1) -> dict:
+    def entry(passes, cost):
+        def arm(p):
+            history = [{"eval_success": 0.0, "eval_train_flops": 0.0}, {"eval_success": p, "eval_train_flops": cost}]
+            return {"history": history, "final": {"eval_success": p, "eval_fail_format": format_share}}
+
+        return {"base": {"success": passes["base"]}, **{k: arm(v) for k, v in passes.items() if k != "base"}}
+
+    return {"sizes": {"small": entry(small, small_cost), "large": entry(large, large_cost)}}
+
+
+def test_claims_pass_and_fail_on_the_right_numbers():
+    config = ch03.Chapter03Config(target_pass=0.3)
+    good = results_with({"base": 0.08, "dense": 0.5, "sparse": 0.12}, {"base": 0.1, "dense": 0.5, "sparse": 0.3})
+    assert [c.passed for c in ch03.claims(good, config)] == [True] * 5
+    assert [c.required for c in ch03.claims(good, config)] == [True, False, False, True, True]
+    bad = results_with(
+        {"base": 0.08, "dense": 0.15, "sparse": 0.2}, {"base": 0.1, "dense": 0.5, "sparse": 0.15},
+        small_cost=3e9, format_share=0.6,
+    )  # fmt: skip
+    assert [c.passed for c in ch03.claims(bad, config)] == [False] * 5
+
+
+def test_curriculum_arm_changes_stage_per_iteration():
+    stage = ch03.stage_of("curriculum", 30)
+    assert [stage(i) for i in (0, 9, 10, 19, 20, 29)] == [1, 1, 2, 2, 3, 3]
+    assert ch03.stage_of("dense", 30) == 1 and ch03.stage_of("sparse", 30) == 3
+
+
+def test_gpu_preset_runs_a_few_steps_on_cpu():
+    """The gpu preset's models, sampling and loop, with budgets shrunk so it runs in seconds."""
+    config = ch03.preset("gpu")
+    assert set(config.arms["large"]) == set(ch03.ARMS)
+    tokenizer = ch03.build_tokenizer_for_chapter()
+    config = dataclasses.replace(
+        config,
+        grpo=dataclasses.replace(config.grpo, iterations=2, prompts_per_iteration=2, group_size=2, eval_every=1),
+        eval_tasks=2,
+    )
+    torch.manual_seed(0)
+    model = models.build_model(tokenizer, config.model_presets["small"], max_positions=128)
+    history = ch03.train(model, tokenizer, config, seed=0, arm="curriculum", base_stats={"success": -1.0})
+    assert len(history) == 3 and history[0]["eval_success"] == -1.0 and history[-1]["eval_success"] >= 0
+    assert history[-1]["eval_train_tokens"] > history[0]["eval_train_tokens"] == 0
+    assert history[-1]["eval_train_flops"] == 6 * models.count_parameters(model) * history[-1]["eval_train_tokens"]
