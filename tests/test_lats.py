@@ -92,20 +92,20 @@ def test_react_and_retries_budgets(lm):
 
 def test_claims_logic():
     lengths = (2, 4, 6)
-    per = lambda s, i: {n: {"success": s, "interactions": i, "per_solved": i / max(s, 1e-9)} for n in lengths}  # noqa: E731
+    per = lambda s, i: {n: {"success": s, "interactions": i} for n in lengths}  # noqa: E731
     results = {
         "react": per(0.3, 4), "rap": per(0.5, 4),
-        "retries": {n: {12: {"success": 0.5, "interactions": 8, "per_solved": 16}} for n in lengths},
-        "best_of_k": {n: {12: {"success": 0.5, "interactions": 8, "per_solved": 16}} for n in lengths},
-        "lats": {n: {12: {"success": 0.8, "interactions": 12, "per_solved": 15}} for n in lengths},
+        "retries": {n: {12: {"success": 0.5, "interactions": 8}} for n in lengths},
+        "best_of_k": {n: {12: {"success": 0.5, "interactions": 8}} for n in lengths},
+        "lats": {n: {12: {"success": 0.8, "interactions": 12}} for n in lengths},
     }  # fmt: skip
     assert [c.passed for c in ch02.claims(results)] == [True, True, True]
-    results["lats"] = {n: {12: {"success": 0.5, "interactions": 4, "per_solved": 8}} for n in lengths}
+    results["lats"] = {n: {12: {"success": 0.5, "interactions": 4}} for n in lengths}
     assert [c.passed for c in ch02.claims(results)] == [False, False, False]
     # C2.3 pools interactions and solves over lengths, as the table does (not a mean of per-length ratios):
     # pooled LATS = 30 / 2.1 = 14.3 < ReAct's 20, while the mean of ratios would be (10 + 10 + 100) / 3 = 40.
     results["react"] = per(0.2, 4)
-    results["lats"] = {n: {12: {"success": s, "interactions": 10, "per_solved": 10 / s}}
+    results["lats"] = {n: {12: {"success": s, "interactions": 10}}
                        for n, s in zip(lengths, (1.0, 1.0, 0.1), strict=True)}  # fmt: skip
     assert not ch02.claims(results)[2].passed
 

@@ -60,14 +60,14 @@ def evaluate_outcome(outcome, init: str, goal: str) -> bool:
 
 
 def tally(outcomes: list[tuple], budget: int | None = None) -> dict[str, float]:
-    """Success rate, the agent's own belief, interactions per problem and per solved problem."""
+    """Success rate, the agent's own belief and interactions per problem (per solved problem is
+    pooled over plan lengths by `_per_solved`)."""
     solved = sum(ok for _, ok in outcomes)
     used = sum(o.interactions for o, _ in outcomes)
     return {
         "success": solved / len(outcomes),
         "believed": sum(o.believed_solved for o, _ in outcomes) / len(outcomes),
         "interactions": used / len(outcomes),
-        "per_solved": used / solved if solved else float("inf"),
         "budget": budget,
     }
 
