@@ -235,6 +235,8 @@ def grpo_iteration(
     task_seeds = [seed * 1_000_003 + iteration * prompts + p for p in range(prompts)]
     seeds = [s for s in task_seeds for _ in range(config.group_size)]
     groups = [p for p in range(prompts) for _ in range(config.group_size)]
+    for env in envs:  # scheduled rewards (reward scales, curricula) read the iteration from here
+        env.training_step = iteration
     trajectories = engine.rollout(envs, seeds, groups, generator)
     rolled = time.perf_counter()
 

@@ -10,7 +10,6 @@ from course_lib.envs.function_calling import (
     SPLITS,
     TOOLS,
     FunctionCallingEnv,
-    TrainingClock,
     answer_text,
     draw_task,
     held_out,
@@ -68,17 +67,16 @@ def test_hostile_actions_never_raise(action):
     assert terminated and not info["success"] and -3.0 <= reward <= 4.0
 
 
-def test_clock_counts_iterations():
-    clock = TrainingClock(batch=2)
-    pool = [FunctionCallingEnv("train", RewardSpec(schedule="dynamic", horizon=2), clock) for _ in range(2)]
-    steps = []
-    for _ in range(3):
-        for env in pool:
-            env.reset(seed=0)
-        steps.append(clock.step)
-    assert steps == [0, 1, 2]
-    # at step 2 of a 2-step horizon the dynamic scale has reached format max 1 and correctness max 3
-    assert pool[0].step(answer_text(pool[0].task, []))[1] == 4.0
+def test_dynamic_scale_follows_the_training_step():
+    """A right call with a broken format earns format min + correctness max, which the dynamic
+    scale (horizon 2) moves from -2 + 2 at step 0 to -1 + 2.5 at step 1 and -1 + 3 at step 2."""
+    env = FunctionCallingEnv("train", RewardSpec(schedule="dynamic", horizon=2))
+    rewards = []
+    for step in range(3):
+        env.training_step = step
+        env.reset(seed=0)
+        rewards.append(env.step(answer_text(env.task, []).replace("</think> ", ""))[1])
+    assert rewards == [0.0, 1.5, 2.0]
 
 
 def test_bad_split():

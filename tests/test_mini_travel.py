@@ -110,14 +110,18 @@ def test_stages_set_the_reward(stage, expected):
     assert env.step(answer)[1] == expected
 
 
-def test_the_curriculum_follows_the_reset_count():
-    env = envs.make("mini_travel", stage=lambda episode: 1 + min(episode, 2))
+def test_the_curriculum_follows_the_training_step():
+    env = envs.make("mini_travel", stage=lambda step: 1 + min(step, 2))
     stages = []
-    for _ in range(4):
+    for step in range(4):
+        env.training_step = step
         env.reset(seed=0)
         stages.append(env.current_stage())
-        env.step("<answer> { } </answer>")
+        info = env.step("<answer> { } </answer>")[4]
+        assert info["stage"] == stages[-1]
     assert stages == [1, 2, 3, 3]
+    env.reset(seed=0)  # resetting alone does not advance the curriculum
+    assert env.current_stage() == 3
 
 
 @pytest.mark.parametrize(

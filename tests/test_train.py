@@ -74,3 +74,23 @@ def test_train_grpo_with_kl_on_lora(warm_model, tokenizer):
     history = grpo(model, tokenizer, kl_coef=0.1, learning_rate=1e-2)
     assert history[0]["kl"] == 0.0
     assert history[1]["kl"] > 0.0
+
+
+def test_train_grpo_tells_environments_the_iteration(warm_model, tokenizer):
+    """Every training environment sees `training_step` = the current iteration when it is reset."""
+    seen: list[int] = []
+
+    def recording_env():
+        env = make_env()
+        original = env.reset
+
+        def reset(seed=None, options=None):
+            seen.append(env.training_step)
+            return original(seed, options)
+
+        env.reset = reset
+        return env
+
+    config = GRPOConfig(iterations=3, prompts_per_iteration=2, group_size=2)
+    train_grpo(warm_model, tokenizer, recording_env, SAMPLING, config, seed=0)
+    assert seen == [0] * 4 + [1] * 4 + [2] * 4

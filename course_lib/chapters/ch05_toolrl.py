@@ -37,7 +37,6 @@ from course_lib.envs.function_calling import (
     VALUES,
     FunctionCallingEnv,
     Task,
-    TrainingClock,
     answer_text,
     draw_task,
     vocabulary,
@@ -240,10 +239,9 @@ def train_rl_arm(base, tokenizer, arm: str, config: Chapter05Config, seed: int, 
     """GRPO on a fresh LoRA adapter over a copy of `base`; returns `(model, history)`."""
     torch.manual_seed(seed)
     model = lora(base, config)
-    clock = TrainingClock(config.grpo.prompts_per_iteration * config.grpo.group_size)
     spec = arm_spec(arm, config)
     history = train_grpo(
-        model, tokenizer, lambda: FunctionCallingEnv("train", spec, clock), config.sampling, config.grpo, seed,
+        model, tokenizer, lambda: FunctionCallingEnv("train", spec), config.sampling, config.grpo, seed,
         evaluate=lambda m: evaluate(m, tokenizer, config, seed), progress=progress,
     )  # fmt: skip
     return model, history

@@ -6,6 +6,10 @@ of the true state (GiGPO groups steps by it). A malformed or illegal action neve
 feedback text and `invalid_penalty`. Each environment keeps a `transcript` of every action it
 received and every observation it returned, so tests can check the token-level bookkeeping of a
 rollout against what the environment really saw.
+
+`training_step` is the index of the training iteration an episode belongs to. `train.train_grpo`
+sets it on every training environment before each rollout, so a reward that follows a schedule
+(ToolRL's reward scales, Planner-R1's curriculum) reads it instead of counting resets itself.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class TextEnv:
         self.transcript = Transcript()
         self.turn = 0
         self.done = False
+        self.training_step = 0
 
     # Subclass interface -------------------------------------------------------------------
     def _reset(self, seed: int, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:

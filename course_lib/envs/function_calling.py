@@ -17,9 +17,8 @@ C5.4). The other queries are split by a hash of their text into `train` and `tes
 instances of seen pairs, claims C5.1 to C5.3). The five chit-chat queries that fit no tool occur in
 every split.
 
-The reward may depend on the training step (the scale schedules): environments made with the same
-`TrainingClock` share it, and the clock advances by one step per `batch` resets, which is one GRPO
-iteration when `batch` is the number of rollouts per iteration.
+The reward may depend on the training step (the scale schedules): it reads the environment's
+`training_step`, which `train.train_grpo` sets to the GRPO iteration before each rollout.
 """
 
 from __future__ import annotations
@@ -135,21 +134,8 @@ def answer_text(task: Task, thought: list[str]) -> str:
     return f"{think} <tool_call> {' '.join(render_call(n, a) for n, a in task.calls)} </tool_call>"
 
 
-class TrainingClock:
-    """Counts resets of the environments sharing it. A rollout resets all `batch` environments
-    before stepping any, so during iteration k (from 0) `step` = (resets - 1) // batch = k."""
-
-    def __init__(self, batch: int = 1) -> None:
-        self.batch = max(int(batch), 1)
-        self.resets = 0
-
-    @property
-    def step(self) -> int:
-        return max(self.resets - 1, 0) // self.batch
-
-
 class FunctionCallingEnv(TextEnv):
-    """One query, one response; reward = ToolRL's reward (`spec`) at the clock's step.
+    """One query, one response; reward = ToolRL's reward (`spec`) at `training_step`.
 
     `info` carries the reward components, `success` (format right and calls exactly right, or a
     well-formed direct response when no tool fits) and `called` (whether a call block parsed).
@@ -157,19 +143,16 @@ class FunctionCallingEnv(TextEnv):
 
     max_turns = 1
 
-    def __init__(self, split: str = "train", spec: RewardSpec | None = None, clock: TrainingClock | None = None):
+    def __init__(self, split: str = "train", spec: RewardSpec | None = None):
         super().__init__()
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.split = split
         self.spec = spec or RewardSpec()
-        self.clock = clock
         self.task = Task("", ())
 
     def _reset(self, seed: int, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.task = options["task"] if "task" in options else draw_task(seed, self.split)
-        if self.clock is not None:
-            self.clock.resets += 1
         return self.task.question, {"calls": self.task.calls}
 
     def anchor(self) -> tuple:
@@ -177,7 +160,7 @@ class FunctionCallingEnv(TextEnv):
 
     def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         truth = list(self.task.calls)
-        parts = toolrl_reward(action, truth, self.spec, 0 if self.clock is None else self.clock.step)
+        parts = toolrl_reward(action, truth, self.spec, self.training_step)
         predicted = parse_calls(action)
         success = format_ok(action, "tool_call" if truth else "response") and (
             not truth or same_calls(truth, predicted or [])

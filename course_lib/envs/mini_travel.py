@@ -19,9 +19,8 @@ A tool call is `<tool_call> TOOL ARGUMENTS </tool_call>`; a failing call (unknow
 arguments) returns `<tool_response> error </tool_response>`. An action that is neither a call nor
 an answer gets feedback and `invalid_penalty`. The answer ends the episode with Planner-R1's
 staged reward (`algos.planner_reward`) of the chosen `stage`; `stage` may also be a function of
-the episode index (each environment counts its resets; `train_grpo` resets each of its
-environments once per iteration, so the index is the iteration), which is how the 1 -> 2 -> 3
-curriculum is run. No answer within `max_turns` earns 0.
+the training iteration (`training_step`, which `train_grpo` sets before each rollout), which is
+how the 1 -> 2 -> 3 curriculum is run. No answer within `max_turns` earns 0.
 
 Queries are drawn so that a feasible plan exists; the budget is the cheapest feasible plan's cost
 plus a random slack (with no transport rule, the dearer of the cheapest flight-only and
@@ -145,7 +144,6 @@ class MiniTravelEnv(TextEnv):
         self.max_turns, self.max_tool_calls = max_turns, max_tool_calls
         self.invalid_penalty = invalid_penalty
         self.max_slack, self.constrain_share = max_slack, constrain_share
-        self.episodes = 0
         self.query = Query(CITIES[0], CITIES[1], DAYS[0], 0)
         self.calls: list[tuple[str, str, str]] = []
         self.past_tokens = 0
@@ -162,10 +160,9 @@ class MiniTravelEnv(TextEnv):
 
     def current_stage(self) -> int:
         """The reward stage of the running episode."""
-        return self.stage(self.episodes - 1) if callable(self.stage) else self.stage
+        return self.stage(self.training_step) if callable(self.stage) else self.stage
 
     def _reset(self, seed: int, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.episodes += 1
         self.query = options.get("query") or draw_query(seed, self.split, self.max_slack, self.constrain_share)
         self.calls = []
         return f"<question> {self.query.text()} </question>", {"query": self.query}
