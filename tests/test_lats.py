@@ -108,6 +108,8 @@ def test_claims_logic():
     results["lats"] = {n: {12: {"success": s, "interactions": 10}}
                        for n, s in zip(lengths, (1.0, 1.0, 0.1), strict=True)}  # fmt: skip
     assert not ch02.claims(results)[2].passed
+    assert ch02.interactions_per_solved({n: results["lats"][n][12] for n in lengths}) == 30 / 2.1
+    assert ch02.interactions_per_solved(per(0.0, 4)) == float("inf")  # nothing solved
 
 
 def test_gpu_preset():

@@ -61,7 +61,7 @@ def evaluate_outcome(outcome, init: str, goal: str) -> bool:
 
 def tally(outcomes: list[tuple], budget: int | None = None) -> dict[str, float]:
     """Success rate, the agent's own belief and interactions per problem (per solved problem is
-    pooled over plan lengths by `_per_solved`)."""
+    pooled over plan lengths by `interactions_per_solved`)."""
     solved = sum(ok for _, ok in outcomes)
     used = sum(o.interactions for o, _ in outcomes)
     return {
@@ -142,12 +142,16 @@ def claims(results: dict) -> list[Claim]:
                       "with a memory of failures by at least 5 points", top in wins),
         Claim("C2.3", "LATS spends more environment interactions per solved problem than a single "
                       "ReAct-style episode and than RAP (which interacts only to execute its plan)",
-              _per_solved({n: results["lats"][n][top] for n in LENGTHS})
-              > max(_per_solved(results["react"]), _per_solved(results["rap"]))),
+              interactions_per_solved({n: results["lats"][n][top] for n in LENGTHS})
+              > max(interactions_per_solved(results["react"]), interactions_per_solved(results["rap"]))),
     ]  # fmt: skip
 
 
-def _per_solved(per_length: dict) -> float:
+def interactions_per_solved(per_length: dict) -> float:
+    """Environment interactions per solved problem, pooled over plan lengths (C2.3).
+
+    `per_length` maps a plan length to a `tally` (per-problem `interactions` and `success` rate);
+    every length has the same number of problems, so the ratio of the sums is the pooled ratio."""
     used = sum(r["interactions"] for r in per_length.values())
     solved = sum(r["success"] for r in per_length.values())
     return used / solved if solved else float("inf")
@@ -159,12 +163,12 @@ def summary_lines(results: dict) -> list[str]:
     for name, label in (("react", "ReAct (1 greedy episode)"), ("rap", "RAP(20) in imagination")):
         per = results[name]
         lines.append(label.ljust(26) + "".join(f"{per[n]['success']:10.2f}" for n in LENGTHS)
-                     + f"{mean_over_lengths(per):8.2f}" + f"{_per_solved(per):22.1f}")  # fmt: skip
+                     + f"{mean_over_lengths(per):8.2f}" + f"{interactions_per_solved(per):22.1f}")  # fmt: skip
     for name in ("retries", "best_of_k", "lats"):
         for b in sorted(results[name][LENGTHS[0]]):
             per = {n: results[name][n][b] for n in LENGTHS}
             lines.append(f"{name} (budget {b})".ljust(26) + "".join(f"{per[n]['success']:10.2f}" for n in LENGTHS)
-                         + f"{mean_over_lengths(per):8.2f}" + f"{_per_solved(per):22.1f}")  # fmt: skip
+                         + f"{mean_over_lengths(per):8.2f}" + f"{interactions_per_solved(per):22.1f}")  # fmt: skip
     return lines
 
 
