@@ -77,6 +77,28 @@ def test_presets_run_a_couple_of_steps_on_cpu(base, tokenizer, scale):
     assert 0.0 <= ch.evaluate(sft, tokenizer, config, 0)["success"] <= 1.0
 
 
+def test_run_reuses_a_given_base_and_its_evaluation(base, tokenizer, monkeypatch):
+    """With `base` and `base_stats` given, `run` neither loads a checkpoint nor re-evaluates the base,
+    and returns every key the claims read."""
+    monkeypatch.setattr(ch.data, "load_base", lambda *a, **k: pytest.fail("run loaded a checkpoint"))
+    stats = {"base": {"success": 0.25}, "base_novel": {"success": 0.125}}
+    results = ch.run(0, shrink(ch.preset("cpu")), base=(base, tokenizer), base_stats=stats)
+    assert results["base"] == {"success": 0.25} and results["base_novel"] == {"success": 0.125}
+    for key in (*ch.ARMS, "sft", "fine_novel", "sft_novel"):
+        assert 0.0 <= results[key]["success"] <= 1.0
+    assert set(results["histories"]) == set(ch.ARMS)
+    assert [c.id for c in ch.claims(results)] == ["C5.1", "C5.2", "C5.3", "C5.4"]
+
+
+def test_sft_arm_samples_from_sft_traces_fixed_traces(base, tokenizer, monkeypatch):
+    seen = []
+    monkeypatch.setattr(ch, "supervised_warm_start", lambda model, examples, *a, **k: seen.append(len(examples)))
+    config = shrink(ch.preset("cpu"))
+    ch.train_sft_arm(base, tokenizer, config, seed=0)
+    ch.train_sft_arm(base, tokenizer, dataclasses.replace(config, sft_traces=3), seed=0)
+    assert seen == [config.grpo.iterations * config.grpo.prompts_per_iteration * config.grpo.group_size, 3]
+
+
 def test_lora_memory_is_smaller(base):
     (full_name, full, full_bytes), (lora_name, lora, lora_bytes) = ch.memory_table(base, ch.preset("cpu"))
     assert lora < full and lora_bytes < full_bytes and full_bytes == 16 * full
