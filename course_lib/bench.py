@@ -26,24 +26,25 @@ from course_lib.tokenizer import decode, encode
 from course_lib.train import grpo_iteration
 
 
-def engine_tokens_per_second(model, tokenizer, sampling, batch: int, seed: int) -> tuple[float, float]:
+def engine_tokens_per_second(model, tokenizer, sampling, seeds: list[int], seed: int) -> tuple[float, float, dict]:
+    """Policy tokens per second, seconds, and the engine's own split of those seconds."""
     engine = RolloutEngine(model, tokenizer, sampling)
     generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
-    trajectories = engine.rollout([ch00.make_env() for _ in range(batch)], list(range(batch)), generator=generator)
+    trajectories = engine.rollout([ch00.make_env() for _ in seeds], seeds, generator=generator)
     seconds = time.perf_counter() - start
     tokens = sum(sum(t.loss_mask) for t in trajectories)
-    return tokens / seconds, seconds
+    return tokens / seconds, seconds, engine.timings
 
 
-def generate_tokens_per_second(model, tokenizer, sampling, batch: int, seed: int) -> tuple[float, float]:
+def generate_tokens_per_second(model, tokenizer, sampling, seeds: list[int], seed: int) -> tuple[float, float]:
     """Turn-by-turn `generate()`: each turn re-runs the whole history of every live sequence."""
     torch.manual_seed(seed)
     stop_ids = [tokenizer.convert_tokens_to_ids(tag) for tag in sampling.stop_tags]
-    envs = [ch00.make_env() for _ in range(batch)]
-    histories = [[tokenizer.bos_token_id, *encode(tokenizer, env.reset(seed=i)[0])] for i, env in enumerate(envs)]
-    live, tokens = list(range(batch)), 0
-    start = time.perf_counter()
+    envs = [ch00.make_env() for _ in seeds]
+    start = time.perf_counter()  # resets are timed, as in the engine's rollout()
+    histories = [[tokenizer.bos_token_id, *encode(tokenizer, env.reset(seed=s)[0])] for env, s in zip(envs, seeds)]
+    live, tokens = list(range(len(seeds))), 0
     while live:
         width = max(len(histories[i]) for i in live)
         ids = torch.full((len(live), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -73,23 +74,41 @@ def generate_tokens_per_second(model, tokenizer, sampling, batch: int, seed: int
     return tokens / seconds, seconds
 
 
-def bench_rollout(batch: int, repeats: int) -> float:
+def compare(model, tokenizer, sampling, seeds: list[int], repeats: int) -> tuple[float, float]:
+    """Median policy tokens per second of the engine and of turn-by-turn generate(); prints both."""
+    engine_tokens_per_second(model, tokenizer, sampling, seeds, 0)  # warm-up
+    generate_tokens_per_second(model, tokenizer, sampling, seeds, 0)
+    engine = [engine_tokens_per_second(model, tokenizer, sampling, seeds, s) for s in range(repeats)]
+    runs = {
+        "rollout engine": [run[:2] for run in engine],
+        "generate() turn by turn": [
+            generate_tokens_per_second(model, tokenizer, sampling, seeds, s) for s in range(repeats)
+        ],
+    }
+    rates, times = [], []
+    for name, measured in runs.items():
+        rate, seconds = statistics.median(r for r, _ in measured), statistics.median(s for _, s in measured)
+        print(f"  {name + ':':25}{rate:8.0f} policy tokens/s  ({seconds:.3f} s per batch)")
+        rates.append(rate)
+        times.append(seconds)
+    split = {key: statistics.median(run[2][key] for run in engine) for key in engine[0][2]}
+    shares = ", ".join(f"{key} {value / times[0]:.0%}" for key, value in split.items())
+    print(f"  engine time: {shares}, bookkeeping and resets the rest")
+    # Even an engine with no overhead at all would still run the model and the environments.
+    floor = split["model"] + split["env"]
+    print(f"  speedup {rates[0] / rates[1]:.2f} (at most {times[1] / floor:.2f} with zero engine overhead)")
+    return rates[0], rates[1]
+
+
+def bench_rollout(batch: int, group: int, repeats: int) -> float:
     model, tokenizer = data.load_base(ch00.BASE_NAME)
     config = ch00.preset("cpu")
     sampling = config.sampling
-    engine_tokens_per_second(model, tokenizer, sampling, batch, 0)  # warm-up
-    generate_tokens_per_second(model, tokenizer, sampling, batch, 0)
-    engine = [engine_tokens_per_second(model, tokenizer, sampling, batch, s) for s in range(repeats)]
-    generate = [generate_tokens_per_second(model, tokenizer, sampling, batch, s) for s in range(repeats)]
-    engine_rate = statistics.median(rate for rate, _ in engine)
-    generate_rate = statistics.median(rate for rate, _ in generate)
-    print(
-        f"batch {batch}, tool_arithmetic, chapter 00 base ({sum(p.numel() for p in model.parameters()):,} parameters)"
-    )
-    rows = [("rollout engine", engine_rate, engine), ("generate() turn by turn", generate_rate, generate)]
-    for name, rate, runs in rows:
-        seconds = statistics.median(s for _, s in runs)
-        print(f"{name + ':':25}{rate:8.0f} policy tokens/s  ({seconds:.3f} s per batch)")
+    print(f"tool_arithmetic, chapter 00 base ({sum(p.numel() for p in model.parameters()):,} parameters)")
+    print(f"{batch} distinct tasks:")
+    compare(model, tokenizer, sampling, list(range(batch)), repeats)
+    print(f"{batch // group} tasks x {group} samples (a GRPO batch; the engine prefills each prompt once):")
+    engine_rate, generate_rate = compare(model, tokenizer, sampling, [i // group for i in range(batch)], repeats)
 
     grpo = config.grpo
     optimizer = torch.optim.AdamW(model.parameters(), lr=grpo.learning_rate)
@@ -115,9 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     rollout = sub.add_parser("rollout", help="rollout engine vs turn-by-turn generate()")
     rollout.add_argument("--batch", type=int, default=64)
+    rollout.add_argument("--group", type=int, default=8, help="samples per task in the GRPO-shaped batch")
     rollout.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    bench_rollout(args.batch, args.repeats)
+    bench_rollout(args.batch, args.group, args.repeats)
     return 0
 
 

@@ -88,7 +88,10 @@ class KVDecoder:
         return self._forward(token_ids, positions, torch.ones_like(token_ids, dtype=torch.bool), mask[:, None])
 
     def keep(self, rows: torch.Tensor) -> None:
-        """Keep only the sequences at indices `rows` (1-D long tensor), in that order."""
+        """Keep the sequences at indices `rows` (1-D long tensor), in that order.
+
+        An index may repeat: the sequence is then copied, which is how one prefilled prefix
+        serves several continuations."""
         self.keys = [k.index_select(0, rows) for k in self.keys]
         self.values = [v.index_select(0, rows) for v in self.values]
         self.key_valid = self.key_valid.index_select(0, rows)

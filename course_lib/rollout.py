@@ -16,6 +16,7 @@ goes to `env.step`, whose observation is queued. Finished sequences leave the ba
 from __future__ import annotations
 
 import copy
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -136,6 +137,8 @@ class RolloutEngine:
         self.tokenizer = tokenizer
         self.config = config or SamplingConfig()
         self.stop_ids = {tag_id(tokenizer, tag) for tag in self.config.stop_tags}
+        self.timings = {"model": 0.0, "sampling": 0.0, "env": 0.0}
+        """Seconds the last `run` spent in model forwards, in sampling, and in `env.step`."""
 
     def rollout(
         self,
@@ -201,21 +204,34 @@ class RolloutEngine:
         device = next(self.model.parameters()).device
         lengths = [len(t.token_ids) for t in trajectories]
         width = max(lengths)
-        input_ids = torch.full((len(trajectories), width), tokenizer.pad_token_id, dtype=torch.long)
+        # Identical prefixes (a GRPO group's prompt, the copies of a branch) are prefilled once;
+        # their cache rows and logits are then repeated for every trajectory that shares them.
+        unique: dict[tuple[int, ...], int] = {}
+        source = [unique.setdefault(tuple(t.token_ids), len(unique)) for t in trajectories]
+        input_ids = torch.full((len(unique), width), tokenizer.pad_token_id, dtype=torch.long)
         attention = torch.zeros_like(input_ids)
-        for row, t in enumerate(trajectories):
-            input_ids[row, width - len(t.token_ids) :] = torch.tensor(t.token_ids)
-            attention[row, width - len(t.token_ids) :] = 1
-        decoder = KVDecoder(self.model, len(trajectories), width + config.max_total_tokens - min(lengths) + 1)
+        for prefix, row in unique.items():
+            input_ids[row, width - len(prefix) :] = torch.tensor(prefix)
+            attention[row, width - len(prefix) :] = 1
+        decoder = KVDecoder(self.model, len(unique), width + config.max_total_tokens - min(lengths) + 1)
         was_training = self.model.training
         self.model.eval()
+        timings = self.timings = dict.fromkeys(self.timings, 0.0)
+        clock = time.perf_counter()
         logits = decoder.prefill(input_ids.to(device), attention.to(device))
+        if len(unique) < len(trajectories):
+            rows = torch.tensor(source, device=device)
+            decoder.keep(rows)
+            logits = logits.index_select(0, rows)
 
         live = list(range(len(trajectories)))  # trajectory index of each decoder row
         queues = {i: deque() for i in live}
         turn_tokens: dict[int, list[int]] = {i: [] for i in live}
+        timings["model"] += time.perf_counter() - clock
         while live:
+            clock = time.perf_counter()
             tokens, logprobs, entropies = self._sample(logits, generator)
+            timings["sampling"] += time.perf_counter() - clock
             next_inputs, keep = [], []
             for row, index in enumerate(live):
                 t = trajectories[index]
@@ -227,7 +243,9 @@ class RolloutEngine:
                     _append(t, token, t.num_turns, logprobs[row], entropies[row])
                     turn_tokens[index].append(token)
                     if token in self.stop_ids or len(turn_tokens[index]) >= config.max_turn_tokens:
+                        clock = time.perf_counter()
                         self._step_env(t, turn_tokens[index], queues[index])
+                        timings["env"] += time.perf_counter() - clock
                         turn_tokens[index] = []
                 finished = t.terminated or t.truncated
                 if not finished and len(t.token_ids) >= config.max_total_tokens:
@@ -250,7 +268,9 @@ class RolloutEngine:
                     token = queues[index].popleft()
                     _append(t, token, t.num_turns - 1)
                     inputs.append(token)
+            clock = time.perf_counter()
             logits = decoder.step(torch.tensor(next_inputs, device=device).squeeze(1))
+            timings["model"] += time.perf_counter() - clock
         self.model.train(was_training)
         return trajectories
 

@@ -79,6 +79,26 @@ def test_kv_decoder_matches_full_forward(make_model, lora):
         check(decoder.step(new), live)
 
 
+def test_shared_prefixes_are_prefilled_once(warm_model, tokenizer, monkeypatch):
+    """A group's identical prompts go through the model once; every copy then decodes exactly as if
+    it had been prefilled on its own (old log-probs equal a fresh forward of each sequence)."""
+    prefilled = []
+    original = KVDecoder.prefill
+
+    def spy(self, input_ids, attention_mask):
+        prefilled.append(input_ids.shape[0])
+        return original(self, input_ids, attention_mask)
+
+    monkeypatch.setattr(KVDecoder, "prefill", spy)
+    _, trajectories = rollout(warm_model, tokenizer, n=8)  # 4 prompts, 2 samples each
+    assert prefilled == [4]
+    batch = collate(trajectories, tokenizer.pad_token_id)
+    with torch.no_grad():
+        fresh, _ = token_logprobs(warm_model, batch.input_ids, batch.attention_mask)
+    on = batch.loss_mask.bool()
+    assert (fresh[on] - batch.old_logprobs[on]).abs().max() < 1e-4
+
+
 @pytest.mark.parametrize("which", ["make_model", "warm_model"])
 def test_loss_mask_is_exactly_the_policy_tokens(which, request, tokenizer):
     """Ids and mask equal those rebuilt from the env transcript; old log-probs equal a fresh forward."""
