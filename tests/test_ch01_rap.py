@@ -7,7 +7,15 @@ import pytest
 import torch
 
 from course_lib.chapters import ch01_rap as ch01
-from course_lib.envs.blocksworld import render_goal, render_state
+from course_lib.envs.blocksworld import (
+    distances_to,
+    optimal_actions,
+    parse_goal,
+    parse_state,
+    render_goal,
+    render_state,
+    split_of,
+)
 from course_lib.models import build_model
 from course_lib.search.blocks_lm import (
     BlocksLM,
@@ -81,6 +89,23 @@ def test_corpus_formats_and_held_out_transitions(tokenizer):
     held = held_out_transitions()
     total = len(held_out_transitions(share=1.0))
     assert 0.1 < len(held) / total < 0.3 and all(held_out_transition(s, a) for s, a, _ in held[:50])
+
+
+def test_step_examples_follow_episodes_and_are_labelled_by_optimality():
+    """Steps are recorded along demonstrator episodes: labels say whether the action is optimal,
+    no held-out problem appears, and states one step from the goal are common (drawing states
+    uniformly made them about 1 in 30 examples, and the policy prior never learnt them)."""
+    steps = corpus(CorpusConfig(plans=1, steps=600, transitions=1), seed=3)["step"]
+    assert len(steps) == 600
+    near = 0
+    for prompt, completion in steps:
+        goal_text, state_text = prompt.removeprefix("goal ").removesuffix(" act").split(" state ")
+        goal, state = parse_goal(goal_text), parse_state(state_text)
+        action, label = completion.removesuffix(" eval good").removesuffix(" eval bad"), completion.split()[-1]
+        assert split_of(state, goal) == "train" and state != goal
+        assert label == ("good" if action in optimal_actions(state, goal) else "bad")
+        near += distances_to(goal)[state] == 1
+    assert near / len(steps) > 0.05
 
 
 def test_step_scores_are_log_probs_and_probabilities(random_lm):

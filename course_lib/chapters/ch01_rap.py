@@ -7,7 +7,7 @@ RAP's MCTS (`search.mcts`, reward from `search.rap`) at 10 and 20 iterations. Ev
 in the real environment, so success *in imagination* (the search believes it reached the goal) and
 success *in reality* are reported side by side.
 
-    python -m course_lib.data build ch01                 # tasks and the base LM (about 2 minutes)
+    python -m course_lib.data build ch01                 # tasks and the base LM (about 8 minutes)
     python -m course_lib.chapters.ch01_rap --seeds 0 1 2
 """
 
@@ -50,16 +50,20 @@ class Chapter01Config:
     """Model size, a key of `models.MODEL_PRESETS`."""
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     """What the LM is trained on (plans, labelled steps, world-model transitions)."""
-    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1000, batch_size=64, learning_rate=3e-3))
-    """Training of the base LM (built once by `python -m course_lib.data build ch01`)."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=3000, batch_size=64, learning_rate=3e-3))
+    """Training of the base LM (built once by `python -m course_lib.data build ch01`, about 8 minutes).
+    At 1000 steps the policy prior and self-evaluation had not learnt to read the goal: one step
+    from it, they preferred `put-down` (the usual answer for a random goal) 95% of the time."""
     tasks_per_length: int = 70
     """Held-out problems per plan length (2, 4, 6) in each evaluation: 210 in all."""
     pass_k: int = 10
     """Samples of pass@k (CoT pass@10 in the paper)."""
     iterations: tuple[int, ...] = (1, 10, 20)
     """MCTS budgets compared (RAP(10), RAP(20); 1 is a single greedy rollout in imagination)."""
-    mcts: MCTSConfig = field(default_factory=MCTSConfig)
-    """UCT weight w = 1 and max-of-mean backup, as RAP; the depth limit is set to the plan length."""
+    mcts: MCTSConfig = field(default_factory=lambda: MCTSConfig(w_exp=0.5))
+    """Max-of-mean backup, as RAP; the depth limit is set to the plan length. UCT weight w = 0.5,
+    where RAP uses 1: chosen from 0.25, 0.5, 1, 2, 4 on 166 held-out problems that no evaluation
+    seed samples (MCTS(20) real success 0.856, 0.867, 0.806, 0.756, 0.750 there)."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """RAP's reward: the four terms and alpha = 0.5."""
     ablation_iterations: int = 10
@@ -241,17 +245,15 @@ def gaps(results: dict, iterations: int) -> dict[int, float]:
 def claims(results: dict) -> list[Claim]:
     """Chapter 01's claims, computed from `run`'s results.
 
-    C1.1 and C1.3 are marked not reproduced at this scale (evidence in the notebook, section 7):
-    MCTS beats greedy decoding by about 11 to 13 points, not 15, and the 1000-step world model is
-    accurate enough on the states the search visits that imagined and real success coincide."""
+    C1.3 is marked not reproduced at this scale (evidence in the notebook, section 7): the world
+    model is accurate enough on the states the search visits that imagined and real success coincide."""
     budgets = sorted(results["mcts"])
     top, low = budgets[-1], budgets[0]
     mcts_top, greedy = overall(results["mcts"][top]), overall(results["greedy"])
     gap = gaps(results, top)
     return [
         Claim("C1.1", "MCTS over the model's own world model solves at least 15 points more held-out problems "
-                      "than greedy whole-plan decoding (mean over 2, 4, 6 steps)", mcts_top - greedy >= 0.15,
-              required=False),
+                      "than greedy whole-plan decoding (mean over 2, 4, 6 steps)", mcts_top - greedy >= 0.15),
         Claim("C1.2", "success grows with the search budget: the largest budget beats a single rollout by at "
                       "least 5 points, and no larger budget does worse than a smaller one by over 2 points",
               mcts_top - overall(results["mcts"][low]) >= 0.05

@@ -104,14 +104,24 @@ def corpus(config: CorpusConfig, seed: int) -> dict[str, list[tuple[str, str]]]:
             state = successors(state)[action]
         out["plan"].append((f"goal {render_goal(goal)} state {render_state(init)} plan", " ".join(plan)))
     while len(out["step"]) < config.steps:
+        # Steps are recorded along the demonstrator's own episodes, so every distance to the goal
+        # (down to one step from it) is as common as it is in a search; uniformly drawn states
+        # are mostly far from the goal and leave the last steps of a plan barely trained.
         blocks = rng.choice(groups)
-        goal, state = rng.choice(all_arrangements(blocks)), rng.choice(states[blocks])
-        if state == goal:
+        goal, state = rng.choice(all_arrangements(blocks)), rng.choice(all_arrangements(blocks))
+        dist = distances_to(goal)
+        if not 1 <= dist[state] <= 8 or split_of(state, goal) != "train":
             continue
-        good = optimal_actions(state, goal)
-        action = rng.choice(good) if rng.random() < config.demo_optimal else rng.choice(legal_actions(state))
-        label = "good" if action in good else "bad"
-        out["step"].append((f"goal {render_goal(goal)} state {render_state(state)} act", f"{action} eval {label}"))
+        for _ in range(2 * dist[state] + 2):
+            if state == goal or len(out["step"]) == config.steps:
+                break
+            good = optimal_actions(state, goal)
+            action = rng.choice(good) if rng.random() < config.demo_optimal else rng.choice(legal_actions(state))
+            label = "good" if action in good else "bad"
+            if split_of(state, goal) == "train":  # never a held-out problem's first step
+                prompt = f"goal {render_goal(goal)} state {render_state(state)} act"
+                out["step"].append((prompt, f"{action} eval {label}"))
+            state = successors(state)[action]
     pairs = [
         (render_state(s), a, render_state(n))
         for blocks in groups
