@@ -3,11 +3,15 @@
     python -m course_lib.bench rollout [--batch 64] [--repeats 5]
 
 Compares the rollout engine (lock-step batched decoding over a static KV cache, observations
-appended as ids) with the obvious alternative: calling `transformers`' `generate()` once per turn on
-the batch's live sequences, re-encoding each full history. Both sample chapter 00's base model on
-the same `tool_arithmetic` tasks with the same stop tags and limits; tokens per second counts the
-tokens the policy generated. Then it times three GRPO iterations and prints the share spent in
-rollout, advantages and the update. The last line is `speedup_vs_generate=X.XX`.
+appended as ids, identical prefixes prefilled once) with the obvious alternative: calling
+`transformers`' `generate()` once per turn on the batch's live sequences, re-encoding each full
+history. Both sample chapter 00's base model on the same `tool_arithmetic` tasks with the same stop
+tags and limits, resets included in the timing; tokens per second counts the tokens the policy
+generated. Two batches of 64: distinct tasks, and 8 tasks x 8 samples as a GRPO iteration draws them.
+For each, the engine's own split of its time (model forwards, sampling, `env.step`) gives an upper
+bound on any speedup: generate()'s time over the time the engine cannot avoid (forwards and env
+steps). Then three GRPO iterations are timed, with the share spent in rollout, advantages and the
+update. The last line, `speedup_vs_generate=X.XX`, is the GRPO-shaped batch's.
 """
 
 from __future__ import annotations
