@@ -25,6 +25,7 @@ import torch
 
 from course_lib import data
 from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.models import count_parameters
 from course_lib.rollout import RolloutEngine
 from course_lib.tokenizer import decode, encode
 from course_lib.train import grpo_iteration
@@ -79,36 +80,33 @@ def generate_tokens_per_second(model, tokenizer, sampling, seeds: list[int], see
 
 
 def compare(model, tokenizer, sampling, seeds: list[int], repeats: int) -> tuple[float, float]:
-    """Median policy tokens per second of the engine and of turn-by-turn generate(); prints both."""
+    """Median policy tokens per second of the engine and of turn-by-turn generate(); prints both,
+    the engine's own time split, and the speedup bound that split implies."""
     engine_tokens_per_second(model, tokenizer, sampling, seeds, 0)  # warm-up
     generate_tokens_per_second(model, tokenizer, sampling, seeds, 0)
     engine = [engine_tokens_per_second(model, tokenizer, sampling, seeds, s) for s in range(repeats)]
-    runs = {
-        "rollout engine": [run[:2] for run in engine],
-        "generate() turn by turn": [
-            generate_tokens_per_second(model, tokenizer, sampling, seeds, s) for s in range(repeats)
-        ],
-    }
-    rates, times = [], []
-    for name, measured in runs.items():
-        rate, seconds = statistics.median(r for r, _ in measured), statistics.median(s for _, s in measured)
-        print(f"  {name + ':':25}{rate:8.0f} policy tokens/s  ({seconds:.3f} s per batch)")
-        rates.append(rate)
-        times.append(seconds)
+    generate = [generate_tokens_per_second(model, tokenizer, sampling, seeds, s) for s in range(repeats)]
+    engine_rate, engine_seconds = (statistics.median(run[i] for run in engine) for i in (0, 1))
+    generate_rate, generate_seconds = (statistics.median(run[i] for run in generate) for i in (0, 1))
+    for name, rate, seconds in (
+        ("rollout engine:", engine_rate, engine_seconds),
+        ("generate() turn by turn:", generate_rate, generate_seconds),
+    ):
+        print(f"  {name:25}{rate:8.0f} policy tokens/s  ({seconds:.3f} s per batch)")
     split = {key: statistics.median(run[2][key] for run in engine) for key in engine[0][2]}
-    shares = ", ".join(f"{key} {value / times[0]:.0%}" for key, value in split.items())
+    shares = ", ".join(f"{key} {value / engine_seconds:.0%}" for key, value in split.items())
     print(f"  engine time: {shares}, bookkeeping and resets the rest")
     # Even an engine with no overhead at all would still run the model and the environments.
-    floor = split["model"] + split["env"]
-    print(f"  speedup {rates[0] / rates[1]:.2f} (at most {times[1] / floor:.2f} with zero engine overhead)")
-    return rates[0], rates[1]
+    bound = generate_seconds / (split["model"] + split["env"])
+    print(f"  speedup {engine_rate / generate_rate:.2f} (at most {bound:.2f} with zero engine overhead)")
+    return engine_rate, generate_rate
 
 
 def bench_rollout(batch: int, group: int, repeats: int) -> float:
     model, tokenizer = data.load_base(ch00.BASE_NAME)
     config = ch00.preset("cpu")
     sampling = config.sampling
-    print(f"tool_arithmetic, chapter 00 base ({sum(p.numel() for p in model.parameters()):,} parameters)")
+    print(f"tool_arithmetic, chapter 00 base ({count_parameters(model):,} parameters)")
     print(f"{batch} distinct tasks:")
     compare(model, tokenizer, sampling, list(range(batch)), repeats)
     print(f"{batch // group} tasks x {group} samples (a GRPO batch; the engine prefills each prompt once):")

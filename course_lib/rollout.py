@@ -18,7 +18,8 @@ from __future__ import annotations
 import copy
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,22 +217,20 @@ class RolloutEngine:
         decoder = KVDecoder(self.model, len(unique), width + config.max_total_tokens - min(lengths) + 1)
         was_training = self.model.training
         self.model.eval()
-        timings = self.timings = dict.fromkeys(self.timings, 0.0)
-        clock = time.perf_counter()
-        logits = decoder.prefill(input_ids.to(device), attention.to(device))
-        if len(unique) < len(trajectories):
-            rows = torch.tensor(source, device=device)
-            decoder.keep(rows)
-            logits = logits.index_select(0, rows)
+        self.timings = dict.fromkeys(self.timings, 0.0)
+        with self._timed("model"):
+            logits = decoder.prefill(input_ids.to(device), attention.to(device))
+            if len(unique) < len(trajectories):
+                rows = torch.tensor(source, device=device)
+                decoder.keep(rows)
+                logits = logits.index_select(0, rows)
 
         live = list(range(len(trajectories)))  # trajectory index of each decoder row
         queues = {i: deque() for i in live}
         turn_tokens: dict[int, list[int]] = {i: [] for i in live}
-        timings["model"] += time.perf_counter() - clock
         while live:
-            clock = time.perf_counter()
-            tokens, logprobs, entropies = self._sample(logits, generator)
-            timings["sampling"] += time.perf_counter() - clock
+            with self._timed("sampling"):
+                tokens, logprobs, entropies = self._sample(logits, generator)
             next_inputs, keep = [], []
             for row, index in enumerate(live):
                 t = trajectories[index]
@@ -243,9 +242,8 @@ class RolloutEngine:
                     _append(t, token, t.num_turns, logprobs[row], entropies[row])
                     turn_tokens[index].append(token)
                     if token in self.stop_ids or len(turn_tokens[index]) >= config.max_turn_tokens:
-                        clock = time.perf_counter()
-                        self._step_env(t, turn_tokens[index], queues[index])
-                        timings["env"] += time.perf_counter() - clock
+                        with self._timed("env"):
+                            self._step_env(t, turn_tokens[index], queues[index])
                         turn_tokens[index] = []
                 finished = t.terminated or t.truncated
                 if not finished and len(t.token_ids) >= config.max_total_tokens:
@@ -268,11 +266,19 @@ class RolloutEngine:
                     token = queues[index].popleft()
                     _append(t, token, t.num_turns - 1)
                     inputs.append(token)
-            clock = time.perf_counter()
-            logits = decoder.step(torch.tensor(next_inputs, device=device).squeeze(1))
-            timings["model"] += time.perf_counter() - clock
+            with self._timed("model"):
+                logits = decoder.step(torch.tensor(next_inputs, device=device).squeeze(1))
         self.model.train(was_training)
         return trajectories
+
+    @contextmanager
+    def _timed(self, key: str) -> Iterator[None]:
+        """Add the seconds spent inside the `with` block to `self.timings[key]`."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[key] += time.perf_counter() - start
 
     def _sample(self, logits: torch.Tensor, generator: torch.Generator | None) -> tuple[list, list, list]:
         """Sample one token per row of `logits` `[B, V]`; return tokens, their log-probs, entropies."""
