@@ -163,6 +163,27 @@ def test_execute_counts_and_rejects():
     assert not ch01.execute(["pick-up a", "put-down a"], "a | b | hand empty", "b a")["success"]
 
 
+def test_validation_split_is_held_out_distinct_and_disjoint_from_test():
+    rows = ch01.validation_rows(per_length=8, test_draws=40)
+    assert [rows["length"].count(n) for n in ch01.LENGTHS] == [8, 8, 8]
+    pairs = list(zip(rows["init"], rows["goal"], strict=True))
+    assert len(set(pairs)) == len(pairs)
+    test = {(render_state(i), render_goal(g)) for n in ch01.LENGTHS for i, g in
+            (ch01.draw_problem(seed, "test", n) for seed in range(40))}  # fmt: skip
+    assert not test & set(pairs)
+    for (init, goal), length in zip(pairs, rows["length"], strict=True):
+        state, target = parse_state(init), parse_goal(goal)
+        assert split_of(state, target) == "test"
+        assert distances_to(target)[state] == length
+
+
+def test_committed_validation_split_is_what_the_build_writes():
+    committed = ch01.validation_problems()
+    rows = ch01.validation_rows()
+    assert committed == {n: [(i, g) for i, g, m in zip(rows["init"], rows["goal"], rows["length"], strict=True)
+                             if m == n] for n in ch01.LENGTHS}  # fmt: skip
+
+
 def test_gpu_preset_builds_and_trains_a_few_steps(tokenizer):
     config = ch01.preset("gpu")
     assert config.model_preset == "small" and config.tasks_per_length >= 200

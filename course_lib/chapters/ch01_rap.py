@@ -9,6 +9,7 @@ success *in reality* are reported side by side.
 
     python -m course_lib.data build ch01                 # tasks and the base LM (about 8 minutes)
     python -m course_lib.chapters.ch01_rap --seeds 0 1 2
+    python -m course_lib.chapters.ch01_rap --tune-w 0.25 0.5 1 2 4   # the UCT weight, on validation
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from course_lib.search.rap import ImaginedBlocksworld, RewardConfig
 from course_lib.train import SFTConfig, supervised_warm_start
 
 TASKS_NAME = "ch01_tasks"
+VALIDATION_PER_LENGTH = 60
+"""Validation problems per length: held out from the LM like the test split, disjoint from it."""
 BASE_NAME = "ch01_base"
 LENGTHS = (2, 4, 6)
 ABLATIONS = {
@@ -62,8 +65,8 @@ class Chapter01Config:
     """MCTS budgets compared (RAP(10), RAP(20); 1 is a single greedy rollout in imagination)."""
     mcts: MCTSConfig = field(default_factory=lambda: MCTSConfig(w_exp=0.5))
     """Max-of-mean backup, as RAP; the depth limit is set to the plan length. UCT weight w = 0.5,
-    where RAP uses 1: chosen from 0.25, 0.5, 1, 2, 4 on 166 held-out problems that no evaluation
-    seed samples (MCTS(20) real success 0.856, 0.867, 0.806, 0.756, 0.750 there)."""
+    where RAP uses 1: chosen from 0.25, 0.5, 1, 2, 4 by `tune_uct_weight` (`--tune-w`) on the
+    180 validation problems, where MCTS(20) real success was 0.811, 0.833, 0.750, 0.722, 0.722."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """RAP's reward: the four terms and alpha = 0.5."""
     ablation_iterations: int = 10
@@ -99,6 +102,29 @@ def task_rows(split: str, per_length: int) -> dict[str, list]:
     return rows
 
 
+def validation_rows(per_length: int = VALIDATION_PER_LENGTH, test_draws: int = 300) -> dict[str, list]:
+    """Distinct held-out-split problems that are not among the `test_draws` test problems of each
+    length: where the chapter's settings (the UCT weight) are chosen, so that no choice sees test."""
+    rows = {"seed": [], "length": [], "init": [], "goal": []}
+    for length in LENGTHS:
+        seen = {_problem_texts(seed, length) for seed in range(test_draws)}
+        found, seed = 0, test_draws
+        while found < per_length:
+            init, goal = _problem_texts(seed, length)
+            if (init, goal) not in seen:
+                seen.add((init, goal))
+                found += 1
+                for key, value in zip(rows, (seed, length, init, goal), strict=True):
+                    rows[key].append(value)
+            seed += 1
+    return rows
+
+
+def _problem_texts(seed: int, length: int) -> tuple[str, str]:
+    init, goal = draw_problem(seed, "test", length)
+    return render_state(init), render_goal(goal)
+
+
 def build_base(out_dir: str | Path, seed: int = 0, progress: bool = True, config: Chapter01Config | None = None):
     """Train the LM on the three formats (plans, labelled steps, transitions) and save it."""
     config = config or preset("cpu")
@@ -114,7 +140,8 @@ def build_base(out_dir: str | Path, seed: int = 0, progress: bool = True, config
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
     """`python -m course_lib.data build ch01`: the task sets and the base LM (shared with chapter 02)."""
-    data.write_task_set(TASKS_NAME, {"train": task_rows("train", 200), "test": task_rows("test", 300)}, seed, data_dir)
+    splits = {"train": task_rows("train", 200), "test": task_rows("test", 300), "validation": validation_rows()}
+    data.write_task_set(TASKS_NAME, splits, seed, data_dir)
     data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
 
 
@@ -132,6 +159,15 @@ def test_problems(per_length: int, seed: int) -> dict[int, list[tuple[str, str]]
         rows = [(r["init"], r["goal"]) for r in tasks if r["length"] == length]
         out[length] = random.Random(seed * 1000 + length).sample(rows, min(per_length, len(rows)))
     return out
+
+
+def validation_problems() -> dict[int, list[tuple[str, str]]]:
+    """`{length: [(init text, goal text)]}`: every problem of the validation split."""
+    tasks = data.load_tasks(TASKS_NAME)
+    if "validation" not in tasks:
+        raise FileNotFoundError(f"{TASKS_NAME} has no validation split; run `python -m course_lib.data build ch01`")
+    rows = tasks["validation"]
+    return {n: [(r["init"], r["goal"]) for r in rows if r["length"] == n] for n in LENGTHS}
 
 
 # Execution in the real environment -------------------------------------------------------------
@@ -231,6 +267,21 @@ def run(seed: int, config: Chapter01Config | None = None, ablation: bool = True)
     return results
 
 
+def tune_uct_weight(
+    weights: tuple[float, ...], iterations: int = 20, config: Chapter01Config | None = None, seed: int = 0
+) -> dict[float, float]:
+    """Mean real success of MCTS(`iterations`) over the validation split's lengths, per UCT weight."""
+    config = config or preset()
+    lm, problems = load_lm(), validation_problems()
+    scores = {}
+    for weight in weights:
+        generator = course_config.seed_everything(seed)
+        trial = replace(config, mcts=replace(config.mcts, w_exp=weight))
+        per_length = {n: evaluate_search(lm, probs, n, iterations, trial, generator) for n, probs in problems.items()}
+        scores[weight] = overall(per_length)
+    return scores
+
+
 def overall(per_length: dict) -> float:
     """Mean over plan lengths (each length has the same number of problems)."""
     values = [v["real"] if isinstance(v, dict) else v for v in per_length.values()]
@@ -283,7 +334,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run chapter 01 for several seeds and print its claims.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--no-ablation", action="store_true")
+    parser.add_argument("--tune-w", type=float, nargs="+", metavar="W", help="score UCT weights on validation instead")
     args = parser.parse_args(argv)
+    if args.tune_w:
+        for weight, score in tune_uct_weight(tuple(args.tune_w)).items():
+            print(f"w = {weight:g}: MCTS(20) real success {score:.3f} on the validation split")
+        return
     for seed in args.seeds:
         results = run(seed, ablation=not args.no_ablation)
         print(f"seed {seed} ({results['minutes']:.2f} min; MCTS cells: imagined → real success)")
