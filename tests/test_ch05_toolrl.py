@@ -60,6 +60,19 @@ def test_noisy_demonstrations_make_every_kind_of_mistake():
     assert 0.1 < sum(s["total"] == 4.0 for s in scores) / len(scores) < 0.6
 
 
+def test_missing_call_noise_drops_the_last_call_of_a_multi_call_answer():
+    import random
+
+    from course_lib.algos.rewards import parse_calls
+
+    only_missing = ch.Noise(format=0, name=0, key=0, value=0, missing=1, no_tool_call=0)
+    rng = random.Random(0)
+    for seed in range(20):
+        task = draw_task(seed, "train", no_tool_share=0.0, two_call_share=0.5, three_call_share=0.5)
+        calls = parse_calls(ch.noisy_answer(task, rng, only_missing))
+        assert [name for name, _ in calls] == [name for name, _ in task.calls[:-1]]
+
+
 def test_examples_mask_only_the_response(tokenizer):
     ids, mask = ch.demonstration_examples(tokenizer, 1, 0, ch.Noise())[0]
     first = mask.index(1)

@@ -10,6 +10,7 @@ from course_lib.envs.function_calling import (
     SPLITS,
     TOOLS,
     FunctionCallingEnv,
+    TaskMix,
     answer_text,
     draw_task,
     held_out,
@@ -33,6 +34,37 @@ def test_tasks_are_deterministic_and_splits_are_disjoint():
         if novel.calls:
             assert any(held_out(n, k, v) for n, a in novel.calls for k, v in a)
             assert all(n in TOOLS for n, _ in novel.calls)
+
+
+def test_task_mix_sets_the_kinds_of_query():
+    def counts(mix):
+        tasks = [draw_task(seed, "train", **vars(mix)) for seed in range(400)]
+        return [sum(len(t.calls) == n for t in tasks) for n in range(4)]
+
+    assert counts(TaskMix(0.0, 0.0, 1.0)) == [0, 0, 0, 400]
+    assert counts(TaskMix(1.0, 0.5, 0.5)) == [400, 0, 0, 0]
+    none, one, two, three = counts(TaskMix(0.1, 0.3, 0.4))
+    assert 20 < none < 60 and 70 < one < 130 and 80 < two < 140 and 110 < three < 180
+    for seed in range(50):
+        task = draw_task(seed, "test", no_tool_share=0.0, three_call_share=1.0)
+        assert len({name for name, _ in task.calls}) == 3
+    # the default mix has no three-call queries, and three_call_share=0 leaves the tasks as they were
+    assert all(draw_task(s, "train") == draw_task(s, "train", three_call_share=0.0) for s in range(100))
+    for bad in [(-0.1, 0.4, 0.0), (0.1, 0.7, 0.4), (1.5, 0.0, 0.0)]:
+        with pytest.raises(ValueError):
+            TaskMix(*bad)
+
+
+def test_env_draws_from_its_mix_and_scores_three_calls():
+    env = FunctionCallingEnv("train", mix=TaskMix(0.0, 0.0, 1.0))
+    env.reset(seed=5)
+    assert len(env.task.calls) == 3
+    _, reward, _, _, info = env.step(answer_text(env.task, ["user"]))
+    assert reward == 4.0 and info["success"]
+    env.reset(seed=5)
+    two_of_three = answer_text(type(env.task)(env.task.question, env.task.calls[:2]), ["user"])
+    _, reward, _, _, info = env.step(two_of_three)
+    assert not info["success"] and 1.0 < reward < 4.0
 
 
 def test_every_word_is_in_the_vocabulary():

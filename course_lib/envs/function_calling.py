@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from course_lib.algos.rewards import Call, RewardSpec, format_ok, parse_calls, render_call, same_calls, toolrl_reward
@@ -105,12 +105,30 @@ def split_of(question: str, calls: list[tuple[str, dict[str, str]]]) -> str:
     return "test" if _hash_fraction(question) < 0.1 else "train"
 
 
-def draw_task(seed: int, split: str, no_tool_share: float = 0.15, two_call_share: float = 0.4) -> Task:
-    """The seed-th task of `split` (deterministic; see `split_of`)."""
+@dataclass(frozen=True)
+class TaskMix:
+    """Shares of query kinds: no tool fits, two calls, three calls (one call gets the rest)."""
+
+    no_tool_share: float = 0.15
+    two_call_share: float = 0.4
+    three_call_share: float = 0.0
+
+    def __post_init__(self):
+        shares = (self.no_tool_share, self.two_call_share, self.three_call_share)
+        if min(shares) < 0 or self.two_call_share + self.three_call_share > 1 or self.no_tool_share > 1:
+            raise ValueError(f"task shares must be probabilities, got {self}")
+
+
+def draw_task(
+    seed: int, split: str, no_tool_share: float = 0.15, two_call_share: float = 0.4, three_call_share: float = 0.0
+) -> Task:
+    """The seed-th task of `split` (deterministic; see `split_of`). The shares are those of `TaskMix`;
+    the call shares apply to queries a tool fits."""
     rng = random.Random(f"fc:{split}:{seed}")
     if rng.random() < no_tool_share:
         return Task(f"<question> {rng.choice(CHITCHAT)} </question>", ())
-    count = 2 if rng.random() < two_call_share else 1
+    draw = rng.random()
+    count = 3 if draw < three_call_share else 2 if draw < three_call_share + two_call_share else 1
     while True:
         names = rng.sample(sorted(TOOLS), count)
         calls = []
@@ -143,16 +161,17 @@ class FunctionCallingEnv(TextEnv):
 
     max_turns = 1
 
-    def __init__(self, split: str = "train", spec: RewardSpec | None = None):
+    def __init__(self, split: str = "train", spec: RewardSpec | None = None, mix: TaskMix | None = None):
         super().__init__()
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.split = split
         self.spec = spec or RewardSpec()
+        self.mix = mix or TaskMix()
         self.task = Task("", ())
 
     def _reset(self, seed: int, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.task = options["task"] if "task" in options else draw_task(seed, self.split)
+        self.task = options["task"] if "task" in options else draw_task(seed, self.split, **asdict(self.mix))
         return self.task.question, {"calls": self.task.calls}
 
     def anchor(self) -> tuple:
