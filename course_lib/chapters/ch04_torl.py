@@ -367,6 +367,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"seed {seed} ({results['minutes']:.2f} min)")
         print(format_summary(results))
         if {"masked", "unmasked"} <= set(results["runs"]):
+            means = {name: mean_eval_accuracy(results["runs"][name]["history"]) for name in ("masked", "unmasked")}
+            print("mean held-out accuracy over the run: " + ", ".join(f"{k} {v:.3f}" for k, v in means.items()))
             for claim in claims(results):
                 print(f"  {claim.id} {claim.status} {claim.name}")
 
