@@ -177,6 +177,11 @@ def test_validation_split_is_held_out_distinct_and_disjoint_from_test():
         assert distances_to(target)[state] == length
 
 
+def test_validation_split_refuses_more_problems_than_exist():
+    with pytest.raises(ValueError, match="2-step"):
+        ch01.validation_rows(per_length=30, test_draws=10, max_draws=20)
+
+
 def test_committed_validation_split_is_what_the_build_writes():
     committed = ch01.validation_problems()
     rows = ch01.validation_rows()

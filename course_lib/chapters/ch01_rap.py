@@ -102,14 +102,19 @@ def task_rows(split: str, per_length: int) -> dict[str, list]:
     return rows
 
 
-def validation_rows(per_length: int = VALIDATION_PER_LENGTH, test_draws: int = 300) -> dict[str, list]:
+def validation_rows(
+    per_length: int = VALIDATION_PER_LENGTH, test_draws: int = 300, max_draws: int = 5000
+) -> dict[str, list]:
     """Distinct held-out-split problems that are not among the `test_draws` test problems of each
-    length: where the chapter's settings (the UCT weight) are chosen, so that no choice sees test."""
+    length: where the chapter's settings (the UCT weight) are chosen, so that no choice sees test.
+    Raises ValueError when `max_draws` further draws do not give `per_length` new problems."""
     rows = {"seed": [], "length": [], "init": [], "goal": []}
     for length in LENGTHS:
         seen = {_problem_texts(seed, length) for seed in range(test_draws)}
         found, seed = 0, test_draws
         while found < per_length:
+            if seed >= test_draws + max_draws:
+                raise ValueError(f"only {found} new {length}-step problems in {max_draws} draws; ask for fewer")
             init, goal = _problem_texts(seed, length)
             if (init, goal) not in seen:
                 seen.add((init, goal))
