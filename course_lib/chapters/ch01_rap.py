@@ -155,24 +155,27 @@ def load_lm(device=None) -> BlocksLM:
     return BlocksLM(model, tokenizer)
 
 
+def _problems_by_length(split: str) -> dict[int, list[tuple[str, str]]]:
+    """`{length: [(init text, goal text)]}`: every problem of a split of the task set."""
+    tasks = data.load_tasks(TASKS_NAME)
+    if split not in tasks:
+        raise FileNotFoundError(f"{TASKS_NAME} has no {split} split; run `python -m course_lib.data build ch01`")
+    rows = tasks[split]
+    return {n: [(r["init"], r["goal"]) for r in rows if r["length"] == n] for n in LENGTHS}
+
+
 def test_problems(per_length: int, seed: int) -> dict[int, list[tuple[str, str]]]:
     """`{length: [(init text, goal text)]}`: `per_length` held-out problems per length, a sample
     that depends on `seed` (so seeds differ in problems as well as in sampling)."""
-    tasks = data.load_tasks(TASKS_NAME)["test"]
-    out = {}
-    for length in LENGTHS:
-        rows = [(r["init"], r["goal"]) for r in tasks if r["length"] == length]
-        out[length] = random.Random(seed * 1000 + length).sample(rows, min(per_length, len(rows)))
-    return out
+    return {
+        length: random.Random(seed * 1000 + length).sample(rows, min(per_length, len(rows)))
+        for length, rows in _problems_by_length("test").items()
+    }
 
 
 def validation_problems() -> dict[int, list[tuple[str, str]]]:
     """`{length: [(init text, goal text)]}`: every problem of the validation split."""
-    tasks = data.load_tasks(TASKS_NAME)
-    if "validation" not in tasks:
-        raise FileNotFoundError(f"{TASKS_NAME} has no validation split; run `python -m course_lib.data build ch01`")
-    rows = tasks["validation"]
-    return {n: [(r["init"], r["goal"]) for r in rows if r["length"] == n] for n in LENGTHS}
+    return _problems_by_length("validation")
 
 
 # Execution in the real environment -------------------------------------------------------------

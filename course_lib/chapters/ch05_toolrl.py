@@ -23,7 +23,7 @@ import argparse
 import copy
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -178,7 +178,7 @@ def demonstration_examples(
     rng, mix = random.Random(seed), mix or TaskMix()
     examples = []
     for index in range(count):
-        task = draw_task(seed * 10_000_019 + index, "train", **asdict(mix))
+        task = mix.draw(seed * 10_000_019 + index, "train")
         prompt = [tokenizer.bos_token_id, *encode(tokenizer, task.question)]
         response = encode(tokenizer, noisy_answer(task, rng, noise))
         examples.append((prompt + response, [0] * len(prompt) + [1] * len(response)))
@@ -190,7 +190,7 @@ def correct_examples(tokenizer, count: int, seed: int, mix: TaskMix | None = Non
     mix = mix or TaskMix()
     examples = []
     for index in range(count):
-        task = draw_task(seed * 7_000_003 + index + 1, "train", **asdict(mix))
+        task = mix.draw(seed * 7_000_003 + index + 1, "train")
         prompt = [tokenizer.bos_token_id, *encode(tokenizer, task.question)]
         response = encode(tokenizer, answer_text(task, ["user", "wants"]))
         examples.append((prompt + response, [0] * len(prompt) + [1] * len(response)))

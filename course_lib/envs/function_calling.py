@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 from course_lib.algos.rewards import Call, RewardSpec, format_ok, parse_calls, render_call, same_calls, toolrl_reward
@@ -118,6 +118,10 @@ class TaskMix:
         if min(shares) < 0 or self.two_call_share + self.three_call_share > 1 or self.no_tool_share > 1:
             raise ValueError(f"task shares must be probabilities, got {self}")
 
+    def draw(self, seed: int, split: str) -> Task:
+        """`draw_task` with this mix's shares."""
+        return draw_task(seed, split, *astuple(self))
+
 
 def draw_task(
     seed: int, split: str, no_tool_share: float = 0.15, two_call_share: float = 0.4, three_call_share: float = 0.0
@@ -171,7 +175,7 @@ class FunctionCallingEnv(TextEnv):
         self.task = Task("", ())
 
     def _reset(self, seed: int, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.task = options["task"] if "task" in options else draw_task(seed, self.split, **asdict(self.mix))
+        self.task = options["task"] if "task" in options else self.mix.draw(seed, self.split)
         return self.task.question, {"calls": self.task.calls}
 
     def anchor(self) -> tuple:
