@@ -92,8 +92,8 @@ class KVDecoder:
 
         An index may repeat: the sequence is then copied, which is how one prefilled prefix
         serves several continuations."""
-        self.keys = [k.index_select(0, rows) for k in self.keys]
-        self.values = [v.index_select(0, rows) for v in self.values]
+        self.keys = [_take_rows(k, rows, self.length) for k in self.keys]
+        self.values = [_take_rows(v, rows, self.length) for v in self.values]
         self.key_valid = self.key_valid.index_select(0, rows)
         self.next_position = self.next_position.index_select(0, rows)
 
@@ -117,7 +117,7 @@ class KVDecoder:
                 q, k, v = attn.q_proj(normed), attn.k_proj(normed), attn.v_proj(normed)
                 qkv = torch.cat([q, k, v], dim=-1)
             else:
-                qkv = F.linear(normed, fused.qkv_weight, fused.qkv_bias)
+                qkv = F.linear(normed, fused.qkv_weight)
             qkv = qkv.view(batch, new, heads + 2 * self.kv_heads, self.head_dim)
             qk = _rotate(qkv[:, :, : heads + self.kv_heads], cos[:, :, None], sin[:, :, None])
             q = qk[:, :, :heads].transpose(1, 2)
@@ -128,15 +128,24 @@ class KVDecoder:
                 keys = keys.repeat_interleave(self.groups, dim=1)
                 values = values.repeat_interleave(self.groups, dim=1)
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-            hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(batch, new, -1))
+            out = out.transpose(1, 2).reshape(batch, new, -1)
+            hidden = hidden + (attn.o_proj(out) if fused is None else F.linear(out, fused.o_weight))
             normed = _rms_norm(layer.post_attention_layernorm, hidden)
             if fused is None:
                 hidden = hidden + layer.mlp(normed)
             else:
                 gate, up = F.linear(normed, fused.gate_up_weight).chunk(2, dim=-1)
-                hidden = hidden + layer.mlp.down_proj(F.silu(gate) * up)
+                hidden = hidden + F.linear(F.silu(gate) * up, fused.down_weight)
         self.length = end
         return self.lm.lm_head(_rms_norm(self.lm.model.norm, hidden[:, -1]))
+
+
+def _take_rows(cache: torch.Tensor, rows: torch.Tensor, used: int) -> torch.Tensor:
+    """`cache[rows]` for a `[B, H, S, D]` cache, copying only the `used` positions written so far
+    (the rest is written before it is ever read, so it may hold anything)."""
+    taken = cache.new_empty((rows.shape[0], *cache.shape[1:]))
+    taken[:, :, :used] = cache[:, :, :used].index_select(0, rows)
+    return taken
 
 
 def _rms_norm(norm: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
@@ -157,21 +166,21 @@ class _FusedWeights:
         attn, mlp = layer.self_attn, layer.mlp
         projections = [attn.q_proj, attn.k_proj, attn.v_proj]
         self.qkv_weight = torch.cat([p.weight for p in projections]).detach()
-        biases = [p.bias for p in projections]
-        self.qkv_bias = None if biases[0] is None else torch.cat(biases).detach()
-        self.qkv_sizes = [p.weight.shape[0] for p in projections]
         self.gate_up_weight = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()
+        self.o_weight = attn.o_proj.weight.detach()
+        self.down_weight = mlp.down_proj.weight.detach()
 
 
 def _fuse(layer: torch.nn.Module) -> _FusedWeights | None:
-    """Fused weights when the projections are plain `nn.Linear` (not LoRA-wrapped), else None.
+    """Fused weights when every projection is a plain bias-free `nn.Linear` (not LoRA-wrapped),
+    else None.
 
     The copies are taken when the decoder is built (once per rollout), so they always match the
     current weights; a LoRA-wrapped layer keeps calling its modules.
     """
     attn, mlp = layer.self_attn, layer.mlp
-    modules = [attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj]
-    plain = all(type(m) is torch.nn.Linear for m in modules) and mlp.gate_proj.bias is None
+    modules = [attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj]
+    plain = all(type(m) is torch.nn.Linear and m.bias is None for m in modules)
     if not plain or getattr(mlp, "act_fn", None).__class__.__name__ not in ("SiLU", "SiLUActivation"):
         return None
     return _FusedWeights(layer)
