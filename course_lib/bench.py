@@ -1,17 +1,23 @@
 """Benchmarks that print measurements (speed targets live here, never in timed tests).
 
-    python -m course_lib.bench rollout [--batch 64] [--repeats 5]
+    python -m course_lib.bench rollout [--batch 64] [--group 8] [--repeats 7] [--tasks ch00 ch03 ...]
 
 Compares the rollout engine (lock-step batched decoding over a static KV cache, observations
 appended as ids, identical prefixes prefilled once) with the obvious alternative: calling
 `transformers`' `generate()` once per turn on the batch's live sequences, re-encoding each full
-history. Both sample chapter 00's base model on the same `tool_arithmetic` tasks with the same stop
-tags and limits, resets included in the timing; tokens per second counts the tokens the policy
-generated. Two batches of 64: distinct tasks, and 8 tasks x 8 samples as a GRPO iteration draws them.
-For each, the engine's own split of its time (model forwards, sampling, `env.step`) gives an upper
-bound on any speedup: generate()'s time over the time the engine cannot avoid (forwards and env
-steps). Then three GRPO iterations are timed, with the share spent in rollout, advantages and the
-update. The last line, `speedup_vs_generate=X.XX`, is the GRPO-shaped batch's.
+history. Both sample the same base model on the same tool task with the same stop tags and limits,
+resets included in the timing; tokens per second counts the tokens the policy generated.
+
+Chapter 00's `tool_arithmetic` is measured on two batches of 64: distinct tasks, and 8 tasks x 8
+samples as a GRPO iteration draws them. The engine's own split of its time (model forwards,
+sampling, `env.step`) gives an upper bound on any speedup: generate()'s time over the time the
+engine cannot avoid (forwards and env steps). The other tool tasks of the course (chapters 03-06,
+each with its chapter's base model and sampling limits) follow, GRPO-shaped. Then three GRPO
+iterations of chapter 00 are timed, with the share spent in rollout, advantages and the update.
+
+This machine's timings drift by 10-30% from minute to minute, so engine and generate() runs are
+interleaved in pairs, and each speedup is the median over the pairs, with its range. The last line,
+`speedup_vs_generate=X.XX`, is chapter 00's GRPO-shaped batch.
 """
 
 from __future__ import annotations
@@ -20,36 +26,86 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from course_lib import data
-from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.envs.base import TextEnv
 from course_lib.models import count_parameters
-from course_lib.rollout import RolloutEngine
+from course_lib.rollout import RolloutEngine, SamplingConfig
 from course_lib.tokenizer import decode, encode
 from course_lib.train import grpo_iteration
 
 
-def engine_tokens_per_second(model, tokenizer, sampling, seeds: list[int], seed: int) -> tuple[float, float, dict]:
-    """Policy tokens per second, seconds, and the engine's own split of those seconds."""
-    engine = RolloutEngine(model, tokenizer, sampling)
+@dataclass(frozen=True)
+class Task:
+    """A tool task of the course: its chapter's base model, sampling limits and environment."""
+
+    label: str
+    base: str
+    sampling: SamplingConfig
+    make_env: Callable[[], TextEnv]
+
+
+def course_tasks() -> dict[str, Task]:
+    """The course's tool tasks by chapter, with each chapter's cpu-preset sampling."""
+    from course_lib.chapters import ch00_tool_agent as ch00
+    from course_lib.chapters import ch03_planner_r1 as ch03
+    from course_lib.chapters import ch04_torl as ch04
+    from course_lib.chapters import ch05_toolrl as ch05
+    from course_lib.chapters import ch06_artist as ch06
+    from course_lib.envs.function_calling import FunctionCallingEnv
+
+    c03, c05, c06 = ch03.preset("cpu"), ch05.preset("cpu"), ch06.preset("cpu")
+    return {
+        "ch00": Task(ch00.ENV_NAME, ch00.BASE_NAME, ch00.preset("cpu").sampling, ch00.make_env),
+        "ch03": Task(ch03.ENV_NAME, ch03.BASE_NAMES["small"], c03.sampling, lambda: ch03.make_env("train", c03)),
+        "ch04": Task(ch04.ENV_NAME, ch04.BASE_NAME, ch04.preset("cpu").sampling, lambda: ch04.make_env("train")),
+        "ch05": Task("function_calling", ch05.BASE_NAME, c05.sampling, lambda: FunctionCallingEnv(mix=c05.task_mix)),
+        "ch06": Task(ch06.ENV_NAME, ch06.BASE_NAME, c06.sampling, lambda: ch06.make_env("train", c06)),
+    }
+
+
+@dataclass
+class Run:
+    """One timed batch: policy tokens, seconds, mean turns per sequence, the engine's time split."""
+
+    tokens: int
+    seconds: float
+    turns: float
+    split: dict[str, float]
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.seconds
+
+
+def time_engine(model, tokenizer, task: Task, seeds: Sequence[int], seed: int) -> Run:
+    """The rollout engine on one batch."""
+    engine = RolloutEngine(model, tokenizer, task.sampling)
     generator = torch.Generator().manual_seed(seed)
+    envs = [task.make_env() for _ in seeds]
     start = time.perf_counter()
-    trajectories = engine.rollout([ch00.make_env() for _ in seeds], seeds, generator=generator)
+    trajectories = engine.rollout(envs, list(seeds), generator=generator)
     seconds = time.perf_counter() - start
     tokens = sum(sum(t.loss_mask) for t in trajectories)
-    return tokens / seconds, seconds, engine.timings
+    return Run(tokens, seconds, statistics.mean(t.num_turns for t in trajectories), dict(engine.timings))
 
 
-def generate_tokens_per_second(model, tokenizer, sampling, seeds: list[int], seed: int) -> tuple[float, float]:
-    """Turn-by-turn `generate()`: each turn re-runs the whole history of every live sequence."""
+def time_generate(model, tokenizer, task: Task, seeds: Sequence[int], seed: int) -> Run:
+    """Turn-by-turn `generate()`: each turn re-runs the whole history of every live sequence.
+
+    The limits are the engine's: a turn ends at a stop tag or after `max_turn_tokens`, and a
+    sequence that reaches `max_total_tokens` is cut without sending its unfinished turn."""
+    sampling = task.sampling
     torch.manual_seed(seed)
     stop_ids = [tokenizer.convert_tokens_to_ids(tag) for tag in sampling.stop_tags]
-    envs = [ch00.make_env() for _ in seeds]
+    envs = [task.make_env() for _ in seeds]
     start = time.perf_counter()  # resets are timed, as in the engine's rollout()
     histories = [[tokenizer.bos_token_id, *encode(tokenizer, env.reset(seed=s)[0])] for env, s in zip(envs, seeds)]
-    live, tokens = list(range(len(seeds))), 0
+    live, tokens, turns = list(range(len(seeds))), 0, 0
     while live:
         width = max(len(histories[i]) for i in live)
         ids = torch.full((len(live), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -67,52 +123,106 @@ def generate_tokens_per_second(model, tokenizer, sampling, seeds: list[int], see
         for row, i in enumerate(live):
             new = out[row, width:].tolist()
             cut = next((k + 1 for k, token in enumerate(new) if token in stop_ids), len(new))
-            action_ids = new[:cut]
+            action_ids = new[: min(cut, sampling.max_total_tokens - len(histories[i]))]
             tokens += len(action_ids)
             histories[i] += action_ids
+            if len(histories[i]) >= sampling.max_total_tokens:
+                continue  # cut by the length cap, like the engine's `cut` sequences
             obs, _, terminated, truncated, _ = envs[i].step(decode(tokenizer, action_ids))
-            if not (terminated or truncated) and len(histories[i]) < sampling.max_total_tokens:
+            turns += 1
+            if not (terminated or truncated):
                 histories[i] += encode(tokenizer, obs)
-                still_live.append(i)
+                if len(histories[i]) < sampling.max_total_tokens:
+                    still_live.append(i)
         live = still_live
     seconds = time.perf_counter() - start
-    return tokens / seconds, seconds
+    return Run(tokens, seconds, turns / len(seeds), {})
 
 
-def compare(model, tokenizer, sampling, seeds: list[int], repeats: int) -> tuple[float, float]:
-    """Median policy tokens per second of the engine and of turn-by-turn generate(); prints both,
-    the engine's own time split, and the speedup bound that split implies."""
-    engine_tokens_per_second(model, tokenizer, sampling, seeds, 0)  # warm-up
-    generate_tokens_per_second(model, tokenizer, sampling, seeds, 0)
-    engine = [engine_tokens_per_second(model, tokenizer, sampling, seeds, s) for s in range(repeats)]
-    generate = [generate_tokens_per_second(model, tokenizer, sampling, seeds, s) for s in range(repeats)]
-    engine_rate, engine_seconds = (statistics.median(run[i] for run in engine) for i in (0, 1))
-    generate_rate, generate_seconds = (statistics.median(run[i] for run in generate) for i in (0, 1))
-    for name, rate, seconds in (
-        ("rollout engine:", engine_rate, engine_seconds),
-        ("generate() turn by turn:", generate_rate, generate_seconds),
+@dataclass
+class Comparison:
+    engine: list[Run]
+    generate: list[Run]
+
+    @property
+    def speedups(self) -> list[float]:
+        """Engine over generate() tokens per second, one per interleaved pair of runs."""
+        return [e.rate / g.rate for e, g in zip(self.engine, self.generate, strict=True)]
+
+    @property
+    def speedup(self) -> float:
+        return statistics.median(self.speedups)
+
+    def median(self, runs: str, value: Callable[[Run], float]) -> float:
+        return statistics.median(value(run) for run in getattr(self, runs))
+
+    def describe(self) -> str:
+        speedups = self.speedups
+        spread = f"range {min(speedups):.2f}-{max(speedups):.2f} over {len(speedups)} pairs"
+        return f"speedup {self.speedup:.2f} ({spread})"
+
+
+def compare(model, tokenizer, task: Task, seeds: Sequence[int], repeats: int) -> Comparison:
+    """`repeats` interleaved pairs of engine and generate() runs (after one warm-up of each); the
+    order within a pair alternates so that drift in the machine's speed falls on both alike."""
+    time_engine(model, tokenizer, task, seeds, 0)
+    time_generate(model, tokenizer, task, seeds, 0)
+    engine, generate = [], []
+    for repeat in range(repeats):
+        order = (time_engine, time_generate) if repeat % 2 == 0 else (time_generate, time_engine)
+        for measure in order:
+            run = measure(model, tokenizer, task, seeds, repeat)
+            (engine if measure is time_engine else generate).append(run)
+    return Comparison(engine, generate)
+
+
+def print_comparison(result: Comparison) -> None:
+    """Rates, the engine's time split, the speedup with its range, and the zero-overhead bound."""
+    engine_seconds = result.median("engine", lambda r: r.seconds)
+    generate_seconds = result.median("generate", lambda r: r.seconds)
+    for name, runs, seconds in (
+        ("rollout engine:", "engine", engine_seconds),
+        ("generate() turn by turn:", "generate", generate_seconds),
     ):
+        rate = result.median(runs, lambda r: r.rate)
         print(f"  {name:25}{rate:8.0f} policy tokens/s  ({seconds:.3f} s per batch)")
-    split = {key: statistics.median(run[2][key] for run in engine) for key in engine[0][2]}
+    split = {key: result.median("engine", lambda r, key=key: r.split[key]) for key in result.engine[0].split}
     shares = ", ".join(f"{key} {value / engine_seconds:.0%}" for key, value in split.items())
     print(f"  engine time: {shares}, bookkeeping and resets the rest")
     # Even an engine with no overhead at all would still run the model and the environments.
     bound = generate_seconds / (split["model"] + split["env"])
-    print(f"  speedup {engine_rate / generate_rate:.2f} (at most {bound:.2f} with zero engine overhead)")
-    return engine_rate, generate_rate
+    print(f"  {result.describe()}; at most {bound:.2f} with zero engine overhead")
 
 
-def bench_rollout(batch: int, group: int, repeats: int) -> float:
-    model, tokenizer = data.load_base(ch00.BASE_NAME)
-    config = ch00.preset("cpu")
-    sampling = config.sampling
-    print(f"tool_arithmetic, chapter 00 base ({count_parameters(model):,} parameters)")
+def bench_rollout(batch: int, group: int, repeats: int, task_names: Sequence[str]) -> float:
+    tasks = course_tasks()
+    ch00 = tasks["ch00"]
+    model, tokenizer = data.load_base(ch00.base)
+    print(f"{ch00.label} (chapter 00 base, {count_parameters(model):,} parameters), {repeats} interleaved pairs")
     print(f"{batch} distinct tasks:")
-    compare(model, tokenizer, sampling, list(range(batch)), repeats)
+    print_comparison(compare(model, tokenizer, ch00, list(range(batch)), repeats))
     print(f"{batch // group} tasks x {group} samples (a GRPO batch; the engine prefills each prompt once):")
-    engine_rate, generate_rate = compare(model, tokenizer, sampling, [i // group for i in range(batch)], repeats)
+    result = compare(model, tokenizer, ch00, [i // group for i in range(batch)], repeats)
+    print_comparison(result)
 
-    grpo = config.grpo
+    others = [name for name in task_names if name != "ch00"]
+    if others:
+        print(f"Other tool tasks of the course, {batch // group} tasks x {group} samples:")
+    for name in others:
+        task = tasks[name]
+        other_model, other_tokenizer = data.load_base(task.base)
+        other = compare(other_model, other_tokenizer, task, [i // group for i in range(batch)], repeats)
+        tokens = other.median("engine", lambda r: r.tokens) / batch
+        turns = other.median("engine", lambda r: r.turns)
+        print(
+            f"  {task.label} ({name}, {count_parameters(other_model):,} parameters, {turns:.1f} turns and "
+            f"{tokens:.0f} policy tokens per sequence): {other.describe()}"
+        )
+
+    sampling = ch00.sampling
+    from course_lib.chapters.ch00_tool_agent import preset
+
+    grpo = preset("cpu").grpo
     optimizer = torch.optim.AdamW(model.parameters(), lr=grpo.learning_rate)
     envs = [ch00.make_env() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
     generator = torch.Generator().manual_seed(0)
@@ -126,9 +236,8 @@ def bench_rollout(batch: int, group: int, repeats: int) -> float:
     total = sum(phases.values())
     shares = ", ".join(f"{key.removeprefix('time_')} {value / total:.0%}" for key, value in phases.items())
     print(f"GRPO iteration ({grpo.prompts_per_iteration}x{grpo.group_size} rollouts): {total / 3:.3f} s; {shares}")
-    speedup = engine_rate / generate_rate
-    print(f"speedup_vs_generate={speedup:.2f}")
-    return speedup
+    print(f"speedup_vs_generate={result.speedup:.2f}")
+    return result.speedup
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,10 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     rollout = sub.add_parser("rollout", help="rollout engine vs turn-by-turn generate()")
     rollout.add_argument("--batch", type=int, default=64)
-    rollout.add_argument("--group", type=int, default=8, help="samples per task in the GRPO-shaped batch")
-    rollout.add_argument("--repeats", type=int, default=5)
+    rollout.add_argument("--group", type=int, default=8, help="samples per task in the GRPO-shaped batches")
+    rollout.add_argument("--repeats", type=int, default=7, help="interleaved pairs of engine and generate() runs")
+    rollout.add_argument(
+        "--tasks", nargs="+", default=["ch00", "ch03", "ch04", "ch05", "ch06"],
+        choices=["ch00", "ch03", "ch04", "ch05", "ch06"], help="tool tasks to measure (chapter 00's always runs)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    bench_rollout(args.batch, args.group, args.repeats)
+    bench_rollout(args.batch, args.group, args.repeats, args.tasks)
     return 0
 
 
