@@ -17,11 +17,20 @@ import time
 from pathlib import Path
 
 import nbformat
+import zmq
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
+from traitlets.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+
+
+def kernel_config() -> Config:
+    """Kernel-manager settings: encrypt the kernel's local TCP sockets (CurveZMQ) where pyzmq can, as
+    ipykernel 7.3+ otherwise prints a warning about unencrypted TCP at every kernel start."""
+    # "auto" provisions keys only for kernels whose kernelspec declares support.
+    return Config({"KernelManager": {"transport_encryption": "auto"}}) if zmq.has("curve") else Config()
 
 
 def execute(path: Path, timeout: int = 1200) -> tuple[nbformat.NotebookNode, float]:
@@ -29,7 +38,11 @@ def execute(path: Path, timeout: int = 1200) -> tuple[nbformat.NotebookNode, flo
     notebook = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        config=kernel_config(),
     ).execute()
     return notebook, time.perf_counter() - start
 
