@@ -160,7 +160,8 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 class _FusedWeights:
-    """Concatenated q/k/v and gate/up weights of one layer: fewer, larger matrix products."""
+    """Concatenated q/k/v and gate/up weights of one layer (fewer, larger matrix products), and its
+    o/down weights, applied with `F.linear` directly (no `nn.Module` call on the hot path)."""
 
     def __init__(self, layer: torch.nn.Module):
         attn, mlp = layer.self_attn, layer.mlp
