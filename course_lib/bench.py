@@ -32,40 +32,12 @@ from dataclasses import dataclass
 import torch
 
 from course_lib import data
-from course_lib.envs.base import TextEnv
+from course_lib.chapters import ToolTask, tool_tasks
+from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.models import count_parameters
-from course_lib.rollout import RolloutEngine, SamplingConfig
+from course_lib.rollout import RolloutEngine
 from course_lib.tokenizer import decode, encode
 from course_lib.train import grpo_iteration
-
-
-@dataclass(frozen=True)
-class Task:
-    """A tool task of the course: its chapter's base model, sampling limits and environment."""
-
-    label: str
-    base: str
-    sampling: SamplingConfig
-    make_env: Callable[[], TextEnv]
-
-
-def course_tasks() -> dict[str, Task]:
-    """The course's tool tasks by chapter, with each chapter's cpu-preset sampling."""
-    from course_lib.chapters import ch00_tool_agent as ch00
-    from course_lib.chapters import ch03_planner_r1 as ch03
-    from course_lib.chapters import ch04_torl as ch04
-    from course_lib.chapters import ch05_toolrl as ch05
-    from course_lib.chapters import ch06_artist as ch06
-    from course_lib.envs.function_calling import FunctionCallingEnv
-
-    c03, c05, c06 = ch03.preset("cpu"), ch05.preset("cpu"), ch06.preset("cpu")
-    return {
-        "ch00": Task(ch00.ENV_NAME, ch00.BASE_NAME, ch00.preset("cpu").sampling, ch00.make_env),
-        "ch03": Task(ch03.ENV_NAME, ch03.BASE_NAMES["small"], c03.sampling, lambda: ch03.make_env("train", c03)),
-        "ch04": Task(ch04.ENV_NAME, ch04.BASE_NAME, ch04.preset("cpu").sampling, lambda: ch04.make_env("train")),
-        "ch05": Task("function_calling", ch05.BASE_NAME, c05.sampling, lambda: FunctionCallingEnv(mix=c05.task_mix)),
-        "ch06": Task(ch06.ENV_NAME, ch06.BASE_NAME, c06.sampling, lambda: ch06.make_env("train", c06)),
-    }
 
 
 @dataclass
@@ -82,7 +54,7 @@ class Run:
         return self.tokens / self.seconds
 
 
-def time_engine(model, tokenizer, task: Task, seeds: Sequence[int], seed: int) -> Run:
+def time_engine(model, tokenizer, task: ToolTask, seeds: Sequence[int], seed: int) -> Run:
     """The rollout engine on one batch."""
     engine = RolloutEngine(model, tokenizer, task.sampling)
     generator = torch.Generator().manual_seed(seed)
@@ -94,7 +66,7 @@ def time_engine(model, tokenizer, task: Task, seeds: Sequence[int], seed: int) -
     return Run(tokens, seconds, statistics.mean(t.num_turns for t in trajectories), dict(engine.timings))
 
 
-def time_generate(model, tokenizer, task: Task, seeds: Sequence[int], seed: int) -> Run:
+def time_generate(model, tokenizer, task: ToolTask, seeds: Sequence[int], seed: int) -> Run:
     """Turn-by-turn `generate()`: each turn re-runs the whole history of every live sequence.
 
     The limits are the engine's: a turn ends at a stop tag or after `max_turn_tokens`, and a
@@ -153,16 +125,17 @@ class Comparison:
     def speedup(self) -> float:
         return statistics.median(self.speedups)
 
-    def median(self, runs: str, value: Callable[[Run], float]) -> float:
-        return statistics.median(value(run) for run in getattr(self, runs))
-
     def describe(self) -> str:
         speedups = self.speedups
         spread = f"range {min(speedups):.2f}-{max(speedups):.2f} over {len(speedups)} pairs"
         return f"speedup {self.speedup:.2f} ({spread})"
 
 
-def compare(model, tokenizer, task: Task, seeds: Sequence[int], repeats: int) -> Comparison:
+def median(runs: list[Run], value: Callable[[Run], float]) -> float:
+    return statistics.median(value(run) for run in runs)
+
+
+def compare(model, tokenizer, task: ToolTask, seeds: Sequence[int], repeats: int) -> Comparison:
     """`repeats` interleaved pairs of engine and generate() runs (after one warm-up of each); the
     order within a pair alternates so that drift in the machine's speed falls on both alike."""
     time_engine(model, tokenizer, task, seeds, 0)
@@ -178,15 +151,14 @@ def compare(model, tokenizer, task: Task, seeds: Sequence[int], repeats: int) ->
 
 def print_comparison(result: Comparison) -> None:
     """Rates, the engine's time split, the speedup with its range, and the zero-overhead bound."""
-    engine_seconds = result.median("engine", lambda r: r.seconds)
-    generate_seconds = result.median("generate", lambda r: r.seconds)
+    engine_seconds = median(result.engine, lambda r: r.seconds)
+    generate_seconds = median(result.generate, lambda r: r.seconds)
     for name, runs, seconds in (
-        ("rollout engine:", "engine", engine_seconds),
-        ("generate() turn by turn:", "generate", generate_seconds),
+        ("rollout engine:", result.engine, engine_seconds),
+        ("generate() turn by turn:", result.generate, generate_seconds),
     ):
-        rate = result.median(runs, lambda r: r.rate)
-        print(f"  {name:25}{rate:8.0f} policy tokens/s  ({seconds:.3f} s per batch)")
-    split = {key: result.median("engine", lambda r, key=key: r.split[key]) for key in result.engine[0].split}
+        print(f"  {name:25}{median(runs, lambda r: r.rate):8.0f} policy tokens/s  ({seconds:.3f} s per batch)")
+    split = {key: median(result.engine, lambda r, key=key: r.split[key]) for key in result.engine[0].split}
     shares = ", ".join(f"{key} {value / engine_seconds:.0%}" for key, value in split.items())
     print(f"  engine time: {shares}, bookkeeping and resets the rest")
     # Even an engine with no overhead at all would still run the model and the environments.
@@ -195,14 +167,14 @@ def print_comparison(result: Comparison) -> None:
 
 
 def bench_rollout(batch: int, group: int, repeats: int, task_names: Sequence[str]) -> float:
-    tasks = course_tasks()
-    ch00 = tasks["ch00"]
-    model, tokenizer = data.load_base(ch00.base)
-    print(f"{ch00.label} (chapter 00 base, {count_parameters(model):,} parameters), {repeats} interleaved pairs")
+    tasks = tool_tasks()
+    arithmetic = tasks["ch00"]
+    model, tokenizer = data.load_base(arithmetic.base)
+    print(f"{arithmetic.label} (chapter 00 base, {count_parameters(model):,} parameters), {repeats} interleaved pairs")
     print(f"{batch} distinct tasks:")
-    print_comparison(compare(model, tokenizer, ch00, list(range(batch)), repeats))
+    print_comparison(compare(model, tokenizer, arithmetic, list(range(batch)), repeats))
     print(f"{batch // group} tasks x {group} samples (a GRPO batch; the engine prefills each prompt once):")
-    result = compare(model, tokenizer, ch00, [i // group for i in range(batch)], repeats)
+    result = compare(model, tokenizer, arithmetic, [i // group for i in range(batch)], repeats)
     print_comparison(result)
 
     others = [name for name in task_names if name != "ch00"]
@@ -212,24 +184,21 @@ def bench_rollout(batch: int, group: int, repeats: int, task_names: Sequence[str
         task = tasks[name]
         other_model, other_tokenizer = data.load_base(task.base)
         other = compare(other_model, other_tokenizer, task, [i // group for i in range(batch)], repeats)
-        tokens = other.median("engine", lambda r: r.tokens) / batch
-        turns = other.median("engine", lambda r: r.turns)
+        tokens = median(other.engine, lambda r: r.tokens) / batch
+        turns = median(other.engine, lambda r: r.turns)
         print(
             f"  {task.label} ({name}, {count_parameters(other_model):,} parameters, {turns:.1f} turns and "
             f"{tokens:.0f} policy tokens per sequence): {other.describe()}"
         )
 
-    sampling = ch00.sampling
-    from course_lib.chapters.ch00_tool_agent import preset
-
-    grpo = preset("cpu").grpo
+    grpo = ch00.preset("cpu").grpo
     optimizer = torch.optim.AdamW(model.parameters(), lr=grpo.learning_rate)
     envs = [ch00.make_env() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
     generator = torch.Generator().manual_seed(0)
     phases = {"time_rollout": 0.0, "time_advantage": 0.0, "time_update": 0.0}
     for iteration in range(3):
         metrics = grpo_iteration(
-            model, RolloutEngine(model, tokenizer, sampling), envs, grpo, 0, iteration, generator, optimizer
+            model, RolloutEngine(model, tokenizer, arithmetic.sampling), envs, grpo, 0, iteration, generator, optimizer
         )
         for key in phases:
             phases[key] += metrics[key]

@@ -94,13 +94,10 @@ def _grpo_batch(model, tokenizer, sampling, make_env: Callable, seed: int) -> li
 def cases() -> dict[str, Callable[[], object]]:
     """Name -> a function computing the values to hash (each loads what it needs)."""
     from course_lib import data
+    from course_lib.chapters import ToolTask, tool_tasks
     from course_lib.chapters import ch00_tool_agent as ch00
     from course_lib.chapters import ch01_rap as ch01
-    from course_lib.chapters import ch03_planner_r1 as ch03
-    from course_lib.chapters import ch04_torl as ch04
     from course_lib.chapters import ch05_toolrl as ch05
-    from course_lib.chapters import ch06_artist as ch06
-    from course_lib.envs.function_calling import FunctionCallingEnv
     from course_lib.train import evaluate_policy, grpo_iteration
 
     def chapter00_rollouts():
@@ -140,10 +137,10 @@ def cases() -> dict[str, Callable[[], object]]:
         scores = [lm.step_scores(goal, init, actions) for init, goal in problems[2]]
         return lm.predict(pairs), lm.sample_next(pairs[:8], 4, generator), plans, scores
 
-    def base(name: str, sampling, make_env: Callable):
+    def base_rollouts(task: ToolTask):
         def run():
-            model, tokenizer = data.load_base(name)
-            return _grpo_batch(model, tokenizer, sampling, make_env, 0)
+            model, tokenizer = data.load_base(task.base)
+            return _grpo_batch(model, tokenizer, task.sampling, task.make_env, 0)
 
         return run
 
@@ -162,16 +159,16 @@ def cases() -> dict[str, Callable[[], object]]:
         ]
         return untimed, adapters
 
-    c03, c05, c06 = ch03.preset("cpu"), ch05.preset("cpu"), ch06.preset("cpu")
+    tasks = tool_tasks()
     return {
         "ch00 rollouts (evaluation, GRPO batch, branches)": chapter00_rollouts,
         "ch00 two GRPO iterations (metrics, weights)": chapter00_grpo,
         "ch01 world model (predict, sample, plans, step scores)": chapter01_world_model,
-        "ch03 rollouts": base(ch03.BASE_NAMES["small"], c03.sampling, lambda: ch03.make_env("train", c03)),
-        "ch04 rollouts": base(ch04.BASE_NAME, ch04.preset("cpu").sampling, lambda: ch04.make_env("train")),
-        "ch05 rollouts": base(ch05.BASE_NAME, c05.sampling, lambda: FunctionCallingEnv(mix=c05.task_mix)),
+        "ch03 rollouts": base_rollouts(tasks["ch03"]),
+        "ch04 rollouts": base_rollouts(tasks["ch04"]),
+        "ch05 rollouts": base_rollouts(tasks["ch05"]),
         "ch05 LoRA arms: three GRPO iterations, three SFT steps (metrics, adapters)": chapter05_lora_arms,
-        "ch06 rollouts": base(ch06.BASE_NAME, c06.sampling, lambda: ch06.make_env("train", c06)),
+        "ch06 rollouts": base_rollouts(tasks["ch06"]),
     }
 
 

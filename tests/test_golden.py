@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -11,8 +12,7 @@ from course_lib import golden
 
 def test_digests_see_a_one_ulp_change():
     value = 0.1
-    nudged = value + 2**-56  # the next float after 0.1
-    assert nudged != value
+    nudged = math.nextafter(value, 1.0)
     assert golden.digest([[1, 2], [value]]) == golden.digest([[1, 2], [0.1]])
     assert golden.digest([[1, 2], [nudged]]) != golden.digest([[1, 2], [value]])
 

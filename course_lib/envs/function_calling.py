@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import astuple, dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from course_lib.algos.rewards import Call, RewardSpec, format_ok, parse_calls, render_call, same_calls, toolrl_reward
@@ -120,7 +120,7 @@ class TaskMix:
 
     def draw(self, seed: int, split: str) -> Task:
         """`draw_task` with this mix's shares."""
-        return draw_task(seed, split, *astuple(self))
+        return draw_task(seed, split, **asdict(self))
 
 
 def draw_task(
