@@ -1,14 +1,22 @@
 """Check and print a chapter's claims (every chapter's last section).
 
-Each claim is a paper's headline finding restated for the miniature (ids from claims.md). The
-claims cell prints one line per claim, with no raw numbers (those go in the cell before, so that
+Each claim is a paper's headline finding restated for the miniature; the ids (`C0.1`, `C4.3a`, ...)
+are stable and are the ones the course's list of claims uses (`docs/claims.md`). A chapter declares
+its claims once, as `ClaimSpec`s in its module's `CLAIMS`: a check is a pure function of the flat
+dictionary of numbers that the chapter's `claim_numbers(results)` extracts from a run, so a verdict
+can be recomputed from recorded numbers alone (`course_lib.results`, `tests/test_results.py`).
+
+The claims cell prints one line per claim, with no raw numbers (those go in the cell before, so that
 the compared output stays deterministic), and raises if a required claim fails, which makes a
 chapter that stops reproducing its paper fail `pytest --nbval`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+NOT_REPRODUCED = "not reproduced at this scale"
 
 
 class ClaimFailed(AssertionError):
@@ -18,7 +26,7 @@ class ClaimFailed(AssertionError):
 @dataclass(frozen=True)
 class Claim:
     id: str
-    """Stable id from claims.md, e.g. `C0.1`."""
+    """Stable id, e.g. `C0.1`."""
     name: str
     """Short statement of what is checked."""
     passed: bool
@@ -30,7 +38,34 @@ class Claim:
     def status(self) -> str:
         if self.passed:
             return "PASS"
-        return "FAIL" if self.required else "not reproduced at this scale"
+        return "FAIL" if self.required else NOT_REPRODUCED
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """A claim as data: what the paper found, what the miniature checks, and the check itself."""
+
+    id: str
+    """Stable id, e.g. `C4.3a`."""
+    statement: str
+    """The miniature's test and its margin: exactly what `check` computes."""
+    paper: str
+    """The paper's own number or finding, with its source (short)."""
+    value: str
+    """Key, in the chapter's `claim_numbers`, of the claim's headline quantity (shown in tables)."""
+    check: Callable[[Mapping[str, float]], bool]
+    """Verdict from the chapter's numbers alone (no access to models or trajectories)."""
+    required: bool = True
+    """False for a claim documented as not reproduced at this scale (it reports instead of failing)."""
+
+    def evaluate(self, numbers: Mapping[str, float]) -> Claim:
+        """Today's `Claim`: run the check on `numbers`."""
+        return Claim(self.id, self.statement, bool(self.check(numbers)), self.required)
+
+
+def evaluate_all(specs: Sequence[ClaimSpec], numbers: Mapping[str, float]) -> list[Claim]:
+    """Every spec evaluated on the same numbers, in order."""
+    return [spec.evaluate(numbers) for spec in specs]
 
 
 def report(claims: list[Claim]) -> None:

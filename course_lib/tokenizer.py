@@ -1,6 +1,8 @@
 """Word-level tokenizers wrapped as `transformers.PreTrainedTokenizerFast` (all chapters).
 
-A tiny model cannot reliably copy long digit strings one character at a time (feasibility.md), so
+A tiny model cannot reliably copy long digit strings one character at a time: in a feasibility run a
+2-layer, 128-wide model with one token per digit, after 1,200 supervised steps, still could not copy
+the operands into a calculator call, and GRPO then raised tool use to 100% with accuracy near 0%. So
 every task family gets a word-level vocabulary: one token per entity, number or symbol. Text is
 canonical when its tokens are separated by single spaces; canonical text round-trips exactly
 through `encode` and `decode`, which is what lets the rollout engine append observations as token

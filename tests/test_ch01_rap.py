@@ -140,15 +140,17 @@ def test_perfect_world_model_solves(random_lm, tokenizer):
     init, goal = draw_problem(0, "test", 4)
     lm = BlocksLM(random_lm.model, tokenizer)
     frontier = [init]
-    for _ in range(4):
-        frontier = [
-            n
-            for s in frontier
-            for a, n in successors(s).items()
-            if not lm.world_cache.setdefault((render_state(s), a), render_state(n)) or True
-        ]
+    for _ in range(4):  # fill the world model's cache with the simulator's next state for every reachable step
+        next_frontier = []
+        for state in frontier:
+            for action, nxt in successors(state).items():
+                lm.world_cache[(render_state(state), action)] = render_state(nxt)
+                next_frontier.append(nxt)
+        frontier = next_frontier
+    filled = dict(lm.world_cache)
     expand = ImaginedBlocksworld(lm, render_goal(goal), RewardConfig(components=("heuristic",)), torch.Generator())
     result = MCTS(expand, MCTSConfig(iterations=20, depth_limit=4)).search(render_state(init))
+    assert lm.world_cache == filled  # every prediction the search used came from the simulator
     assert result.solved and ch01.execute(result.plan, render_state(init), render_goal(goal))["success"]
 
 

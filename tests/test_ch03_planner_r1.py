@@ -76,16 +76,36 @@ def test_failure_breakdown_counts_failed_episodes_only():
     assert ch03.plan_stats(trajectories)["r_schema"] == pytest.approx(1 / 5)
 
 
-def test_compute_to_reach():
+def test_compute_to_reach_interpolates_between_evaluations():
     history = [
         {"iteration": 0, "eval_success": 0.1, "eval_train_flops": 0.0},
         {"iteration": 5},
         {"iteration": 10, "eval_success": 0.35, "eval_train_flops": 6e9},
         {"iteration": 20, "eval_success": 0.5, "eval_train_flops": 1.2e10},
     ]
-    assert ch03.compute_to_reach(history, 0.3) == 6e9
+    # 0.3 lies 0.2 / 0.25 of the way from 0.1 (0 FLOPs) to 0.35 (6e9 FLOPs): 4.8e9
+    assert ch03.compute_to_reach(history, 0.3) == pytest.approx(4.8e9)
+    assert ch03.compute_to_reach(history, 0.35) == pytest.approx(6e9)
+    assert ch03.compute_to_reach(history, 0.425) == pytest.approx(9e9)
     assert ch03.compute_to_reach(history, 0.05) == 0.0
     assert ch03.compute_to_reach(history, 0.9) == float("inf")
+
+
+def test_common_target_is_reached_by_both_runs():
+    config = ch03.Chapter03Config()
+    assert config.target_pass is None
+    results = results_with({"base": 0.08, "dense": 0.5, "sparse": 0.12}, {"base": 0.1, "dense": 0.3, "sparse": 0.3})
+    assert ch03.compute_target(results, config) == pytest.approx(0.3)  # the lower of the two best pass rates
+    numbers = ch03.claim_numbers(results, config)
+    assert numbers["large_flops_to_target"] == pytest.approx(2e9)  # reached at its last evaluation
+    assert numbers["small_flops_to_target"] == pytest.approx(0.6e9)  # 0.3 of the way to 0.5 at 1e9
+    assert numbers["small_over_large_flops_to_target"] == pytest.approx(0.3)
+    # the larger run would win if it got there with less compute
+    slow = results_with(
+        {"base": 0.08, "dense": 0.5, "sparse": 0.12}, {"base": 0.1, "dense": 0.3, "sparse": 0.3}, small_cost=5e9
+    )
+    assert ch03.claim_numbers(slow, config)["small_over_large_flops_to_target"] == pytest.approx(1.5)
+    assert not ch03.claims(slow, config)[3].passed
 
 
 def results_with(small: dict, large: dict, small_cost=1e9, large_cost=2e9, format_share=0.1) -> dict:
@@ -106,7 +126,7 @@ def test_claims_pass_and_fail_on_the_right_numbers():
     assert [c.required for c in ch03.claims(good, config)] == [True, False, False, True, True]
     bad = results_with(
         {"base": 0.08, "dense": 0.15, "sparse": 0.2}, {"base": 0.1, "dense": 0.5, "sparse": 0.15},
-        small_cost=3e9, format_share=0.6,
+        small_cost=7e9, format_share=0.6,
     )  # fmt: skip
     assert [c.passed for c in ch03.claims(bad, config)] == [False] * 5
 

@@ -99,6 +99,38 @@ def test_hostile_actions_never_raise(action):
     assert terminated and not info["success"] and -3.0 <= reward <= 4.0
 
 
+@pytest.mark.parametrize(
+    "action",
+    ["", "hello there", "<think> user wants </think>", "<tool_call>", "<tool_call> </tool_call>", "{ } } :",
+     "<tool_call> { name : get_weather } </tool_call>", "<response> </response>", "<think> </think> <response>"],
+)  # fmt: skip
+def test_untagged_or_unparseable_responses_are_invalid(action):
+    """Like every other environment, text that is neither a parseable call nor a response is not valid."""
+    env = FunctionCallingEnv("train")
+    env.reset(seed=0)
+    assert env.step(action)[4]["valid"] is False
+
+
+def test_calls_and_responses_are_valid_even_when_wrong():
+    """Validity is about shape, not correctness: a wrong call, a call without the think block and a
+    direct response to a query that needs a tool are all valid; rewards are ToolRL's, unchanged."""
+    env = FunctionCallingEnv("train")
+    seed = next(s for s in range(100) if draw_task(s, "train").calls)
+    env.reset(seed=seed)
+    right = answer_text(env.task, ["user"])
+    wrong_value = right.replace(env.task.calls[0][1][0][1], "?", 1)
+    for action in (
+        right,
+        wrong_value,
+        right.split("</think> ")[1],
+        "<think> </think> <response> no tool fits </response>",
+    ):
+        env.reset(seed=seed)
+        _, reward, _, _, info = env.step(action)
+        assert info["valid"], action
+    assert not info["success"] and reward == 0.0 - 3.0  # wrong shape (format 0) and no call (R_min): as before
+
+
 def test_dynamic_scale_follows_the_training_step():
     """A right call with a broken format earns format min + correctness max, which the dynamic
     scale (horizon 2) moves from -2 + 2 at step 0 to -1 + 2.5 at step 1 and -1 + 3 at step 2."""

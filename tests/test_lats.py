@@ -90,25 +90,59 @@ def test_react_and_retries_budgets(lm):
             assert ch02.evaluate_outcome(outcome, INIT, GOAL)
 
 
+def test_retries_at_budgets_equals_retries_at_each_budget(lm):
+    """One run at the largest budget gives, for every smaller budget, exactly what `retries` with that
+    budget returns from the same generator state (plan, interactions, belief)."""
+    budgets, goal = (3, 5, 8, 13, 30), "a | b | c"  # a 2-step goal the untrained LM reaches now and then
+    kinds = set()
+    for penalty in (0.2, None):
+        for seed in range(6):
+            together = ch02.retries_at_budgets(lm, INIT, goal, 2, budgets, torch.Generator().manual_seed(seed), penalty)
+            for budget in budgets:
+                alone = retries(lm, ch02.make_env, INIT, goal, 2, budget, torch.Generator().manual_seed(seed), penalty)
+                got = together[budget]
+                assert (got.plan, got.interactions, got.believed_solved) == (
+                    alone.plan, alone.interactions, alone.believed_solved,
+                ), (penalty, seed, budget)  # fmt: skip
+                kinds.add((got.believed_solved, got.interactions == budget))
+    # the cases differ: unsolved after the whole budget, solved early, solved on the budget's last step
+    assert kinds == {(False, True), (True, False), (True, True)}
+
+
+def _tallies(success: dict, interactions: dict) -> dict:
+    """`{length: {budget: tally}}` with the same success and interactions at every length."""
+    lengths = (2, 4, 6)
+    return {n: {b: {"success": success[b], "interactions": interactions[b]} for b in success} for n in lengths}
+
+
 def test_claims_logic():
     lengths = (2, 4, 6)
     per = lambda s, i: {n: {"success": s, "interactions": i} for n in lengths}  # noqa: E731
     results = {
-        "react": per(0.3, 4), "rap": per(0.5, 4),
-        "retries": {n: {12: {"success": 0.5, "interactions": 8}} for n in lengths},
-        "best_of_k": {n: {12: {"success": 0.5, "interactions": 8}} for n in lengths},
-        "lats": {n: {12: {"success": 0.8, "interactions": 12}} for n in lengths},
+        "react": per(0.3, 4), "rap": per(0.75, 4),
+        "retries": _tallies({12: 0.5, 48: 0.6}, {12: 10, 48: 30}),
+        "best_of_k": _tallies({12: 0.4, 48: 0.7}, {12: 11, 48: 33}),
+        "lats": _tallies({12: 0.5, 48: 0.8}, {12: 9, 48: 40}),
     }  # fmt: skip
-    assert [c.passed for c in ch02.claims(results)] == [True, True, True]
-    results["lats"] = {n: {12: {"success": 0.5, "interactions": 4}} for n in lengths}
-    assert [c.passed for c in ch02.claims(results)] == [False, False, False]
-    # C2.3 pools interactions and solves over lengths, as the table does (not a mean of per-length ratios):
-    # pooled LATS = 30 / 2.1 = 14.3 < ReAct's 20, while the mean of ratios would be (10 + 10 + 100) / 3 = 40.
-    results["react"] = per(0.2, 4)
-    results["lats"] = {n: {12: {"success": s, "interactions": 10}}
-                       for n, s in zip(lengths, (1.0, 1.0, 0.1), strict=True)}  # fmt: skip
+    numbers = ch02.claim_numbers(results)
+    # C2.2 compares with the better baseline at the top budget: 0.8 - 0.7, not 0.8 - 0.6
+    assert numbers["lats_top_lead"] == pytest.approx(0.1)
+    assert numbers["lats_first_lead_budget"] == 48  # at 12 LATS only ties retries
+    assert numbers["react_interactions_per_solved"] == pytest.approx(4 / 0.3)
+    assert numbers["best_of_k_b12_interactions_per_solved"] == pytest.approx(11 / 0.4)
+    assert numbers["lats_top_cost_over_react"] == pytest.approx((40 / 0.8) / (4 / 0.3))  # 3.75
+    assert [c.status for c in ch02.claims(results)] == ["not reproduced at this scale", "PASS", "PASS"]
+    # best-of-k within 5 points of LATS at the top budget: C2.2 fails even though LATS beats retries by 20
+    results["best_of_k"] = _tallies({12: 0.4, 48: 0.78}, {12: 11, 48: 33})
+    assert [c.passed for c in ch02.claims(results)] == [False, False, True]
+    # LATS cheaper than twice ReAct's cost per solved problem: C2.3 fails (40 / 0.8 = 50 < 2 * 4 / 0.1 = 80)
+    results["react"] = per(0.1, 4)
     assert not ch02.claims(results)[2].passed
-    assert ch02.interactions_per_solved({n: results["lats"][n][12] for n in lengths}) == 30 / 2.1
+    results["rap"] = per(0.6, 4)
+    assert ch02.claims(results)[0].passed  # LATS 0.8 against RAP 0.6
+    # C2.3's pooling over lengths, as the table does (not a mean of per-length ratios): 30 / 2.1
+    pooled = {n: {"success": s, "interactions": 10} for n, s in zip(lengths, (1.0, 1.0, 0.1), strict=True)}
+    assert ch02.interactions_per_solved(pooled) == 30 / 2.1
     assert ch02.interactions_per_solved(per(0.0, 4)) == float("inf")  # nothing solved
 
 

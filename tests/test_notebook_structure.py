@@ -1,4 +1,4 @@
-"""Every chapter notebook follows design.md's template and is committed cleanly executed."""
+"""Every chapter notebook follows the course's template (title cell, sections 1-8) and is committed cleanly executed."""
 
 import json
 import re

@@ -72,7 +72,10 @@ def test_search_finds_plan_and_bookkeeping_is_consistent():
     assert result.solved and sum(int(a[1:]) for a in result.plan) == 5
     tree = result.tree
     assert result.expansions == len(calls) == sum(tree.nodes[n]["expanded"] for n in tree.nodes)
-    assert len(set(calls)) <= len(calls)
+    # expand ran once for each expanded node, on that node's state, and never on a terminal node
+    expanded = [n for n in tree.nodes if tree.nodes[n]["expanded"]]
+    assert sorted(calls) == sorted(tree.nodes[n]["state"] for n in expanded)
+    assert all(len(list(tree.successors(n))) == (2 if n in expanded else 0) for n in tree.nodes)
     assert tree.nodes[0]["N"] == 20
     for node in tree.nodes:
         children = list(tree.successors(node))

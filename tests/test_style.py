@@ -1,4 +1,4 @@
-"""The project stays `ruff` clean, notebooks included (style.md): lint rules and formatting."""
+"""The project stays `ruff` clean, notebooks included: lint rules and formatting."""
 
 from __future__ import annotations
 

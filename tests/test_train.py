@@ -7,9 +7,11 @@ import math
 
 import torch
 
-from course_lib import envs
+from course_lib import envs, train
+from course_lib.algos.grpo import clipped_surrogate_loss
 from course_lib.models import add_lora
-from course_lib.rollout import SamplingConfig
+from course_lib.rollout import SamplingConfig, collate
+from course_lib.tokenizer import encode
 from course_lib.train import GRPOConfig, SFTConfig, supervised_warm_start, train_grpo
 
 SAMPLING = SamplingConfig(max_turn_tokens=8, max_total_tokens=40)
@@ -66,6 +68,72 @@ def test_train_grpo_on_all_tokens(warm_model, tokenizer):
     """The mask_observations=False ablation trains on observation tokens too, and runs."""
     history = grpo(warm_model, tokenizer, mask_observations=False)
     assert all(math.isfinite(h["loss"]) for h in history[:2])
+
+
+def _losses_masks(monkeypatch, model, tokenizer, mask_observations: bool):
+    """Run one GRPO iteration, recording the trajectories it collated and the loss mask its loss received."""
+    seen: dict = {}
+
+    def recording_collate(trajectories, pad_id):
+        seen["trajectories"] = list(trajectories)
+        return collate(trajectories, pad_id)
+
+    def recording_loss(logprobs, old_logprobs, advantages, loss_mask, *args):
+        seen["mask"] = loss_mask.detach().clone()
+        return clipped_surrogate_loss(logprobs, old_logprobs, advantages, loss_mask, *args)
+
+    monkeypatch.setattr(train, "collate", recording_collate)
+    monkeypatch.setattr(train, "clipped_surrogate_loss", recording_loss)
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=4, mask_observations=mask_observations)
+    train_grpo(model, tokenizer, make_env, SAMPLING, config, seed=0)
+    return seen["trajectories"], seen["mask"]
+
+
+def test_loss_mask_with_and_without_observations(monkeypatch, warm_model, tokenizer):
+    """Chapter 04's ablation (C4.3) rests on this: mask_observations=True trains exactly the sampled
+    policy tokens; False also trains the tool/observation tokens, but never the prompt or the padding."""
+    trajectories, masked = _losses_masks(monkeypatch, copy.deepcopy(warm_model), tokenizer, True)
+    same, unmasked = _losses_masks(monkeypatch, copy.deepcopy(warm_model), tokenizer, False)
+    assert [t.token_ids for t in same] == [t.token_ids for t in trajectories]  # same seed, same rollouts
+    width = masked.shape[1]
+    observation_tokens = 0
+    for row, t in enumerate(trajectories):
+        # the prompt is <bos> plus the reset text; nothing before the first action is ever trained
+        prompt = 1 + len(encode(tokenizer, t.env.transcript.observations[0]))
+        policy = t.loss_mask + [0] * (width - len(t.token_ids))
+        everything_after_prompt = [0] * prompt + [1] * (len(t.token_ids) - prompt) + [0] * (width - len(t.token_ids))
+        assert masked[row].tolist() == policy
+        assert unmasked[row].tolist() == everything_after_prompt
+        assert sum(t.loss_mask[:prompt]) == 0
+        extra = [i for i, (m, u) in enumerate(zip(policy, everything_after_prompt, strict=True)) if u and not m]
+        # the tokens only the ablation trains are the environment's replies, in order (the reply to the
+        # last action is not appended once the episode ends, hence a prefix)
+        replies = [i for obs in t.env.transcript.observations[1:] for i in encode(tokenizer, obs)]
+        assert [t.token_ids[i] for i in extra] == replies[: len(extra)]
+        observation_tokens += len(extra)
+    assert observation_tokens > 0, "the rollouts must contain tool responses, or the ablation is untested"
+
+
+def test_zero_advantages_leave_the_weights_unchanged(warm_model, tokenizer):
+    """When every group's rewards are equal all advantages are 0, the GRPO loss has no gradient, and AdamW
+    without weight decay must not move a single weight (no KL or entropy term in the default config)."""
+
+    def constant_reward_env():
+        env = make_env()
+        original = env.step
+
+        def step(action):
+            obs, _, terminated, truncated, info = original(action)
+            return obs, 0.0, terminated, truncated, info  # per step: totals equal whatever the turn count
+
+        env.step = step
+        return env
+
+    before = copy.deepcopy(warm_model.state_dict())
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=4)
+    history = train_grpo(warm_model, tokenizer, constant_reward_env, SAMPLING, config, seed=0)
+    assert history[0]["reward_std"] == 0.0
+    assert all(torch.equal(before[k], v) for k, v in warm_model.state_dict().items())
 
 
 def test_train_grpo_with_kl_on_lora(warm_model, tokenizer):

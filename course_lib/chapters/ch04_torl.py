@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +26,9 @@ import numpy as np
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib.claims import Claim
+from course_lib import results as recorded
+from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.envs.base import distinct_seeds
 from course_lib.envs.word_math import MAX_NUMBER, draw_problem, vocabulary
 from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import build_tokenizer, tag_id
@@ -71,7 +75,7 @@ class Chapter04Config:
     execution_error_penalty: float = 0.5
     """Size of the optional penalty for a response with failing code (the ablation; off in the main run)."""
     eval_tasks: int = 200
-    """Held-out test problems per evaluation."""
+    """Distinct held-out test problems per evaluation (`test_seeds`)."""
 
 
 def preset(scale: str | None = None) -> Chapter04Config:
@@ -243,9 +247,12 @@ def torl_stats(trajectories: list[Trajectory], tokenizer) -> dict[str, float]:
     }
 
 
+@functools.lru_cache(maxsize=8)
 def test_seeds(count: int) -> list[int]:
-    """Seeds of the held-out problems used for evaluation (the test split's first `count`)."""
-    return list(range(count))
+    """Seeds of the held-out problems used for evaluation: the test split's first `count` seeds
+    with pairwise different problems (`envs.base.distinct_seeds`; cached, as every evaluation
+    during training asks again)."""
+    return distinct_seeds(lambda: make_env("test"), count)
 
 
 def evaluate(model, tokenizer, config: Chapter04Config, seed: int, max_tool_calls: int | None = None) -> dict:
@@ -316,22 +323,72 @@ def mean_eval_accuracy(history: list[dict]) -> float:
     return float(np.mean([r["eval_success"] for r in history if "eval_success" in r and r["iteration"] > 0]))
 
 
-def claims(results: dict) -> list[Claim]:
-    """Chapter 04's claims, computed from `run`'s results (C4.3 is checked in two parts)."""
+def claim_numbers(results: Mapping) -> dict[str, float]:
+    """Every number chapter 04's claims use, flat: the base's and the masked (main) run's final held-out
+    accuracy, code ratio and ineffective-call share, the silent-tool hallucination probe of the masked
+    and unmasked runs, each run's mean held-out accuracy over its evaluations after iteration 0, and
+    the differences the claims check."""
     base, runs = results["base"], results["runs"]
     masked, unmasked = runs["masked"]["final"], runs["unmasked"]["final"]
-    slower = mean_eval_accuracy(runs["masked"]["history"]) - mean_eval_accuracy(runs["unmasked"]["history"])
-    return [
-        Claim("C4.1", "RL raises held-out accuracy by at least 15 points and the code ratio by at least 20",
-              masked["success"] - base["success"] >= 0.15 and masked["code_ratio"] - base["code_ratio"] >= 0.20),
-        Claim("C4.2", "the share of ineffective tool calls falls by at least 10 points during RL",
-              base["ineffective_rate"] - masked["ineffective_rate"] >= 0.10),
-        Claim("C4.3", "unmasked, the policy writes tool responses itself when the tool is silent (8% of answers "
-              "or more); masked, under 2%",
-              unmasked["silent_tool_hallucination"] >= 0.08 and masked["silent_tool_hallucination"] < 0.02),
-        Claim("C4.3", "unmasked RL is worse: mean held-out accuracy over the run at least 5 points lower",
-              slower >= 0.05),
-    ]  # fmt: skip
+    numbers = {f"base_{key}": base[key] for key in ("success", "code_ratio", "ineffective_rate")}
+    numbers |= {f"masked_{key}": masked[key]
+                for key in ("success", "code_ratio", "ineffective_rate", "silent_tool_hallucination")}  # fmt: skip
+    numbers["unmasked_silent_tool_hallucination"] = unmasked["silent_tool_hallucination"]
+    numbers["masked_accuracy_gain"] = masked["success"] - base["success"]
+    numbers["masked_code_ratio_gain"] = masked["code_ratio"] - base["code_ratio"]
+    numbers["ineffective_rate_drop"] = base["ineffective_rate"] - masked["ineffective_rate"]
+    numbers["masked_mean_eval_accuracy"] = mean_eval_accuracy(runs["masked"]["history"])
+    numbers["unmasked_mean_eval_accuracy"] = mean_eval_accuracy(runs["unmasked"]["history"])
+    numbers["mean_eval_accuracy_masked_minus_unmasked"] = (
+        numbers["masked_mean_eval_accuracy"] - numbers["unmasked_mean_eval_accuracy"]
+    )
+    if "success" in unmasked:  # context for C4.3b: the final gap, which was within noise
+        numbers["unmasked_success"] = unmasked["success"]
+        numbers["final_accuracy_masked_minus_unmasked"] = masked["success"] - unmasked["success"]
+    return numbers
+
+
+CLAIMS: tuple[ClaimSpec, ...] = (
+    ClaimSpec(
+        "C4.1",
+        "RL raises held-out accuracy by at least 15 points and the code ratio by at least 20",
+        "ToRL (Fig. 5): code ratio rises from about 40% to about 80%; ToRL-7B reaches 43.3% on AIME24",
+        "masked_accuracy_gain",
+        lambda n: n["masked_accuracy_gain"] >= 0.15 and n["masked_code_ratio_gain"] >= 0.20,
+    ),
+    ClaimSpec(
+        "C4.2",
+        "the share of ineffective tool calls falls by at least 10 points during RL",
+        "ToRL (Fig. 5): the share of effective code rises during RL (self-regulation of ineffective code)",
+        "ineffective_rate_drop",
+        lambda n: n["ineffective_rate_drop"] >= 0.10,
+    ),
+    ClaimSpec(
+        "C4.3a",
+        "with the tool silent, the unmasked policy writes tool responses itself in at least 8% of answers, "
+        "the masked one in under 2%",
+        "ToRL masks tool output from the loss; unmasked, a policy can learn to write observations itself",
+        "unmasked_silent_tool_hallucination",
+        lambda n: n["unmasked_silent_tool_hallucination"] >= 0.08 and n["masked_silent_tool_hallucination"] < 0.02,
+    ),
+    ClaimSpec(
+        "C4.3b",
+        "unmasked RL is worse: its mean held-out accuracy over the run's evaluations after iteration 0 is at "
+        "least 5 points lower than the masked run's",
+        "ToRL masks tool output from the loss for stable training (no unmasked number published)",
+        "mean_eval_accuracy_masked_minus_unmasked",
+        # The mean over the run (rather than the final accuracy) was adopted after the final gap was seen to be
+        # within noise, so this check must be confirmed on fresh seeds (3 and 4), not only on seeds 0-2.
+        lambda n: n["mean_eval_accuracy_masked_minus_unmasked"] >= 0.05,
+    ),
+)
+
+
+def claims(results: Mapping) -> list[Claim]:
+    """Chapter 04's claims, evaluated on `claim_numbers(results)`. C4.3 is checked in two parts, C4.3a
+    (hallucinated tool responses) and C4.3b (accuracy). C4.3b's metric, the mean held-out accuracy over
+    the run, was chosen after the final accuracy gap was seen to be within noise: it needs fresh seeds."""
+    return evaluate_all(CLAIMS, claim_numbers(results))
 
 
 SUMMARY_KEYS = (
@@ -361,7 +418,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run chapter 04 for several seeds and print its claims.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--record", action="store_true", help="write each seed's claim numbers to results/ch04.json")
     args = parser.parse_args(argv)
+    if args.record and not {"masked", "unmasked"} <= set(args.variants):
+        parser.error("--record needs the variants its claims use: masked and unmasked")
     for seed in args.seeds:
         results = run(seed, variants=args.variants)
         print(f"seed {seed} ({results['minutes']:.2f} min)")
@@ -369,8 +429,11 @@ def main(argv: list[str] | None = None) -> None:
         if {"masked", "unmasked"} <= set(results["runs"]):
             means = {name: mean_eval_accuracy(results["runs"][name]["history"]) for name in ("masked", "unmasked")}
             print("mean held-out accuracy over the run: " + ", ".join(f"{k} {v:.3f}" for k, v in means.items()))
-            for claim in claims(results):
+            numbers = claim_numbers(results)
+            for claim in evaluate_all(CLAIMS, numbers):
                 print(f"  {claim.id} {claim.status} {claim.name}")
+            if args.record:
+                recorded.record("ch04", seed, CLAIMS, numbers, results["minutes"])
 
 
 if __name__ == "__main__":

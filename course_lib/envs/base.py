@@ -15,6 +15,7 @@ sets it on every training environment before each rollout, so a reward that foll
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,14 @@ class TextEnv:
     def anchor(self) -> Any:
         """A hashable key of the current true state."""
         raise NotImplementedError
+
+    def problem_key(self) -> Hashable:
+        """The identity of the problem of the current episode: two resets with the same key pose the
+        same problem. The reset observation by default; an environment whose first observation does
+        not name the whole problem (Blocksworld shows the state, not the goal) overrides it."""
+        if not self.transcript.observations:
+            raise RuntimeError("problem_key() called before reset()")
+        return self.transcript.observations[0]
 
     # Public API -----------------------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -100,3 +109,35 @@ def extract_tag(text: str, tag: str) -> str | None:
     """The content of the first `<tag> ... </tag>` in `text`, stripped; None when absent."""
     match = re.search(rf"<{tag}>(.*?)</{tag}>", text, flags=re.DOTALL)
     return None if match is None else match.group(1).strip()
+
+
+def distinct_seeds(
+    make_env: Callable[[], TextEnv], count: int, start: int = 0, max_draws: int | None = None
+) -> list[int]:
+    """The first `count` seeds from `start` on whose problems are pairwise distinct (by `problem_key`).
+
+    Seeds index draws *with replacement* from a split, so the first N seeds of a small task space
+    repeat problems (e.g. 500 seeds of chapter 03's test split pose 333 different queries) and an
+    evaluation over them weighs some problems twice. Skipping the seeds of problems already taken
+    makes "N held-out problems" mean N different ones. Deterministic: the same arguments give the
+    same seeds. Raises ValueError when the first `max_draws` seeds (default `20 * count + 1000`) hold
+    fewer than `count` distinct problems, which means the split is too small for `count`.
+    """
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    max_draws = 20 * count + 1000 if max_draws is None else max_draws
+    env, seen, seeds = make_env(), set(), []
+    for seed in range(start, start + max_draws):
+        if len(seeds) == count:
+            break
+        env.reset(seed=seed)
+        key = env.problem_key()
+        if key not in seen:
+            seen.add(key)
+            seeds.append(seed)
+    if len(seeds) < count:
+        raise ValueError(
+            f"only {len(seeds)} distinct problems in {max_draws} draws of this split, {count} asked for: "
+            "the split is too small for that many held-out problems; ask for fewer"
+        )
+    return seeds

@@ -210,6 +210,7 @@ class Blocksworld(TextEnv):
         self.split, self.length, self.max_turns = split, length, max_turns
         self.state: State = make_state([])
         self.goal: State = make_state([])
+        self.init: State = make_state([])
 
     def _reset(self, seed: int, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if "init" in options:
@@ -218,7 +219,7 @@ class Blocksworld(TextEnv):
                 raise ValueError("options must hold a valid init state and goal over the same blocks")
         else:
             init, goal = draw_problem(seed, self.split, self.length)
-        self.state, self.goal = init, goal
+        self.state, self.goal, self.init = init, goal, init
         return render_state(init), {"goal": render_goal(goal), "problem": problem_text(init, goal)}
 
     def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
@@ -231,6 +232,10 @@ class Blocksworld(TextEnv):
 
     def anchor(self) -> State:
         return self.state
+
+    def problem_key(self) -> str:
+        """The start state *and* the goal (the reset observation shows only the state)."""
+        return problem_text(self.init, self.goal)
 
 
 register("blocksworld", Blocksworld)

@@ -30,7 +30,7 @@ from typing import Any
 
 from course_lib.algos.rewards import Call, RewardSpec, format_ok, parse_calls, render_call, same_calls, toolrl_reward
 from course_lib.envs import register
-from course_lib.envs.base import TextEnv
+from course_lib.envs.base import TextEnv, extract_tag
 
 VALUES: dict[str, tuple[str, ...]] = {
     "city": ("paris", "rome", "tokyo", "lima", "oslo", "cairo", "delhi", "quito"),
@@ -160,7 +160,10 @@ class FunctionCallingEnv(TextEnv):
     """One query, one response; reward = ToolRL's reward (`spec`) at `training_step`.
 
     `info` carries the reward components, `success` (format right and calls exactly right, or a
-    well-formed direct response when no tool fits) and `called` (whether a call block parsed).
+    well-formed direct response when no tool fits), `called` (whether a call block parsed) and
+    `valid`: the response holds at least one parseable call or a non-empty `<response>` block. As in
+    the other environments, empty or untagged text is not valid; unlike them, an invalid response is
+    not penalised here beyond ToolRL's own reward (format low, correctness -3 when a call was due).
     """
 
     max_turns = 1
@@ -188,7 +191,15 @@ class FunctionCallingEnv(TextEnv):
         success = format_ok(action, "tool_call" if truth else "response") and (
             not truth or same_calls(truth, predicted or [])
         )
-        info = {**{f"r_{k}": v for k, v in parts.items()}, "success": success, "called": predicted is not None}
+        # The base class would mark every action that does not raise as valid; raising `InvalidAction` instead
+        # would swap ToolRL's reward for `invalid_penalty`, so the flag is set here and the reward left alone.
+        valid = bool(predicted) or bool(extract_tag(action, "response"))
+        info = {
+            **{f"r_{k}": v for k, v in parts.items()},
+            "success": success,
+            "called": predicted is not None,
+            "valid": valid,
+        }
         return "", parts["total"], True, info
 
 

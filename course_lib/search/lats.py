@@ -1,6 +1,6 @@
 """LATS: tree search whose nodes hold real observations (chapter 02; arXiv 2310.04406).
 
-Differences from RAP (`search.rap`), following the LATS paper and papers.md:
+Differences from RAP (`search.rap`), following the LATS paper (Zhou et al., arXiv 2310.04406):
 
 - **Grounded nodes.** Expanding a node samples n distinct actions from the policy and *executes* each in a
   copy of the real environment (LATS needs a revertible environment; every step counts as one
@@ -10,12 +10,12 @@ Differences from RAP (`search.rap`), following the LATS paper and papers.md:
   (self-consistency). Selection uses UCT with w = sqrt(2) and a running-mean backup.
 - **Reflection, in miniature.** After a simulation ends at a failed leaf, its (state, action)
   pairs enter a memory; later expansions sample those actions with their probability multiplied by
-  `memory_penalty` per recorded failure. This stands in for LATS's verbal self-reflection, which a
-  0.7M-parameter model cannot write.
+  `memory_penalty` per recorded failure. This stands in for LATS's verbal self-reflection, which
+  chapter 01's 0.43M-parameter model cannot write.
 - **No leak of the evaluation.** Inside the search the only task signal is the agent's own check
   that the observed state text equals the goal text it was given. The environment's reward and
   `terminated` flag, which the held-out evaluation uses, are never read (LATS's released HotPotQA
-  and HumanEval code stopped the search on the gold answer or hidden tests: papers.md, pitfalls).
+  and HumanEval code stopped the search on the gold answer or the hidden tests, a leak we avoid).
 
 The same grounded pieces give the baselines of chapter 02: a single ReAct-style rollout, retries
 with the memory of failures (the Reflexion analogue), and best-of-k independent rollouts.
@@ -38,7 +38,7 @@ from course_lib.search.mcts import MCTS, Child, MCTSConfig, StopSearch
 
 @dataclass
 class LATSConfig:
-    """LATS's settings (HotPotQA defaults from papers.md where they fit the miniature)."""
+    """LATS's settings (the paper's HotPotQA defaults where they fit the miniature)."""
 
     children: int = 3
     """n actions sampled per expansion (LATS uses 5; Blocksworld states have 2 to 6 legal actions)."""

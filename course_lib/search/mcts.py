@@ -49,7 +49,7 @@ class Child:
 
 @dataclass
 class MCTSConfig:
-    """RAP's MCTS settings (Blocksworld defaults from papers.md)."""
+    """RAP's MCTS settings (the paper's Blocksworld defaults, arXiv 2305.14992)."""
 
     iterations: int = 10
     """Selection-expansion-simulation-backup rounds (RAP(10), RAP(20))."""

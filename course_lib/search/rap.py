@@ -4,7 +4,7 @@ Every node holds a state *predicted* by the LM's world model (text); the real en
 consulted during search. Candidate actions are enumerated from the node's state, as RAP does on
 Blocksworld (`generate_all_actions`); a state text that does not parse is a failed node.
 
-The reward of taking action a in state s (papers.md, RAP "Reward components"):
+The reward of taking action a in state s (Hao et al., arXiv 2305.14992, the "reward design" of RAP):
 
 - r_lik   = softmax over the candidates of log p(a | goal, s)          (action likelihood)
 - r_conf  = share of K sampled next states equal to the most common one  (state confidence)

@@ -1,0 +1,376 @@
+"""Leakage audit: are the held-out problems of every chapter distinct, and unseen in training?
+
+For each chapter (00 to 06) and each evaluation split, at the cpu preset, this prints
+
+- `N`, the number of problems one evaluation asks, and how many of them are distinct (a split is a
+  space of problems drawn *with replacement* by seed, so the first N seeds can repeat problems);
+- how many of those problems the policy also meets in RL training (the problems `train.train_grpo`
+  draws for the run seeds `main` uses by default; chapter 05's SFT arm's traces too);
+- how many occur in the warm-start demonstrations the committed base was built from (regenerated
+  with the chapter's own generator and the seed recorded in `data/MANIFEST.json`);
+- where a task decomposes into steps, how many of its sub-problems occur in that data: for
+  Blocksworld (chapters 01 and 02), the (state, goal) pairs on the optimal paths of each held-out
+  problem, against the labelled-step and plan corpora of the base LM; for function calling (chapter
+  05), the held-out (tool, parameter, value) triples of the `novel` split, against the calls written
+  in the noisy demonstrations (whose value and key noise can land on a held-out pair).
+
+Overlaps that remain are labelled (inherent to the task, or pending a base rebuild), not hidden.
+The last line is `audit: chapters=K duplicates=D overlaps=O`, with D the repeated problems summed
+over evaluation splits and O every overlap count (problems and sub-problems) summed.
+
+    python -m course_lib.audit        # about 25 s on one core; no model is loaded
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+RUN_SEEDS = (0, 1, 2)
+"""The seeds each chapter's `main` runs by default (`--seeds 0 1 2`): training draws depend on them."""
+
+
+@dataclass
+class Overlap:
+    """How many of `total` held-out items (problems or sub-problems) also occur in `against`."""
+
+    against: str
+    unit: str
+    count: int
+    total: int
+    note: str = ""
+
+
+@dataclass
+class SplitAudit:
+    """One evaluation split of one chapter."""
+
+    chapter: str
+    split: str
+    size: int
+    """N: problems one evaluation asks (with repeats, if any)."""
+    distinct: int
+    overlaps: list[Overlap] = field(default_factory=list)
+
+    @property
+    def duplicates(self) -> int:
+        return self.size - self.distinct
+
+    def lines(self) -> list[str]:
+        head = f"{self.chapter} {self.split}: N={self.size} distinct={self.distinct} duplicates={self.duplicates}"
+        body = [
+            f"    vs {o.against}: {o.count} of {o.total} {o.unit}" + (f"  [{o.note}]" if o.note else "")
+            for o in self.overlaps
+        ]
+        return [head, *body]
+
+
+# Generic pieces ----------------------------------------------------------------------------------
+def problem_keys(make_env: Callable, seeds: Iterable[int]) -> list[Hashable]:
+    """The `problem_key` of every seed's problem, in order (one environment, reset per seed)."""
+    env = make_env()
+    keys = []
+    for seed in seeds:
+        env.reset(seed=seed)
+        keys.append(env.problem_key())
+    return keys
+
+
+def count_overlap(held_out: Iterable[Hashable], reference: Iterable[Hashable]) -> int:
+    """How many *distinct* held-out items occur in `reference` (a repeated held-out item counts once)."""
+    reference = reference if isinstance(reference, set | frozenset) else set(reference)
+    return sum(item in reference for item in set(held_out))
+
+
+def grpo_task_seeds(iterations: int, prompts_per_iteration: int, run_seeds: Sequence[int] = RUN_SEEDS) -> list[int]:
+    """The task seeds `train.train_grpo` resets its training environments with, for each run seed:
+    `seed * 1_000_003 + iteration * prompts + p` (`train.grpo_iteration`; a test checks the two agree)."""
+    return [
+        seed * 1_000_003 + iteration * prompts_per_iteration + p
+        for seed in run_seeds
+        for iteration in range(iterations)
+        for p in range(prompts_per_iteration)
+    ]
+
+
+def base_seed(name: str) -> int:
+    """The seed the committed base checkpoint `name` was built with (recorded in the manifest)."""
+    from course_lib import data
+
+    return int(data.read_manifest()["artifacts"][name]["seed"])
+
+
+def _split(chapter: str, split: str, keys: list[Hashable], overlaps: list[Overlap]) -> SplitAudit:
+    return SplitAudit(chapter, split, len(keys), len(set(keys)), overlaps)
+
+
+def _problem_overlaps(keys: list[Hashable], training: set, demos: set, training_note: str = "", demo_note: str = ""):
+    distinct = len(set(keys))
+    return [
+        Overlap("RL training draws", "problems", count_overlap(keys, training), distinct, training_note),
+        Overlap("warm-start demonstrations", "problems", count_overlap(keys, demos), distinct, demo_note),
+    ]
+
+
+def _prompts(texts: Iterable[tuple[str, str]]) -> set[str]:
+    return {prompt for prompt, _ in texts}
+
+
+# Chapters with one test split and GRPO on the train split ----------------------------------------
+def audit_ch00() -> list[SplitAudit]:
+    from course_lib.chapters import ch00_tool_agent as ch
+
+    config = ch.preset("cpu")
+    keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
+    training = set(
+        problem_keys(ch.make_env, grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration))
+    )
+    demos = _prompts(
+        ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config.tool_share, config.direct_correct)
+    )
+    return [_split("ch00", "test", keys, _problem_overlaps(keys, training, demos))]
+
+
+def audit_ch03() -> list[SplitAudit]:
+    from course_lib.chapters import ch03_planner_r1 as ch
+
+    config = ch.preset("cpu")
+    seeds = ch.test_seeds(config.eval_tasks, config.max_slack, config.constrain_share)
+    keys = problem_keys(lambda: ch.make_env("test", config), seeds)
+    # Every reward arm and both sizes train from the same task seeds; the stage does not change the query.
+    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration)
+    training = set(problem_keys(lambda: ch.make_env("train", config), training_seeds))
+    demos = _prompts(ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAMES["small"]), config))
+    if base_seed(ch.BASE_NAMES["large"]) != base_seed(ch.BASE_NAMES["small"]):
+        demos |= _prompts(ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAMES["large"]), config))
+    return [_split("ch03", "test", keys, _problem_overlaps(keys, training, demos))]
+
+
+def audit_ch04() -> list[SplitAudit]:
+    from course_lib.chapters import ch04_torl as ch
+
+    config = ch.preset("cpu")
+    keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
+    # Every variant (`VARIANTS`) changes masking, penalty or C, never the GRPO sizes: the same task seeds.
+    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration)
+    training = set(problem_keys(ch.make_env, training_seeds))
+    demos = _prompts(
+        ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config.tool_share, config.direct_correct)
+    )
+    return [_split("ch04", "test", keys, _problem_overlaps(keys, training, demos))]
+
+
+def audit_ch06() -> list[SplitAudit]:
+    from course_lib.chapters import ch06_artist as ch
+
+    config = ch.preset("cpu")
+    keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.eval_tasks))
+    # ARTIST's reward and the ablation without the tool term train on the same task seeds.
+    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration)
+    training = set(problem_keys(lambda: ch.make_env("train", config), training_seeds))
+    demos = _prompts(
+        ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config.failure_rate, config.retry_share)
+    )
+    return [_split("ch06", "test", keys, _problem_overlaps(keys, training, demos))]
+
+
+# Chapter 05: chit-chat queries in every split, and held-out (tool, parameter, value) triples ------
+CHITCHAT_NOTE = "inherent: the five chit-chat queries (no tool fits) occur in every split"
+TRIPLE_NOTE = "pending base rebuild: value/key noise of the demonstrations writes held-out pairs"
+
+
+def ch05_demonstrations(count: int, seed: int, noise, mix) -> list[tuple[str, str]]:
+    """`(question, response)` texts of chapter 05's warm start: the same loop and random stream as
+    `ch05_toolrl.demonstration_examples` (which tokenises them), without the tokenizer."""
+    import random
+
+    from course_lib.chapters import ch05_toolrl as ch
+
+    rng = random.Random(seed)
+    texts = []
+    for index in range(count):
+        task = mix.draw(seed * 10_000_019 + index, "train")
+        texts.append((task.question, ch.noisy_answer(task, rng, noise)))
+    return texts
+
+
+def call_triples(calls: Iterable) -> set[tuple[str, str, str]]:
+    """`{(tool, parameter, value)}` of parsed or true calls `[(name, ((key, value), ...))]`."""
+    return {(name, key, value) for name, args in calls for key, value in args}
+
+
+def audit_ch05() -> list[SplitAudit]:
+    from course_lib.algos.rewards import parse_calls
+    from course_lib.chapters import ch05_toolrl as ch
+    from course_lib.envs.function_calling import CHITCHAT, FunctionCallingEnv, held_out
+
+    config = ch.preset("cpu")
+    seed = base_seed(ch.BASE_NAME)
+    demos = ch05_demonstrations(config.demonstrations, seed, config.noise, config.demo_mix)
+    demo_questions = {question for question, _ in demos}
+    demo_triples: set[tuple[str, str, str]] = set()
+    for _, response in demos:
+        demo_triples |= call_triples(parse_calls(response) or [])
+    grpo = config.grpo
+    training = set(
+        problem_keys(
+            lambda: FunctionCallingEnv("train", mix=config.task_mix),
+            grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration),
+        )
+    )
+    # The SFT arm imitates correct traces of train queries (`ch05_toolrl.correct_examples`: task
+    # `seed * 7_000_003 + index + 1`, as many as RL samples sequences); it is training too.
+    traces = config.sft_traces or grpo.iterations * grpo.prompts_per_iteration * grpo.group_size
+    training |= {
+        config.task_mix.draw(run * 7_000_003 + index + 1, "train").question
+        for run in RUN_SEEDS
+        for index in range(traces)
+    }
+    out = []
+    for split in ("test", "novel"):
+        env = FunctionCallingEnv(split, mix=config.task_mix)
+        keys, triples = [], set()
+        for s in ch.test_seeds(config.eval_tasks, split, config.task_mix):
+            env.reset(seed=s)
+            keys.append(env.problem_key())
+            triples |= {t for t in call_triples(env.task.calls) if held_out(*t)}
+        overlaps = _problem_overlaps(keys, training, demo_questions)
+        chitchat = {f"<question> {c} </question>" for c in CHITCHAT}
+        for overlap, seen in zip(overlaps, (training, demo_questions), strict=True):
+            # Only chit-chat may be shared; any other shared query is a real leak, and says so.
+            leaked_tools = (set(keys) & seen) - chitchat
+            if leaked_tools:
+                overlap.note = f"LEAK: {len(leaked_tools)} tool queries"
+            elif overlap.count:
+                overlap.note = CHITCHAT_NOTE
+        if split == "novel":
+            leaked = count_overlap(triples, demo_triples)
+            writers = sum(bool(call_triples(parse_calls(r) or []) & triples) for _, r in demos)
+            note = f"{TRIPLE_NOTE}; {writers} of {len(demos)} demonstrations write one" if leaked else ""
+            overlaps.append(
+                Overlap("warm-start demonstrations", "held-out (tool, parameter, value) triples", leaked, len(triples),
+                        note)
+            )  # fmt: skip
+        out.append(_split("ch05", split, keys, overlaps))
+    return out
+
+
+# Chapters 01 and 02: Blocksworld problems and the (state, goal) sub-problems on their paths ------
+STEP_NOTE = "pending base rebuild: the step corpus checks only each demonstration's first state against the test split"
+PLAN_NOTE = "pending base rebuild: plan demonstrations start from mid-path states of held-out problems"
+
+
+def path_subproblems(init_text: str, goal_text: str) -> set[tuple[str, str]]:
+    """`{(state text, goal text)}` for every state strictly between start and goal on *some* optimal
+    plan of the problem: the later steps a search or a policy faces after the first action."""
+    from course_lib.envs.blocksworld import distances_to, parse_goal, parse_state, render_state
+
+    init, goal = parse_state(init_text), parse_goal(goal_text)
+    to_goal, from_init = distances_to(goal), distances_to(init)  # every action has an inverse
+    length = to_goal[init]
+    return {
+        (render_state(s), goal_text) for s, d in from_init.items() if 0 < d < length and to_goal.get(s) == length - d
+    }
+
+
+def _corpus_pairs(rows: Iterable[tuple[str, str]], word: str) -> set[tuple[str, str]]:
+    """`{(state, goal)}` of corpus prompts `goal G state S <word>`."""
+    pairs = set()
+    for prompt, _ in rows:
+        goal, _, rest = prompt.removeprefix("goal ").partition(" state ")
+        pairs.add((rest.removesuffix(f" {word}"), goal))
+    return pairs
+
+
+@functools.lru_cache(maxsize=1)
+def _blocks_corpus() -> tuple[frozenset, frozenset]:
+    """(plan-prompt pairs, step-prompt pairs) of the committed chapter 01 base LM's corpus."""
+    from course_lib.chapters import ch01_rap as ch01
+    from course_lib.search.blocks_lm import corpus
+
+    texts = corpus(ch01.preset("cpu").corpus, base_seed(ch01.BASE_NAME))
+    return frozenset(_corpus_pairs(texts["plan"], "plan")), frozenset(_corpus_pairs(texts["step"], "act"))
+
+
+def _blocks_split(chapter: str, split: str, by_length: dict[int, list[tuple[str, str]]]) -> SplitAudit:
+    plans, steps = _blocks_corpus()
+    keys = [problem for rows in by_length.values() for problem in rows]
+    demos = plans | steps  # a problem counts as seen if its start appears in either kind of prompt
+    subproblems = set().union(*(path_subproblems(i, g) for i, g in set(keys)))
+    overlaps = _problem_overlaps(keys, set(), demos, "no RL training in this chapter")
+    overlaps += [
+        Overlap("step corpus", "(state, goal) sub-problems on optimal paths", count_overlap(subproblems, steps),
+                len(subproblems), STEP_NOTE),
+        Overlap("plan corpus", "(state, goal) sub-problems on optimal paths", count_overlap(subproblems, plans),
+                len(subproblems), PLAN_NOTE),
+    ]  # fmt: skip
+    for o in overlaps:
+        if not o.count and o.note.startswith("pending"):
+            o.note = ""
+    return _split(chapter, split, keys, overlaps)
+
+
+def audit_ch01() -> list[SplitAudit]:
+    """The stored pools every chapter 01 evaluation samples from (`test`) and tunes on (`validation`)."""
+    from course_lib.chapters import ch01_rap as ch01
+
+    return [
+        _blocks_split("ch01", "test (pool)", ch01._problems_by_length("test")),
+        _blocks_split("ch01", "validation", ch01.validation_problems()),
+    ]
+
+
+def audit_ch02() -> list[SplitAudit]:
+    """Chapter 02 samples its evaluation from chapter 01's test pool (counted again: both chapters evaluate on it)."""
+    from course_lib.chapters import ch01_rap as ch01
+
+    return [_blocks_split("ch02", "test (ch01's pool)", ch01._problems_by_length("test"))]
+
+
+AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
+    "ch00": audit_ch00,
+    "ch01": audit_ch01,
+    "ch02": audit_ch02,
+    "ch03": audit_ch03,
+    "ch04": audit_ch04,
+    "ch05": audit_ch05,
+    "ch06": audit_ch06,
+}
+
+
+def totals(audits: Sequence[SplitAudit]) -> tuple[int, int, int]:
+    """`(chapters, duplicates, overlaps)` over every audited split."""
+    chapters = len({a.chapter for a in audits})
+    return chapters, sum(a.duplicates for a in audits), sum(o.count for a in audits for o in a.overlaps)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_lib.audit", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "chapters", nargs="*", metavar="chNN", help=f"chapters to audit, of {sorted(AUDITS)} (default: all)"
+    )
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.chapters) - set(AUDITS))
+    if unknown:
+        parser.error(f"unknown chapters {unknown}; choose from {sorted(AUDITS)}")
+    import torch
+
+    torch.set_num_threads(1)  # nothing here is a tensor workload; stay off the other cores
+    start = time.perf_counter()
+    audits = []
+    for name in args.chapters or AUDITS:
+        for audit in AUDITS[name]():
+            print("\n".join(audit.lines()), flush=True)
+            audits.append(audit)
+    chapters, duplicates, overlaps = totals(audits)
+    print(f"({time.perf_counter() - start:.0f} s)")
+    print(f"audit: chapters={chapters} duplicates={duplicates} overlaps={overlaps}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Recorded claim numbers: `results/<chapter>.json`, one entry per seed, with provenance.
+
+A chapter's CLI (`python -m course_lib.chapters.ch04_torl --seeds 0 1 2 --record`) writes, after each
+seed, the flat numbers its claims use (`claim_numbers`), the verdicts, the minutes the seed took and
+where they came from (git commit, library versions, CPU, threads, command line). The notebooks and
+`docs/claims.md` read these files to show the spread over seeds beside a single run, and
+`tests/test_results.py` recomputes every recorded verdict from the recorded numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+
+from course_lib.claims import ClaimSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "results"
+"""Where the files live (repo root's `results/`); tests point it at a temporary folder."""
+MODULES = {
+    "ch00": "ch00_tool_agent",
+    "ch01": "ch01_rap",
+    "ch02": "ch02_lats",
+    "ch03": "ch03_planner_r1",
+    "ch04": "ch04_torl",
+    "ch05": "ch05_toolrl",
+    "ch06": "ch06_artist",
+}
+"""Chapter key -> module under `course_lib.chapters`."""
+LIBRARIES = ("torch", "transformers", "peft", "datasets", "numpy")
+
+
+class ResultsMissing(FileNotFoundError):
+    """No (readable) recorded results for a chapter."""
+
+
+def path(chapter: str) -> Path:
+    return RESULTS_DIR / f"{chapter}.json"
+
+
+def record_command(chapter: str) -> str:
+    """The command that (re)creates a chapter's results file."""
+    return f"python -m course_lib.chapters.{MODULES.get(chapter, chapter)} --seeds 0 1 2 --record"
+
+
+def make_record(seed: int, specs: Sequence[ClaimSpec], numbers: Mapping[str, float], minutes: float) -> dict:
+    """One seed's record: its numbers, each claim's verdict and whether it passed, and the minutes it took."""
+    claims = [spec.evaluate(numbers) for spec in specs]
+    return {
+        "seed": seed,
+        "numbers": {key: float(value) for key, value in numbers.items()},
+        "verdicts": {claim.id: claim.status for claim in claims},
+        "passed": {claim.id: claim.passed for claim in claims},
+        "minutes": float(minutes),
+    }
+
+
+def _git(*args: str) -> str:
+    try:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip()
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def provenance() -> dict:
+    """Where a record came from: code (commit, dirty tree), libraries, machine, threads, command line."""
+    import torch
+
+    from course_lib.golden import machine  # the same CPU description the golden run's digests are keyed by
+
+    return {
+        "git_commit": _git("rev-parse", "HEAD") or "unknown",
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "python": platform.python_version(),
+        **{name: _version(name) for name in LIBRARIES},
+        "cpu": machine()["cpu"],
+        "torch_threads": torch.get_num_threads(),
+        "command": " ".join(getattr(sys, "orig_argv", sys.argv)),
+    }
+
+
+def write(chapter: str, records: list[dict]) -> Path:
+    """Merge `records` (from `make_record`) into `results/<chapter>.json`, keyed by seed: a later record
+    for a seed replaces the earlier one. Each record gets its provenance if it has none."""
+    target = path(chapter)
+    seeds = load(chapter)["seeds"] if target.exists() else {}
+    extra = provenance()
+    for record in records:
+        seeds[str(record["seed"])] = {"provenance": extra, **record}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    ordered = dict(sorted(seeds.items(), key=lambda item: int(item[0])))
+    text = json.dumps({"chapter": chapter, "seeds": ordered}, indent=1, sort_keys=False)
+    scratch = target.with_suffix(".json.tmp")
+    scratch.write_text(text + "\n")
+    scratch.replace(target)  # never leave a half-written file behind
+    return target
+
+
+def record(chapter: str, seed: int, specs: Sequence[ClaimSpec], numbers: Mapping[str, float], minutes: float) -> Path:
+    """Write one seed's record (a chapter CLI's `--record`) and say where it went."""
+    target = write(chapter, [make_record(seed, specs, numbers, minutes)])
+    print(f"  recorded seed {seed} in {target}")
+    return target
+
+
+def load(chapter: str) -> dict:
+    """`{"chapter": ..., "seeds": {"0": record, ...}}`; `ResultsMissing` names the command to run."""
+    target = path(chapter)
+    fix = f"run `{record_command(chapter)}` to record it"
+    if not target.exists():
+        raise ResultsMissing(f"{target} does not exist: {fix}")
+    try:
+        loaded = json.loads(target.read_text())
+    except (OSError, ValueError) as error:
+        raise ResultsMissing(f"{target} is not readable JSON ({error}): {fix}") from error
+    if not isinstance(loaded, dict) or not isinstance(loaded.get("seeds"), dict):
+        raise ResultsMissing(f"{target} has no `seeds` table: {fix}")
+    return loaded
+
+
+def seed_range(chapter: str, key: str) -> tuple[float, float, int]:
+    """`(min, max, number of seeds)` of one number over a chapter's recorded seeds."""
+    values = [r["numbers"][key] for r in load(chapter)["seeds"].values() if key in r["numbers"]]
+    if not values:
+        raise KeyError(f"no recorded seed of {chapter} has the number {key!r}")
+    return min(values), max(values), len(values)
+
+
+def format_number(value: float) -> str:
+    """Integers as integers, large or tiny magnitudes in 3 significant digits, the rest with 3 decimals
+    (fractions such as success rates therefore read 0.760, never 76)."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if value == int(value) and abs(value) < 1e6:
+        return str(int(value))
+    if abs(value) >= 1e4 or abs(value) < 1e-3:
+        return f"{value:.3g}"
+    return f"{value:.3f}"
+
+
+def _seed_list(seeds: list[int]) -> str:
+    seeds = sorted(seeds)
+    if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return ("seeds " if len(seeds) > 1 else "seed ") + ", ".join(map(str, seeds))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def claims_table(specs: Sequence[ClaimSpec], numbers: Mapping[str, float], recorded: Mapping | None) -> str:
+    """A Markdown table: claim, the paper's number, the miniature's test, this run's headline value, its
+    range over the recorded seeds (`recorded` is `load(chapter)`, or None), and this run's verdict."""
+    lines = [
+        "| claim | paper | miniature's test (margin) | this run | recorded seeds | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    seeds = (recorded or {}).get("seeds", {})
+    for spec in specs:
+        values = {int(s): r["numbers"][spec.value] for s, r in seeds.items() if spec.value in r["numbers"]}
+        spread = "not recorded"
+        if values:
+            low, high = min(values.values()), max(values.values())
+            spread = f"{format_number(low)} to {format_number(high)} ({_seed_list(list(values))})"
+        this_run = format_number(numbers[spec.value]) if spec.value in numbers else "not measured"
+        verdict = spec.evaluate(numbers).status
+        cells = (spec.id, spec.paper, f"{spec.statement} [`{spec.value}`]", this_run, spread, verdict)
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines)

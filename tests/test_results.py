@@ -1,0 +1,114 @@
+"""Recorded results: every chapter's `results/chNN.json` exists, covers its claims on seeds 0-2, and
+each recorded verdict is what the claim's check gives on the recorded numbers (so a hand-edited
+number or verdict fails here); plus unit tests of `course_lib.results` on a temporary folder.
+
+The per-chapter files are written by each chapter's `--record` run; until they are, the first three
+tests fail by design (the message names the command to run)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+
+from course_lib import results
+from course_lib.claims import NOT_REPRODUCED, ClaimSpec
+
+CHAPTERS = sorted(results.MODULES)
+
+
+def chapter_module(key: str):
+    return importlib.import_module(f"course_lib.chapters.{results.MODULES[key]}")
+
+
+@pytest.mark.parametrize("key", CHAPTERS)
+def test_recorded_file_covers_claims_and_seeds(key):
+    recorded = results.load(key)
+    seeds = {int(s) for s in recorded["seeds"]}
+    assert {0, 1, 2} <= seeds, f"{key}: seeds {sorted(seeds)} recorded; run `{results.record_command(key)}`"
+    ids = {spec.id for spec in chapter_module(key).CLAIMS}
+    for seed, record in recorded["seeds"].items():
+        assert set(record["verdicts"]) == ids, (key, seed)
+        assert set(record["passed"]) == ids, (key, seed)
+        assert {"git_commit", "cpu", "torch", "command"} <= set(record["provenance"]), (key, seed)
+
+
+@pytest.mark.parametrize("key", CHAPTERS)
+def test_recorded_verdicts_follow_from_recorded_numbers(key):
+    for seed, record in results.load(key)["seeds"].items():
+        for spec in chapter_module(key).CLAIMS:
+            claim = spec.evaluate(record["numbers"])
+            assert record["verdicts"][spec.id] == claim.status, (key, seed, spec.id)
+            assert record["passed"][spec.id] == claim.passed, (key, seed, spec.id)
+
+
+# Unit tests on a temporary results folder ---------------------------------------------------------
+SPECS = (
+    ClaimSpec("C9.1", "gain at least 0.1", "paper: +0.2", "gain", lambda n: n["gain"] >= 0.1),
+    ClaimSpec("C9.2", "cost below 10", "paper: 5 | 6", "cost", lambda n: n["cost"] < 10, required=False),
+)
+
+
+@pytest.fixture
+def tmp_results(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path / "results")
+    return tmp_path / "results"
+
+
+def test_write_merges_by_seed_and_load_reads_back(tmp_results):
+    first = results.make_record(0, SPECS, {"gain": 0.05, "cost": 12.0}, 1.5)
+    assert first["verdicts"] == {"C9.1": "FAIL", "C9.2": NOT_REPRODUCED}
+    assert first["passed"] == {"C9.1": False, "C9.2": False}
+    path = results.write("ch09", [first, results.make_record(1, SPECS, {"gain": 0.2, "cost": 3.0}, 1.0)])
+    assert path == tmp_results / "ch09.json"
+    # a later record for seed 0 replaces the earlier one; seed 1 is kept; seeds stay in numeric order
+    results.write("ch09", [results.make_record(0, SPECS, {"gain": 0.15, "cost": 4.0}, 2.0)])
+    results.write("ch09", [results.make_record(10, SPECS, {"gain": 0.3, "cost": 4.0}, 2.0)])
+    loaded = results.load("ch09")
+    assert list(loaded["seeds"]) == ["0", "1", "10"]
+    assert loaded["seeds"]["0"]["numbers"] == {"gain": 0.15, "cost": 4.0}
+    assert loaded["seeds"]["0"]["verdicts"] == {"C9.1": "PASS", "C9.2": "PASS"}
+    assert loaded["seeds"]["1"]["minutes"] == 1.0
+    provenance = loaded["seeds"]["0"]["provenance"]
+    assert len(provenance["git_commit"]) == 40 and isinstance(provenance["git_dirty"], bool)
+    assert {"python", "torch", "transformers", "peft", "datasets", "numpy", "cpu", "torch_threads"} <= set(provenance)
+    assert not list(tmp_results.glob("*.tmp"))
+
+
+def test_load_names_the_command_when_missing_or_corrupt(tmp_results):
+    with pytest.raises(results.ResultsMissing, match="ch04_torl --seeds 0 1 2 --record"):
+        results.load("ch04")
+    tmp_results.mkdir()
+    (tmp_results / "ch04.json").write_text('{"seeds": {"0": ')
+    with pytest.raises(results.ResultsMissing, match="not readable JSON.*ch04_torl"):
+        results.load("ch04")
+    (tmp_results / "ch04.json").write_text(json.dumps({"chapter": "ch04"}))
+    with pytest.raises(results.ResultsMissing, match="no `seeds`"):
+        results.load("ch04")
+
+
+def test_seed_range(tmp_results):
+    results.write("ch09", [results.make_record(s, SPECS, {"gain": g, "cost": 1.0}, 1.0)
+                           for s, g in ((0, 0.12), (1, 0.2), (2, 0.16))])  # fmt: skip
+    assert results.seed_range("ch09", "gain") == (0.12, 0.2, 3)
+    with pytest.raises(KeyError, match="nothing"):
+        results.seed_range("ch09", "nothing")
+
+
+def test_format_number():
+    assert [results.format_number(x) for x in (0.7604, 48.0, 35.512, 3.2e12, float("inf"), 0.0)] == [
+        "0.760", "48", "35.512", "3.2e+12", "∞", "0",
+    ]  # fmt: skip
+
+
+def test_claims_table(tmp_results):
+    results.write("ch09", [results.make_record(s, SPECS, {"gain": g, "cost": 5.0}, 1.0)
+                           for s, g in ((0, 0.12), (1, 0.2), (2, 0.16))])  # fmt: skip
+    table = results.claims_table(SPECS, {"gain": 0.05, "cost": 7.25}, results.load("ch09"))
+    lines = table.splitlines()
+    assert lines[0] == "| claim | paper | miniature's test (margin) | this run | recorded seeds | verdict |"
+    assert lines[2] == "| C9.1 | paper: +0.2 | gain at least 0.1 [`gain`] | 0.050 | 0.120 to 0.200 (seeds 0-2) | FAIL |"
+    # a `|` inside a cell is escaped so the row keeps six columns
+    assert lines[3] == "| C9.2 | paper: 5 \\| 6 | cost below 10 [`cost`] | 7.250 | 5 to 5 (seeds 0-2) | PASS |"
+    assert "not recorded" in results.claims_table(SPECS, {"gain": 0.2, "cost": 1.0}, None)
