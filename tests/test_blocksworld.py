@@ -16,6 +16,7 @@ from course_lib.envs.blocksworld import (
     legal_actions,
     make_state,
     optimal_actions,
+    optimal_path_states,
     parse_goal,
     parse_state,
     render_state,
@@ -90,6 +91,20 @@ def test_problems_have_the_requested_optimal_length_and_split(length):
                 state = apply_action(state, optimal_actions(state, goal)[0])
                 steps += 1
             assert steps == length
+
+
+def test_optimal_path_states_are_the_start_and_every_state_inside_an_optimal_plan():
+    # a and b on the table, goal a on b: pick-up a, stack a b (one optimal plan)
+    init, goal = parse_state("a | b | hand empty"), parse_goal("b a")
+    assert optimal_path_states(init, goal) == {init, parse_state("b | hand a")}
+    # b on a, c alone, goal all on the table: unstack b a, put-down b; c is never touched
+    init, goal = parse_state("a b | c | hand empty"), parse_goal("a | b | c")
+    assert optimal_path_states(init, goal) == {init, parse_state("a | c | hand b")}
+    # two optimal plans (either block first) share no inner state: both paths are listed
+    init, goal = parse_state("a b | c d | hand empty"), parse_goal("a | b | c | d")
+    states = optimal_path_states(init, goal)
+    assert parse_state("a | c d | hand b") in states and parse_state("a b | c | hand d") in states
+    assert goal not in states and all(distances_to(goal)[s] <= 4 for s in states)
 
 
 def test_env_reset_step_and_hostile_actions():

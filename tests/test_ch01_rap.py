@@ -20,12 +20,16 @@ from course_lib.models import build_model
 from course_lib.search.blocks_lm import (
     BlocksLM,
     CorpusConfig,
+    SplitRolesLM,
     build_blocks_tokenizer,
     corpus,
     examples,
+    forgotten_hand,
+    held_out_pairs,
     held_out_transition,
     held_out_transitions,
     split_plan,
+    world_corpus,
 )
 from course_lib.search.mcts import MCTS, MCTSConfig
 from course_lib.search.rap import ImaginedBlocksworld, RewardConfig, combine, state_confidence
@@ -106,6 +110,83 @@ def test_step_examples_follow_episodes_and_are_labelled_by_optimality():
         assert label == ("good" if action in optimal_actions(state, goal) else "bad")
         near += distances_to(goal)[state] == 1
     assert near / len(steps) > 0.05
+
+
+def _prompt_pair(prompt: str, word: str) -> tuple[str, str]:
+    goal, _, rest = prompt.removeprefix("goal ").partition(" state ")
+    return rest.removesuffix(f" {word}"), goal
+
+
+def _plan_states(prompt: str, completion: str) -> list[str]:
+    """The states a plan demonstration passes through, its start included and its goal left out."""
+    from course_lib.envs.blocksworld import apply_action
+
+    state_text, _ = _prompt_pair(prompt, "plan")
+    state, states = parse_state(state_text), []
+    for action in split_plan(completion):
+        states.append(render_state(state))
+        state = apply_action(state, action)
+    return states
+
+
+def test_corpus_leaves_out_every_sub_problem_of_the_held_out_problems():
+    """Held-out problems chosen among the unfiltered corpus's own prompts (so the test can fail): with them
+    held out, no plan or step prompt is one of their (state, goal) sub-problems and no plan passes through one."""
+    small = CorpusConfig(plans=400, steps=400, transitions=1)
+    plain = corpus(small, seed=5)
+    problems = [_prompt_pair(p, "act") for p, _ in plain["step"][:60]]  # (init, goal): a start on the path
+    problems += [_prompt_pair(p, "plan") for p, _ in plain["plan"][:60]]
+    pairs = held_out_pairs(problems)
+    assert {_prompt_pair(p, "act") for p, _ in plain["step"]} & pairs  # the leak the filter must remove
+    filtered = corpus(replace(small, held_out=lambda: problems), seed=5)
+    assert len(filtered["step"]) == len(filtered["plan"]) == 400
+    assert not {_prompt_pair(p, "act") for p, _ in filtered["step"]} & pairs
+    assert not {_prompt_pair(p, "plan") for p, _ in filtered["plan"]} & pairs
+    assert not any(
+        (state, _prompt_pair(p, "plan")[1]) in pairs for p, c in filtered["plan"] for state in _plan_states(p, c)
+    )
+
+
+def test_chapter_corpus_holds_out_exactly_the_task_sets_validation_and_test_problems():
+    tasks = ch01.data.load_tasks(ch01.TASKS_NAME)
+    pool = {(r["init"], r["goal"]) for split in ("validation", "test") for r in tasks[split]}
+    assert set(ch01.held_out_problems()) == pool and len(pool) == 1080
+    assert ch01.preset("cpu").corpus.held_out is ch01.held_out_problems
+    assert ch01.preset("gpu").corpus.held_out is ch01.held_out_problems
+    # no train-split problem of the task set is held out (that split stays disjoint from the pool)
+    assert not {(r["init"], r["goal"]) for r in tasks["train"]} & pool
+
+
+def test_world_corpus_optimistic_errors_are_forgotten_hands_on_unstack_only():
+    clean = world_corpus(3000, seed=1)
+    optimistic = world_corpus(3000, seed=1, optimistic_share=0.5)
+    assert [p for p, _ in clean] == [p for p, _ in optimistic]  # same draws, only labels differ
+    changed = 0
+    for (prompt, right), (_, label) in zip(clean, optimistic, strict=True):
+        state_text, action = prompt.removeprefix("state ").removesuffix(" next").split(" act ")
+        assert not held_out_transition(state_text, action)
+        if forgotten_hand(state_text, action, 0.5):
+            changed += 1
+            block = action.split()[1]
+            after = parse_state(right)  # the true next state holds the block; the optimistic one has put it down
+            assert after[1] == block and parse_state(label) == (tuple(sorted([*after[0], (block,)])), None)
+        else:
+            assert label == right
+    assert 0.08 < changed / len(clean) < 0.3
+    assert not forgotten_hand("a b | hand empty", "pick-up c", 1.0) and forgotten_hand(
+        "a b | hand empty", "unstack b a", 1.0
+    )
+
+
+def test_split_roles_lm_takes_next_states_from_the_world_lm_only(random_lm, tokenizer):
+    world = BlocksLM(random_lm.model, tokenizer)
+    world.world_cache[("a | b | hand empty", "pick-up a")] = "b | hand a"
+    policy = BlocksLM(random_lm.model, tokenizer)
+    policy.world_cache[("a | b | hand empty", "pick-up a")] = "garbage"
+    both = SplitRolesLM(policy, world)
+    assert both.predict([("a | b | hand empty", "pick-up a")]) == ["b | hand a"]
+    both.step_scores("b a", "a | b | hand empty", ["pick-up a"])
+    assert policy.calls["step"] == 1 and world.calls["step"] == 0
 
 
 def test_step_scores_are_log_probs_and_probabilities(random_lm):

@@ -150,3 +150,35 @@ def test_gpu_preset():
     config = ch02.preset("gpu")
     assert config.tasks_per_length >= 200 and max(config.budgets) > max(ch02.preset("cpu").budgets)
     assert envs.make("blocksworld").max_turns > 0
+
+
+def test_designed_claims_read_the_optimistic_arm_only():
+    numbers = {"optimistic_gap_widening": 0.06, "optimistic_lats_minus_rap": 0.09,
+               "control_gap_widening": 0.0, "control_lats_minus_rap": 0.5}  # fmt: skip
+    assert [c.passed for c in ch02.evaluate_all(ch02.DESIGNED_CLAIMS, numbers)] == [True, False]
+    numbers |= {"optimistic_gap_widening": 0.04, "optimistic_lats_minus_rap": 0.1}
+    assert [c.passed for c in ch02.evaluate_all(ch02.DESIGNED_CLAIMS, numbers)] == [False, True]
+    assert all(not spec.required for spec in ch02.DESIGNED_CLAIMS)  # the main claims stay on the main base
+
+
+def test_imperfect_world_model_pipeline_on_a_miniature(tmp_path, monkeypatch):
+    """The designed experiment end to end with two training steps and two problems per length: every
+    number is a rate, LATS is one number shared by both arms, and nothing is recorded when told not to."""
+    from dataclasses import replace
+
+    from course_lib import results
+    from course_lib.chapters import ch01_rap as ch01
+    from course_lib.train import SFTConfig
+
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    chapter01 = replace(ch01.preset(), world_model_test=10, iterations=(1, 2))
+    config = ch02.ImperfectWorldModelConfig(
+        transitions=50, sft=SFTConfig(steps=2, batch_size=4), chapter01_per_length=2, chapter02_per_length=2,
+        lats_budget=6, chapter01=chapter01,
+    )  # fmt: skip
+    numbers = ch02.imperfect_world_model([0], config, record=False)[0]
+    for arm in ("optimistic", "control"):
+        assert 0 <= numbers[f"{arm}_world_model_accuracy"] <= 1
+        assert numbers[f"{arm}_gap_widening"] == numbers[f"{arm}_gap_6_step"] - numbers[f"{arm}_gap_2_step"]
+        assert numbers[f"{arm}_lats_minus_rap"] == numbers["lats_b6_success"] - numbers[f"{arm}_rap20_success"]
+    assert not list(tmp_path.iterdir())

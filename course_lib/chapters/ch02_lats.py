@@ -10,6 +10,7 @@ is re-executed in a fresh environment for the held-out evaluation; nothing the e
 inside the search.
 
     python -m course_lib.chapters.ch02_lats --seeds 0 1 2 [--record]
+    python -m course_lib.chapters.ch02_lats --imperfect-world-model --seeds 0 1 2 [--record]  # C1.3/C2.1 designed
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from course_lib import envs
 from course_lib import results as recorded
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
-from course_lib.search.blocks_lm import BlocksLM
+from course_lib.models import build_model
+from course_lib.search.blocks_lm import BlocksLM, SplitRolesLM, build_blocks_tokenizer, examples, world_corpus
 from course_lib.search.lats import Budget, LATSConfig, Memory, Outcome, lats, react, retries, rollout
 from course_lib.search.mcts import StopSearch
+from course_lib.train import SFTConfig, supervised_warm_start
 
 LENGTHS = ch01.LENGTHS
 
@@ -225,8 +228,10 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "LATS paper (GPT-3.5, HotPotQA): LATS 0.71 exact match against about 0.60 for RAP",
         "lats_top_minus_rap",
         lambda n: n["lats_top_minus_rap"] >= 0.10,
-        # Not reproduced: chapter 01's world model is right on about 96% of held-out transitions, so
-        # grounding has little to correct and LATS at the largest budget ties with RAP(20) (notebook, section 7).
+        # Not reproduced on the chapter's base: chapter 01's world model is nearly always right and its errors are
+        # visible to the search, so grounding has little to correct and RAP(20) stays ahead of LATS. Reproduced on
+        # seeds 0-2 in the designed setting of docs/experiments/ch01-02-imperfect-world-model.md (a separate world
+        # model with optimistic errors; `DESIGNED_CLAIMS`, notebook section 7).
         required=False,
     ),
     ClaimSpec(
@@ -237,6 +242,11 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "LATS paper (GPT-3.5, HotPotQA): LATS 0.71 exact match, Reflexion 0.51, ReAct 0.32",
         "lats_top_lead",
         lambda n: n["lats_top_lead"] >= LEAD,
+        # Not reproduced at this margin since the base no longer saw the held-out problems' sub-problems: LATS
+        # leads at a budget of 48 by 4.0, 4.7, 7.3, 7.3 and 5.3 points on seeds 0-4, under 5 on seeds 0 and 1
+        # (on the earlier, leaky base it held on seeds 0-2). The margin is kept: lowering it after seeing these
+        # numbers would decide the verdict from the result.
+        required=False,
     ),
     ClaimSpec(
         "C2.3",
@@ -245,7 +255,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "LATS paper: search needs a revertible environment and many more environment steps than ReAct",
         "lats_top_cost_over_react",
         # The factor 2 was set after seeing 29 to 34 interactions per solved problem for LATS against 11 to 14
-        # for ReAct (seeds 0-2), so it must be confirmed on fresh seeds.
+        # for ReAct (seeds 0-2, the earlier base), so it had to be confirmed on fresh seeds: on the leak-free base
+        # the ratio is 2.70, 2.41, 2.40 on seeds 0-2 and 2.29, 2.09 on the fresh seeds 3 and 4 (recorded).
         lambda n: n["lats_top_cost_over_react"] >= 2.0,
     ),
 )
@@ -281,11 +292,145 @@ def summary_lines(results: dict) -> list[str]:
     return lines
 
 
+# A designed attempt at C1.3 and C2.1 (docs/experiments/ch01-02-imperfect-world-model.md) ------------
+@dataclass
+class ImperfectWorldModelConfig:
+    """The pre-registered design: a separate world-model LM, optimistic or clean, under the chapter's policy."""
+
+    arms: tuple[tuple[str, float], ...] = (("optimistic", 0.5), ("control", 0.0))
+    """(name, share of `unstack` pairs with the forgotten-hand error) per world model."""
+    transitions: int = 12_000
+    """World-format texts each world-model LM is trained on (the base's world corpus has as many)."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1000, batch_size=64, learning_rate=3e-3))
+    """Training of each world-model LM (the `tiny` preset, seed 0)."""
+    chapter01_per_length: int = 70
+    """Problems per length of chapter 01's protocol (MCTS at 1, 10, 20 iterations)."""
+    chapter02_per_length: int = 100
+    """Problems per length of chapter 02's protocol (RAP(20) against LATS)."""
+    lats_budget: int = 48
+    """LATS's interaction budget (chapter 02's largest)."""
+    chapter01: ch01.Chapter01Config = field(default_factory=ch01.Chapter01Config)
+    """RAP's settings (reward, UCT weight chosen on validation, budgets 1, 10, 20)."""
+    lats: LATSConfig = field(default_factory=LATSConfig)
+    """LATS's settings (chapter 02's)."""
+
+
+IMPERFECT_RESULTS = "ch02_imperfect_world_model"
+"""`results/ch02_imperfect_world_model.json`: the designed experiment's numbers, per seed."""
+DESIGNED_CLAIMS: tuple[ClaimSpec, ...] = (
+    ClaimSpec(
+        "C1.3",
+        "with the optimistic world model: at MCTS(20) the imagination-reality gap is at least 5 points wider for "
+        "6-step than for 2-step problems",
+        "RAP: a learned world model's errors cap planning in imagination, more so for longer plans",
+        "optimistic_gap_widening",
+        lambda n: n["optimistic_gap_widening"] >= 0.05,
+        required=False,
+    ),
+    ClaimSpec(
+        "C2.1",
+        "with the optimistic world model: LATS at the largest budget solves at least 10 points more held-out "
+        "problems than RAP(20)",
+        "LATS paper (GPT-3.5, HotPotQA): LATS 0.71 exact match against about 0.60 for RAP",
+        "optimistic_lats_minus_rap",
+        lambda n: n["optimistic_lats_minus_rap"] >= 0.10,
+        required=False,
+    ),
+)
+
+
+def train_world_model(optimistic_share: float, config: ImperfectWorldModelConfig, seed: int = 0) -> BlocksLM:
+    """A `tiny` LM trained on world-format texts alone (`blocks_lm.world_corpus`), for `SplitRolesLM.world`."""
+    generator = course_config.seed_everything(seed)
+    tokenizer = build_blocks_tokenizer()
+    model = build_model(tokenizer, "tiny", max_positions=64).to(course_config.device())
+    rows = examples(tokenizer, world_corpus(config.transitions, seed, optimistic_share=optimistic_share))
+    supervised_warm_start(model, rows, tokenizer.pad_token_id, config.sft, generator)
+    return BlocksLM(model.eval(), tokenizer)
+
+
+def imperfect_world_model_seed(base: BlocksLM, worlds: dict[str, BlocksLM], seed: int,
+                               config: ImperfectWorldModelConfig) -> dict[str, float]:  # fmt: skip
+    """One seed of the designed experiment: LATS once (it never calls a world model), then per arm the
+    world model's accuracy, chapter 01's MCTS protocol and chapter 02's RAP(20). Fresh caches per seed."""
+    chapter01, lats_config = config.chapter01, config.lats
+    numbers: dict[str, float] = {}
+    generator = course_config.seed_everything(seed)
+    policy = BlocksLM(base.model, base.tokenizer)
+    problems = ch01.test_problems(config.chapter02_per_length, seed)
+    lats_success = {
+        n: sum(
+            evaluate_outcome(lats(policy, make_env, i, g, n, config.lats_budget, lats_config, generator), i, g)
+            for i, g in probs
+        ) / len(probs)
+        for n, probs in problems.items()
+    }  # fmt: skip
+    numbers[f"lats_b{config.lats_budget}_success"] = sum(lats_success.values()) / len(LENGTHS)
+    for arm, world in worlds.items():
+        generator = course_config.seed_everything(seed)
+        lm = SplitRolesLM(BlocksLM(base.model, base.tokenizer), BlocksLM(world.model, world.tokenizer))
+        numbers[f"{arm}_world_model_accuracy"] = ch01.world_model_accuracy(lm, chapter01.world_model_test, seed)
+        small = ch01.test_problems(config.chapter01_per_length, seed)
+        mcts = {
+            n: {
+                length: ch01.evaluate_search(lm, probs, length, n, chapter01, generator)
+                for length, probs in small.items()
+            }
+            for n in chapter01.iterations
+        }
+        for n, per_length in mcts.items():
+            numbers[f"{arm}_mcts{n}_real_success"] = ch01.overall(per_length)
+            numbers[f"{arm}_mcts{n}_imagined_success"] = sum(r["imagined"] for r in per_length.values()) / len(LENGTHS)
+        top = max(chapter01.iterations)
+        gap = ch01.gaps({"mcts": mcts}, top)
+        numbers |= {f"{arm}_gap_{length}_step": value for length, value in gap.items()}
+        numbers[f"{arm}_gap_widening"] = gap[6] - gap[2]
+        rap = {length: ch01.evaluate_search(lm, probs, length, 20, chapter01, generator)
+               for length, probs in problems.items()}  # fmt: skip
+        numbers[f"{arm}_rap20_success"] = ch01.overall(rap)
+        numbers[f"{arm}_rap20_believed"] = sum(r["imagined"] for r in rap.values()) / len(LENGTHS)
+        numbers[f"{arm}_lats_minus_rap"] = (
+            numbers[f"lats_b{config.lats_budget}_success"] - numbers[f"{arm}_rap20_success"]
+        )
+    return numbers
+
+
+def imperfect_world_model(seeds: Sequence[int], config: ImperfectWorldModelConfig | None = None,
+                          record: bool = False) -> dict[int, dict[str, float]]:  # fmt: skip
+    """Run the pre-registered design once: train each arm's world model, then every seed; print and
+    (with `record`) write each seed's numbers to `results/ch02_imperfect_world_model.json`."""
+    config = config or ImperfectWorldModelConfig()
+    start = time.perf_counter()
+    base = ch01.load_lm()
+    worlds = {arm: train_world_model(share, config) for arm, share in config.arms}
+    trained = (time.perf_counter() - start) / 60
+    print(f"world models trained in {trained:.1f} min")
+    out = {}
+    for seed in seeds:
+        begin = time.perf_counter()
+        numbers = imperfect_world_model_seed(base, worlds, seed, config) | {"world_model_training_minutes": trained}
+        minutes = (time.perf_counter() - begin) / 60
+        print(f"seed {seed} ({minutes:.1f} min): " + ", ".join(f"{k} {v:.3f}" for k, v in numbers.items()))
+        for claim in evaluate_all(DESIGNED_CLAIMS, numbers):
+            print(f"  {claim.id} {claim.status} {claim.name}")
+        if record:
+            recorded.record(IMPERFECT_RESULTS, seed, DESIGNED_CLAIMS, numbers, minutes)
+        out[seed] = numbers
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run chapter 02 for several seeds and print its claims.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--record", action="store_true", help="write each seed's claim numbers to results/ch02.json")
+    parser.add_argument(
+        "--imperfect-world-model", action="store_true",
+        help="run the designed C1.3/C2.1 experiment instead (--record writes results/ch02_imperfect_world_model.json)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.imperfect_world_model:
+        imperfect_world_model(args.seeds, record=args.record)
+        return
     for seed in args.seeds:
         results = run(seed)
         print(f"seed {seed} ({results['minutes']:.2f} min)")

@@ -168,6 +168,16 @@ def optimal_actions(state: State, goal: State) -> list[str]:
     return [a for a, nxt in successors(state).items() if dist[nxt] == dist[state] - 1]
 
 
+def optimal_path_states(init: State, goal: State) -> frozenset[State]:
+    """Every state on some optimal plan from `init` to `goal`, `init` included and `goal` left out:
+    the (state, goal) sub-problems a policy or a search faces while solving the problem. (A state s
+    is on an optimal plan when d(init, s) + d(s, goal) = d(init, goal); every action has an inverse,
+    so `distances_to(init)` gives d(init, s).)"""
+    to_goal, from_init = distances_to(goal), distances_to(init)
+    length = to_goal[init]
+    return frozenset(s for s, d in from_init.items() if d < length and to_goal.get(s) == length - d)
+
+
 def split_of(init: State, goal: State) -> str:
     """`train` or `test`, by a hash of the problem (about 25% of problems are held out)."""
     digest = hashlib.sha256(f"{render_state(init)} -> {render_goal(goal)}".encode()).digest()

@@ -10,6 +10,12 @@ each behind its own prompt. Here one word-level causal LM is trained on three te
   useful?" as a token);
 - world: `state S act A next S' <eos>`, transitions of a held-in share of (state, action) pairs.
 
+Held-out problems stay out of the plan and step formats *with their sub-problems*: no (state, goal)
+pair on an optimal path of a problem in `CorpusConfig.held_out` (its start included) is a plan or
+step prompt, and no plan demonstration passes through one (its suffix would be that sub-problem's
+answer). World-model transitions carry no goal: they are the domain's dynamics, shared by every
+problem, and stay in (a held-out share of (state, action) pairs measures the world model instead).
+
 Scores come from teacher-forced log-probs (`train.token_logprobs`); next states and plans from a
 small batched decoder over `kv_decoder.KVDecoder`. World-model predictions are cached per
 (state text, action), so searches over many problems share them.
@@ -20,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -33,6 +40,9 @@ from course_lib.envs.blocksworld import (
     distances_to,
     legal_actions,
     optimal_actions,
+    optimal_path_states,
+    parse_goal,
+    parse_state,
     render_goal,
     render_state,
     successors,
@@ -80,12 +90,29 @@ class CorpusConfig:
     """Share of step demonstrations that take an optimal action (the others a random legal one)."""
     held_out_share: float = 0.2
     """Share of (state, action) pairs never shown to the world model."""
+    held_out: Callable[[], Iterable[tuple[str, str]]] | None = None
+    """The evaluation problems, `(init text, goal text)`, whose sub-problems (`held_out_pairs`) no plan
+    or step demonstration may contain; a function, so that the pool is only computed when a corpus is
+    built (chapter 01 passes `ch01_rap.held_out_problems`, its validation and test pools)."""
+
+
+def held_out_pairs(problems: Iterable[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+    """`{(state text, goal text)}` for every state on an optimal path of each problem, its start
+    included and its goal left out (`envs.blocksworld.optimal_path_states`)."""
+    pairs = set()
+    for init_text, goal_text in problems:
+        init, goal = parse_state(init_text), parse_goal(goal_text)
+        if init is None or goal is None:
+            raise ValueError(f"not a Blocksworld problem: {init_text!r} -> {goal_text!r}")
+        pairs |= {(render_state(s), render_goal(goal)) for s in optimal_path_states(init, goal)}
+    return frozenset(pairs)
 
 
 def corpus(config: CorpusConfig, seed: int) -> dict[str, list[tuple[str, str]]]:
     """`{"plan"|"step"|"world": [(prompt, completion)]}`; the loss is on the completion only."""
     from course_lib.envs.blocksworld import split_of
 
+    forbidden = held_out_pairs(config.held_out()) if config.held_out is not None else frozenset()
     rng = random.Random(seed)
     groups = [BLOCKS[:n] for n in (3, 4, 5)]
     states = {blocks: all_states(blocks) for blocks in groups}
@@ -97,11 +124,15 @@ def corpus(config: CorpusConfig, seed: int) -> dict[str, list[tuple[str, str]]]:
         dist = distances_to(goal)
         if not 1 <= dist[init] <= 8 or split_of(init, goal) != "train":
             continue
-        plan, state = [], init
+        plan, state, path = [], init, [init]
         while state != goal:
             action = rng.choice(optimal_actions(state, goal))
             plan.append(action)
             state = successors(state)[action]
+            path.append(state)
+        goal_text = render_goal(goal)
+        if any((render_state(s), goal_text) in forbidden for s in path[:-1]):
+            continue  # the plan's suffix from that state would answer a held-out (sub-)problem
         out["plan"].append((f"goal {render_goal(goal)} state {render_state(init)} plan", " ".join(plan)))
     while len(out["step"]) < config.steps:
         # Steps are recorded along the demonstrator's own episodes, so every distance to the goal
@@ -118,7 +149,8 @@ def corpus(config: CorpusConfig, seed: int) -> dict[str, list[tuple[str, str]]]:
             good = optimal_actions(state, goal)
             action = rng.choice(good) if rng.random() < config.demo_optimal else rng.choice(legal_actions(state))
             label = "good" if action in good else "bad"
-            if split_of(state, goal) == "train":  # never a held-out problem's first step
+            # never a test-split problem's first step, nor any step of an evaluation problem's optimal paths
+            if split_of(state, goal) == "train" and (render_state(state), render_goal(goal)) not in forbidden:
                 prompt = f"goal {render_goal(goal)} state {render_state(state)} act"
                 out["step"].append((prompt, f"{action} eval {label}"))
             state = successors(state)[action]
@@ -133,6 +165,38 @@ def corpus(config: CorpusConfig, seed: int) -> dict[str, list[tuple[str, str]]]:
         s, a, n = rng.choice(pairs)
         out["world"].append((f"state {s} act {a} next", n))
     return out
+
+
+def forgotten_hand(state_text: str, action: str, share: float) -> bool:
+    """True for the `unstack` pairs an optimistic world model gets wrong (a fixed `share`, by a hash
+    salted differently from `held_out_transition`'s, so the two choices are independent)."""
+    if not action.startswith("unstack "):
+        return False
+    digest = hashlib.sha256(f"forgotten hand: {state_text} / {action}".encode()).digest()
+    return digest[0] < int(256 * share)
+
+
+def world_corpus(
+    transitions: int, seed: int, held_out_share: float = 0.2, optimistic_share: float = 0.0
+) -> list[tuple[str, str]]:
+    """World-format texts alone (`state S act A next S'`) for a separate world-model LM, drawn from the
+    same held-in (state, action) pairs as `corpus`'s. With `optimistic_share`, that share of the `unstack
+    x y` pairs (`forgotten_hand`) is recorded as if `put-down x` had followed: x on the table, hand empty.
+    This "forgotten hand" is an optimistic state-tracking error: a two-step move looks like one step, so
+    imagined plans reach the goal sooner than real ones (the designed world model of
+    `docs/experiments/ch01-02-imperfect-world-model.md`)."""
+    rng = random.Random(seed)
+    pairs = []
+    for blocks in (BLOCKS[:3], BLOCKS[:4], BLOCKS):
+        for s in all_states(blocks):
+            text = render_state(s)
+            for a, n in successors(s).items():
+                if held_out_transition(text, a, held_out_share):
+                    continue
+                if optimistic_share and forgotten_hand(text, a, optimistic_share):
+                    n = successors(n)[f"put-down {a.split()[1]}"]
+                pairs.append((text, a, render_state(n)))
+    return [(f"state {s} act {a} next", n) for s, a, n in (rng.choice(pairs) for _ in range(transitions))]
 
 
 def held_out_transitions(share: float = 0.2) -> list[tuple[str, str, str]]:
@@ -270,3 +334,28 @@ def split_plan(text: str) -> list[str]:
         else:
             actions[-1].append(word)
     return [" ".join(a) for a in actions]
+
+
+@dataclass
+class SplitRolesLM:
+    """RAP's roles played by two LMs: the policy prior, self-evaluation and whole plans by `policy`, the
+    world model (next states, greedy and sampled) by `world`. Chapter 01 uses one LM for everything; this
+    lets a designed experiment give the world model its own, worse, training while the policy's
+    instincts stay those of the chapter's base."""
+
+    policy: BlocksLM
+    world: BlocksLM
+
+    def step_scores(self, goal: str, state: str, actions: list[str]) -> list[tuple[float, float]]:
+        return self.policy.step_scores(goal, state, actions)
+
+    def plans(
+        self, problems: list[tuple[str, str]], temperature: float = 0.0, generator: torch.Generator | None = None
+    ) -> list[list[str]]:
+        return self.policy.plans(problems, temperature, generator)
+
+    def predict(self, pairs: list[tuple[str, str]]) -> list[str]:
+        return self.world.predict(pairs)
+
+    def sample_next(self, pairs: list[tuple[str, str]], samples: int, generator: torch.Generator) -> list[list[str]]:
+        return self.world.sample_next(pairs, samples, generator)
