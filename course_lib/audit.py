@@ -260,8 +260,8 @@ def audit_ch05() -> list[SplitAudit]:
 
 
 # Chapters 01 and 02: Blocksworld problems and the (state, goal) sub-problems on their paths ------
-STEP_NOTE = "pending base rebuild: the step corpus checks only each demonstration's first state against the test split"
-PLAN_NOTE = "pending base rebuild: plan demonstrations start from mid-path states of held-out problems"
+STEP_NOTE = "pending base rebuild: step prompts on held-out problems' optimal paths (the corpus must exclude them)"
+PLAN_NOTE = "pending base rebuild: plan demonstrations from mid-path states of held-out problems"
 
 
 def path_subproblems(init_text: str, goal_text: str) -> set[tuple[str, str]]:
