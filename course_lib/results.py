@@ -49,15 +49,43 @@ def record_command(chapter: str) -> str:
     return f"python -m course_lib.chapters.{MODULES.get(chapter, chapter)} --seeds 0 1 2 --record"
 
 
-def make_record(seed: int, specs: Sequence[ClaimSpec], numbers: Mapping[str, float], minutes: float) -> dict:
-    """One seed's record: its numbers, each claim's verdict and whether it passed, and the minutes it took."""
+Curves = Mapping[str, Sequence[tuple[float, float]]]
+"""Named learning curves of one seed, e.g. `{"masked/eval_success": [(iteration, value), ...]}`."""
+
+
+def make_record(
+    seed: int,
+    specs: Sequence[ClaimSpec],
+    numbers: Mapping[str, float],
+    minutes: float,
+    curves: Curves | None = None,
+) -> dict:
+    """One seed's record: its numbers, each claim's verdict and whether it passed, and the minutes it took;
+    with `curves`, also its learning curves (stored as `[[x, y], ...]` lists under `"curves"`), so notebooks
+    can draw seed bands from the recorded seeds instead of re-running them."""
     claims = [spec.evaluate(numbers) for spec in specs]
-    return {
+    made = {
         "seed": seed,
         "numbers": {key: float(value) for key, value in numbers.items()},
         "verdicts": {claim.id: claim.status for claim in claims},
         "passed": {claim.id: claim.passed for claim in claims},
         "minutes": float(minutes),
+    }
+    if curves is not None:
+        made["curves"] = {name: [[float(x), float(y)] for x, y in points] for name, points in curves.items()}
+    return made
+
+
+def history_curves(
+    histories: Mapping[str, Sequence[Mapping]], keys: Sequence[str], x_key: str = "iteration"
+) -> dict[str, list[tuple[float, float]]]:
+    """Curves for `make_record` from per-iteration history dicts: `{"arm/key": [(x, value), ...]}` for each
+    arm's history and each key, skipping iterations where the key is absent (e.g. evaluated every k)."""
+    return {
+        f"{arm}/{key}": [(float(row[x_key]), float(row[key])) for row in history if key in row]
+        for arm, history in histories.items()
+        for key in keys
+        if any(key in row for row in history)
     }
 
 
@@ -110,9 +138,16 @@ def write(chapter: str, records: list[dict]) -> Path:
     return target
 
 
-def record(chapter: str, seed: int, specs: Sequence[ClaimSpec], numbers: Mapping[str, float], minutes: float) -> Path:
-    """Write one seed's record (a chapter CLI's `--record`) and say where it went."""
-    target = write(chapter, [make_record(seed, specs, numbers, minutes)])
+def record(
+    chapter: str,
+    seed: int,
+    specs: Sequence[ClaimSpec],
+    numbers: Mapping[str, float],
+    minutes: float,
+    curves: Curves | None = None,
+) -> Path:
+    """Write one seed's record (a chapter CLI's `--record`), with its curves if given, and say where it went."""
+    target = write(chapter, [make_record(seed, specs, numbers, minutes, curves)])
     print(f"  recorded seed {seed} in {target}")
     return target
 
@@ -147,6 +182,8 @@ def format_number(value: float) -> str:
         return "nan"
     if math.isinf(value):
         return "∞" if value > 0 else "-∞"
+    if abs(value) < 1e-12:  # a difference or mean that is zero up to float rounding (e.g. -9.25e-18)
+        return "0"
     if value == int(value) and abs(value) < 1e6:
         return str(int(value))
     if abs(value) >= 1e4 or abs(value) < 1e-3:
@@ -183,4 +220,45 @@ def claims_table(specs: Sequence[ClaimSpec], numbers: Mapping[str, float], recor
         verdict = spec.evaluate(numbers).status
         cells = (spec.id, spec.paper, f"{spec.statement} [`{spec.value}`]", this_run, spread, verdict)
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def load_curves(chapter: str, name: str) -> dict[int, list[tuple[float, float]]]:
+    """One recorded curve over seeds: `{seed: [(x, y), ...]}` for every seed whose record has `name`."""
+    found = {
+        int(seed): [(float(x), float(y)) for x, y in rec["curves"][name]]
+        for seed, rec in load(chapter)["seeds"].items()
+        if name in rec.get("curves", {})
+    }
+    if not found:
+        raise KeyError(f"no recorded seed of {chapter} has the curve {name!r}; record with `{record_command(chapter)}`")
+    return dict(sorted(found.items()))
+
+
+def seed_table(chapter: str, columns: Sequence[tuple[str, str]]) -> str:
+    """A Markdown table of recorded numbers: one row per seed, one column per `(number key, label)`, and a
+    mean row over the seeds (a seed lacking a number shows "-" and is left out of that column's mean)."""
+    seeds = load(chapter)["seeds"]
+    lines = ["| seed | " + " | ".join(_cell(label) for _, label in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for seed, rec in seeds.items():
+        cells = [format_number(rec["numbers"][key]) if key in rec["numbers"] else "-" for key, _ in columns]
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    means = []
+    for key, _ in columns:
+        values = [rec["numbers"][key] for rec in seeds.values() if key in rec["numbers"]]
+        means.append(format_number(sum(values) / len(values)) if values else "-")
+    lines.append(f"| mean of {len(seeds)} | " + " | ".join(means) + " |")
+    return "\n".join(lines)
+
+
+def verdict_table(chapter: str) -> str:
+    """A Markdown table of recorded verdicts: one row per seed, one column per claim id, and a last row
+    counting the seeds on which each claim passed."""
+    seeds = load(chapter)["seeds"]
+    ids = list(dict.fromkeys(claim for rec in seeds.values() for claim in rec["verdicts"]))
+    lines = ["| seed | " + " | ".join(ids) + " |", "|---" * (len(ids) + 1) + "|"]
+    for seed, rec in seeds.items():
+        lines.append(f"| {seed} | " + " | ".join(rec["verdicts"].get(claim, "-") for claim in ids) + " |")
+    passed = [sum(bool(rec["passed"].get(claim)) for rec in seeds.values()) for claim in ids]
+    lines.append("| passed | " + " | ".join(f"{count} of {len(seeds)}" for count in passed) + " |")
     return "\n".join(lines)

@@ -1,6 +1,8 @@
 """Chapter 05's module: demonstrations, the RL and SFT arms on a tiny model, claims."""
 
 import dataclasses
+import math
+import random
 
 import pytest
 import torch
@@ -73,6 +75,27 @@ def test_missing_call_noise_drops_the_last_call_of_a_multi_call_answer():
         assert [name for name, _ in calls] == [name for name, _ in task.calls[:-1]]
 
 
+def test_noise_never_writes_a_held_out_triple_but_still_errs():
+    """The warm start's value, key and tool-name noise must not write a (tool, parameter, value) triple that
+    only the novel split asks for (the leak the audit found before the base was rebuilt), yet still make
+    each kind of mistake."""
+    from course_lib.algos.rewards import parse_calls
+    from course_lib.envs.function_calling import held_out
+
+    heavy = ch.Noise(format=0, name=0.5, key=0.5, value=0.5, missing=0, no_tool_call=0)
+    rng = random.Random(0)
+    wrong_value = wrong_key = wrong_name = 0
+    for seed in range(3000):
+        task = draw_task(seed, "train", no_tool_share=0.0)
+        calls = parse_calls(ch.noisy_answer(task, rng, heavy))
+        assert not [(n, k, v) for n, args in calls for k, v in args if held_out(n, k, v)], task
+        for (name, args), (true_name, true_args) in zip(calls, task.calls, strict=True):
+            wrong_name += name != true_name
+            wrong_key += any(k != tk for (k, _), (tk, _) in zip(args, true_args, strict=True))
+            wrong_value += any(v != tv for (_, v), (_, tv) in zip(args, true_args, strict=True))
+    assert min(wrong_value, wrong_key, wrong_name) > 1000
+
+
 def test_examples_mask_only_the_response(tokenizer):
     ids, mask = ch.demonstration_examples(tokenizer, 1, 0, ch.Noise())[0]
     first = mask.index(1)
@@ -100,7 +123,7 @@ def test_run_reuses_a_given_base_and_its_evaluation(base, tokenizer, monkeypatch
     for key in (*ch.ARMS, "sft", "fine_novel", "sft_novel"):
         assert 0.0 <= results[key]["success"] <= 1.0
     assert set(results["histories"]) == set(ch.ARMS)
-    assert [c.id for c in ch.claims(results)] == ["C5.1", "C5.2", "C5.3", "C5.4"]
+    assert [c.id for c in ch.claims(results)] == ["C5.1", "C5.2", "C5.3", "C5.4", "C5.5", "C5.6"]
 
 
 def test_sft_arm_samples_from_sft_traces_fixed_traces(base, tokenizer, monkeypatch):
@@ -123,23 +146,87 @@ def test_arm_specs():
     assert ch.arm_spec("dynamic", config).horizon == config.grpo.iterations
 
 
-def fake_results(fine, coarse, length, dynamic, sft):
-    curve = lambda final: [{"iteration": 0, "eval_success": 0.1}, {"iteration": 1, "eval_success": final}]  # noqa: E731
+def fake_results(fine, coarse, length, dynamic, sft, base=0.2, coarse_auc_gap=0.0):
+    """A run's results with the given final successes; the coarse arm's first evaluation is
+    `coarse_auc_gap` below the fine arm's (so fine - coarse mean over training is half of it)."""
+    curve = lambda first, final: [{"iteration": 0, "eval_success": first}, {"iteration": 1, "eval_success": final}]  # noqa: E731
     arms = dict(fine=fine, coarse=coarse, length=length, dynamic=dynamic)
+    firsts = dict(fine=0.1, coarse=0.1 - coarse_auc_gap, length=0.1, dynamic=0.1)
     return {
         **{a: {"success": v} for a, v in arms.items()},
+        "base": {"success": base},
         "sft": {"success": sft},
         "fine_novel": {"success": fine},
         "sft_novel": {"success": sft},
-        "histories": {a: curve(v) for a, v in arms.items()},
+        "histories": {a: curve(firsts[a], v) for a, v in arms.items()},
     }
 
 
-def test_claims_pass_and_fail():
-    good = ch.claims(fake_results(0.6, 0.4, 0.5, 0.65, 0.45))
-    assert [c.passed for c in good] == [True, True, True, True]
-    bad = ch.claims(fake_results(0.5, 0.5, 0.5, 0.5, 0.5))
-    assert not any(c.passed for c in bad)
+def record_of(runs: list[dict]) -> dict:
+    """What `results.load("ch05")` returns for these runs recorded as seeds 0, 1, ..."""
+    return {"seeds": {str(i): {"numbers": ch.claim_numbers(r)} for i, r in enumerate(runs)}}
+
+
+def statuses(claims) -> dict[str, bool]:
+    return {c.id: c.passed for c in claims}
+
+
+def test_paired_interval_is_the_student_t_interval():
+    mean, low, high = ch.paired_interval([0.01, 0.02, 0.03])
+    half = 0.01 * 4.303 / 3**0.5  # sd 0.01, t(0.975, 2) = 4.303
+    assert mean == pytest.approx(0.02) and low == pytest.approx(0.02 - half) and high == pytest.approx(0.02 + half)
+    # one seed has no interval: every check on it is False
+    mean, low, high = ch.paired_interval([0.3])
+    assert mean == 0.3 and math.isnan(low) and math.isnan(high)
+
+
+def test_claims_pool_the_recorded_seeds():
+    # ten seeds on which fine beats coarse, length and SFT by 8-12 points, dynamic beats fine by 5-7, and
+    # coarse's learning curve lags fine's by 8-10 points on average
+    good = [fake_results(0.5 + d, 0.42, 0.42, 0.55 + 2 * d, 0.4, coarse_auc_gap=0.08 + d) for d in
+            (0.0, 0.01, 0.02, 0.0, 0.01, 0.02, 0.0, 0.01, 0.02, 0.01)]  # fmt: skip
+    recorded = record_of(good)
+    numbers = ch.claim_numbers(good[0], recorded)
+    assert numbers["pooled_seeds"] == 10 and numbers["fine_minus_base"] == pytest.approx(0.3)
+    assert statuses(ch.claims(good[0], recorded)) == {
+        "C5.1": True, "C5.2": True, "C5.3": True, "C5.4": True, "C5.5": True,
+        "C5.6": False,  # fine - coarse over training is 8-10 points: a real effect, outside 5 points
+    }  # fmt: skip
+    # the same run without the recorded seeds: one seed, no interval, nothing pooled passes
+    assert not any(c.passed for c in ch.claims(good[0]))
+
+
+def test_required_claims_fail_on_a_small_or_unresolved_effect():
+    # RL lifts the base by 6-10 points only, and fine - coarse over training swings by 4-10 points either way
+    runs = [fake_results(0.25 + g, 0.25, 0.25, 0.25, 0.25, base=0.22, coarse_auc_gap=s) for g, s in
+            ((0.05, 0.16), (0.03, -0.16), (0.07, 0.12), (0.05, -0.12))]  # fmt: skip
+    claims = {c.id: c for c in ch.claims(runs[0], record_of(runs))}
+    assert claims["C5.5"].required and claims["C5.6"].required
+    assert claims["C5.5"].status == "FAIL" and claims["C5.6"].status == "FAIL"
+    # a resolved null (differences within a point of 0 on ten seeds) passes C5.6, and classes C5.1 "resolved absent"
+    null = [fake_results(0.5, 0.5 + d, 0.5, 0.5, 0.5, coarse_auc_gap=d) for d in (0.01, -0.01) * 5]
+    recorded = record_of(null)
+    assert statuses(ch.claims(null[0], recorded))["C5.6"] is True
+    pooled = ch.pooled_numbers(ch.recorded_seed_numbers(recorded))
+    assert ch.outcome(pooled, "fine_minus_coarse") == "resolved absent"
+    row = next(r for r in ch.interval_table(recorded).splitlines() if r.startswith("| fine - coarse, final success |"))
+    assert row.startswith("| fine - coarse, final success | 10 |") and row.endswith("| +5 | resolved absent |")
+
+
+def test_repool_rewrites_every_record_from_all_seeds(tmp_path, monkeypatch):
+    from course_lib import results as recorded
+
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
+    runs = [fake_results(0.5, 0.5 + d, 0.5, 0.5, 0.5, coarse_auc_gap=d) for d in (0.01, -0.01, 0.0)]
+    for seed, run in enumerate(runs):  # what `main --record` writes after each seed
+        recorded.record("ch05", seed, ch.CLAIMS, ch.claim_numbers(run), 1.0, {"fine/eval_success": [(0, 0.1)]})
+    first = recorded.load("ch05")["seeds"]["0"]
+    assert first["numbers"]["pooled_seeds"] == 1 and first["passed"]["C5.6"] is False
+    ch.repool("ch05")
+    for seed, record in recorded.load("ch05")["seeds"].items():
+        assert record["numbers"]["pooled_seeds"] == 3 and record["passed"]["C5.6"] is True, seed
+        assert record["curves"] == {"fine/eval_success": [[0.0, 0.1]]} and record["minutes"] == 1.0
+        assert record["numbers"]["fine_minus_coarse"] == pytest.approx(-[0.01, -0.01, 0.0][int(seed)])
 
 
 def test_sampling_stops_on_both_answer_kinds():

@@ -189,7 +189,7 @@ def test_ch02_verdicts():
     for n in (2, 4, 6):
         results["best_of_k"][n][48]["success"] = 0.72  # LATS leads by 3 points only
         results["lats"][n][48]["interactions"] = 15  # 20 per solved problem: 1.5 times ReAct's 13.3
-    assert statuses(ch02.claims(results)) == {"C2.1": NOT_REPRODUCED, "C2.2": "FAIL", "C2.3": "FAIL"}
+    assert statuses(ch02.claims(results)) == {"C2.1": NOT_REPRODUCED, "C2.2": NOT_REPRODUCED, "C2.3": "FAIL"}
     assert ch02.claim_numbers(results)["lats_first_lead_budget"] == 0  # no budget with a 5-point lead
 
 
@@ -212,7 +212,7 @@ def test_ch03_verdicts():
     small["dense"]["final"]["eval_fail_format"] = 0.4
     small["dense"]["final"]["eval_success"] = 0.18  # 8 points above its own base
     assert statuses(ch03.claims(results, config)) == {
-        "C3.1": "FAIL", "C3.2": NOT_REPRODUCED, "C3.3": NOT_REPRODUCED, "C3.4": "FAIL", "C3.5": "FAIL",
+        "C3.1": NOT_REPRODUCED, "C3.2": NOT_REPRODUCED, "C3.3": NOT_REPRODUCED, "C3.4": "FAIL", "C3.5": "FAIL",
     }  # fmt: skip
 
 
@@ -239,12 +239,28 @@ def test_ch05_verdicts():
     results = ch05_results()
     numbers = ch05.claim_numbers(results)
     assert numbers["fine_minus_coarse_auc"] == pytest.approx((1.1 - 0.9) / 3)
-    assert statuses(ch05.claims(results)) == {"C5.1": "PASS", "C5.2": "PASS", "C5.3": "PASS", "C5.4": "PASS"}
-    results["coarse"]["success"] = 0.47  # 3 points behind fine
-    results["length"]["success"] = 0.52  # the length reward helps
-    results["dynamic"]["success"] = 0.52
-    results["sft_novel"]["success"] = 0.38
-    assert set(statuses(ch05.claims(results)).values()) == {NOT_REPRODUCED}
+    # One run alone has no interval over seeds: the paper's claims are not reproduced, the required ones fail
+    assert statuses(ch05.claims(results)) == {
+        "C5.1": NOT_REPRODUCED, "C5.2": NOT_REPRODUCED, "C5.3": NOT_REPRODUCED, "C5.4": NOT_REPRODUCED,
+        "C5.5": "FAIL", "C5.6": "FAIL",
+    }  # fmt: skip
+    # Five recorded seeds like it (coarse jittered by a point): every paper claim holds, RL lifts the base by
+    # 32 points, and fine - coarse over training (about 7 points) is a real effect, so C5.6 fails
+    runs = []
+    for jitter in (-0.01, 0.0, 0.01, 0.0, -0.005):
+        run = copy.deepcopy(results)
+        run["coarse"]["success"] += jitter
+        runs.append(run)
+    recorded = {"seeds": {str(i): {"numbers": ch05.claim_numbers(r)} for i, r in enumerate(runs)}}
+    assert statuses(ch05.claims(results, recorded)) == {
+        "C5.1": "PASS", "C5.2": "PASS", "C5.3": "PASS", "C5.4": "PASS", "C5.5": "PASS", "C5.6": "FAIL",
+    }  # fmt: skip
+    for run in runs:  # the variants lose their edge on every seed
+        run["coarse"]["success"], run["length"]["success"] = 0.47, 0.52
+        run["dynamic"]["success"], run["sft_novel"]["success"] = 0.52, 0.38
+    recorded = {"seeds": {str(i): {"numbers": ch05.claim_numbers(r)} for i, r in enumerate(runs)}}
+    verdicts = statuses(ch05.claims(results, recorded))
+    assert {verdicts[f"C5.{k}"] for k in range(1, 5)} == {NOT_REPRODUCED}
 
 
 def test_ch06_verdicts():

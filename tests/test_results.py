@@ -100,6 +100,8 @@ def test_format_number():
     assert [results.format_number(x) for x in (0.7604, 48.0, 35.512, 3.2e12, float("inf"), 0.0)] == [
         "0.760", "48", "35.512", "3.2e+12", "∞", "0",
     ]  # fmt: skip
+    assert results.format_number(-9.25e-18) == "0"  # zero up to rounding, not "-9.25e-18"
+    assert results.format_number(2e-4) == "0.0002"
 
 
 def test_claims_table(tmp_results):
@@ -112,3 +114,56 @@ def test_claims_table(tmp_results):
     # a `|` inside a cell is escaped so the row keeps six columns
     assert lines[3] == "| C9.2 | paper: 5 \\| 6 | cost below 10 [`cost`] | 7.250 | 5 to 5 (seeds 0-2) | PASS |"
     assert "not recorded" in results.claims_table(SPECS, {"gain": 0.2, "cost": 1.0}, None)
+
+
+def test_curves_are_recorded_per_seed_and_loaded_back(tmp_results):
+    curves = {"masked/eval_success": [(0, 0.1), (10, 0.4)], "masked/loss": [(0, 2.0)]}
+    made = results.make_record(0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0, curves=curves)
+    assert made["curves"] == {"masked/eval_success": [[0.0, 0.1], [10.0, 0.4]], "masked/loss": [[0.0, 2.0]]}
+    assert "curves" not in results.make_record(1, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
+    results.write("ch09", [made, results.make_record(1, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)])
+    results.write("ch09", [results.make_record(2, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0,
+                                               curves={"masked/eval_success": [(0, 0.3), (10, 0.5)]})])  # fmt: skip
+    # seed 1 has no curves and is left out; x and y come back as float tuples, seeds as ints in order
+    assert results.load_curves("ch09", "masked/eval_success") == {
+        0: [(0.0, 0.1), (10.0, 0.4)],
+        2: [(0.0, 0.3), (10.0, 0.5)],
+    }
+    assert results.load_curves("ch09", "masked/loss") == {0: [(0.0, 2.0)]}
+    with pytest.raises(KeyError, match="no recorded seed of ch09 has the curve 'plain/loss'"):
+        results.load_curves("ch09", "plain/loss")
+
+
+def test_history_curves_skips_absent_keys():
+    histories = {"masked": [{"iteration": 0, "loss": 1.0, "eval": 0.2}, {"iteration": 1, "loss": 0.5}],
+                 "plain": [{"iteration": 0, "loss": 3.0}]}  # fmt: skip
+    assert results.history_curves(histories, ["loss", "eval"]) == {
+        "masked/loss": [(0.0, 1.0), (1.0, 0.5)], "masked/eval": [(0.0, 0.2)], "plain/loss": [(0.0, 3.0)],
+    }  # fmt: skip
+
+
+def test_seed_table_rows_and_mean(tmp_results):
+    results.write("ch09", [results.make_record(0, SPECS, {"gain": 0.1, "cost": 4.0}, 1.0),
+                           results.make_record(1, SPECS, {"gain": 0.3, "cost": 8.0}, 1.0),
+                           results.make_record(2, SPECS[:1], {"gain": 0.2}, 1.0)])  # fmt: skip
+    table = results.seed_table("ch09", [("gain", "gain (a|b)"), ("cost", "cost")])
+    assert table.splitlines() == [
+        "| seed | gain (a\\|b) | cost |",
+        "|---|---|---|",
+        "| 0 | 0.100 | 4 |",
+        "| 1 | 0.300 | 8 |",
+        "| 2 | 0.200 | - |",
+        "| mean of 3 | 0.200 | 6 |",
+    ]
+
+
+def test_verdict_table(tmp_results):
+    results.write("ch09", [results.make_record(0, SPECS, {"gain": 0.2, "cost": 4.0}, 1.0),
+                           results.make_record(3, SPECS, {"gain": 0.05, "cost": 40.0}, 1.0)])  # fmt: skip
+    assert results.verdict_table("ch09").splitlines() == [
+        "| seed | C9.1 | C9.2 |",
+        "|---|---|---|",
+        "| 0 | PASS | PASS |",
+        "| 3 | FAIL | not reproduced at this scale |",
+        "| passed | 1 of 2 | 1 of 2 |",
+    ]
