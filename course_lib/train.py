@@ -228,7 +228,11 @@ def grpo_iteration(
     generator: torch.Generator,
     optimizer: torch.optim.Optimizer,
 ) -> dict[str, float]:
-    """One rollout-advantage-update iteration; returns its metrics and phase timings (seconds)."""
+    """One rollout-advantage-update iteration; returns its metrics and phase timings (seconds).
+
+    `clip_fraction` and `ratio_mean` are those of the last update; with `updates_per_batch > 1` the
+    metrics also hold `clip_fraction_update_k` for each update k (0 at k = 0, where every ratio is 1 up to rounding).
+    """
     device = next(model.parameters()).device
     start = time.perf_counter()
     prompts = config.prompts_per_iteration
@@ -255,11 +259,14 @@ def grpo_iteration(
             old_logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, engine.config.temperature)
     model.train()
     stats: dict[str, float] = {}
-    for _ in range(config.updates_per_batch):
+    per_update: dict[str, float] = {}
+    for update in range(config.updates_per_batch):
         logprobs, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, engine.config.temperature)
         loss, stats = clipped_surrogate_loss(
             logprobs, old_logprobs, advantages, loss_mask, config.clip_low, config.clip_high, config.aggregation
         )
+        if config.updates_per_batch > 1:  # the clip can only act from the second update on (ratio 1 at the first)
+            per_update[f"clip_fraction_update_{update}"] = stats["clip_fraction"]
         if config.entropy_coef:
             loss = loss - config.entropy_coef * masked_aggregate(entropy, loss_mask, config.aggregation)
         if config.kl_coef:
@@ -284,6 +291,7 @@ def grpo_iteration(
         "loss": loss.item(),
         "grad_norm": float(grad_norm),
         **stats,
+        **per_update,
         "time_rollout": rolled - start,
         "time_advantage": advantaged - rolled,
         "time_update": updated - advantaged,

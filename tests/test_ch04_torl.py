@@ -128,3 +128,24 @@ def test_gpu_preset_runs_on_cpu_for_a_few_steps(tmp_path):
     stats = ch04.evaluate(model, tokenizer, config, seed=0)
     assert set(ch04.SUMMARY_KEYS) <= set(stats)
     assert torch.isfinite(torch.tensor(list(stats.values()))).all()
+
+
+def test_record_curves_and_context_numbers():
+    """`--record` stores every variant's curves under a key without `=`, and the ablations' final accuracy
+    and cost per step as context numbers (no claim uses them)."""
+    base = {"success": 0.25, "code_ratio": 0.4, "ineffective_rate": 0.3}
+    final = {"success": 0.6, "code_ratio": 0.9, "ineffective_rate": 0.1, "silent_tool_hallucination": 0.0}
+    history = [{"iteration": 0, "eval_success": 0.25, "reward": -0.5}, {"iteration": 1, "reward": 0.1},
+               {"iteration": 2, "eval_success": 0.6}]  # fmt: skip
+    runs = {name: {"final": {**final, "success": 0.5 + i / 10}, "history": history, "seconds_per_step": 0.2 + i}
+            for i, name in enumerate(ch04.VARIANTS)}  # fmt: skip
+    numbers = ch04.claim_numbers({"base": base, "runs": runs})
+    assert numbers["penalty_success"] == 0.7 and numbers["c2_success"] == 0.8
+    assert numbers["masked_seconds_per_step"] == 0.2 and numbers["c2_seconds_per_step"] == 3.2
+    curves = ch04.curves({"runs": runs})
+    assert curves["c2/eval_success"] == [(0.0, 0.25), (2.0, 0.6)] and curves["unmasked/reward"] == [
+        (0.0, -0.5),
+        (1.0, 0.1),
+    ]
+    assert not any("=" in name for name in curves)
+    assert "masked/entropy" not in curves  # absent from every row: not recorded as an empty curve

@@ -117,3 +117,16 @@ def test_gpu_preset_runs_on_cpu_for_a_few_steps(tmp_path):
     changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     assert changed, "non-zero advantages must move the weights"
     assert set(TABLE) <= set(tokenizer.get_vocab())
+
+
+def test_record_curves_for_both_runs():
+    history = [{"iteration": 0, "success": 0.4, "eval_retry_rate": 0.2}, {"iteration": 10, "eval_retry_rate": 0.9}]
+    curves = ch06.curves({"history": history, "history_no_tool": history[:1]})
+    assert curves["tool/eval_retry_rate"] == [(0.0, 0.2), (10.0, 0.9)]
+    assert curves["no_tool/eval_retry_rate"] == [(0.0, 0.2)] and curves["no_tool/success"] == [(0.0, 0.4)]
+
+
+def test_cpu_preset_evaluates_often_enough_for_a_retry_curve():
+    config = ch06.preset("cpu")
+    assert config.grpo.iterations // config.grpo.eval_every >= 4
+    assert config.retry_share == 0.2  # the notebook's prose says "a fifth"

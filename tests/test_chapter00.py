@@ -104,3 +104,33 @@ def test_base_build_is_deterministic(tmp_path):
     for name in ("a", "b"):
         ch00.build_base(tmp_path / name, seed=0, progress=False, config=config)
     assert sha256(tmp_path / "a" / "model.safetensors") == sha256(tmp_path / "b" / "model.safetensors")
+
+
+def test_clip_acts_only_after_the_first_update_on_a_batch():
+    """One update per batch never clips (ratio 1 when the sampling policy is the updated one); later updates
+    on the same batch do. The default path's numbers are not touched: no per-update keys with one update."""
+    from course_lib import data
+
+    config = ch00.preset("cpu")
+    model, tokenizer = data.load_base(ch00.BASE_NAME, "cpu")
+    before = [p.detach().clone() for p in model.parameters()]
+    fractions = ch00.clip_activity(model, tokenizer, config, seed=0, updates=3, iterations=2)
+    assert len(fractions) == 2 and all(len(row) == 3 for row in fractions)
+    assert all(row[0] == 0.0 for row in fractions)
+    assert fractions[0][2] > fractions[0][1] > 0.0, fractions  # the ratios drift further with each update
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())), "clip_activity trains a copy"
+    history = train_grpo(
+        model, tokenizer, ch00.make_env, config.sampling,
+        dataclasses.replace(config.grpo, iterations=1), seed=0,
+    )  # fmt: skip
+    assert history[0]["clip_fraction"] == 0.0 and not any(k.startswith("clip_fraction_update") for k in history[0])
+
+
+def test_curves_for_the_record():
+    history = [{"iteration": 0, "success": 0.5, "eval_success": 0.4, "tool_use": 0.5, "entropy": 0.8},
+               {"iteration": 1, "success": 0.7, "tool_use": 0.9, "entropy": 0.5},
+               {"iteration": 2, "eval_success": 0.8}]  # fmt: skip
+    curves = ch00.curves({"history": history})
+    assert curves["grpo/eval_success"] == [(0.0, 0.4), (2.0, 0.8)]
+    assert curves["grpo/success"] == [(0.0, 0.5), (1.0, 0.7)]
+    assert set(curves) == {f"grpo/{k}" for k in ch00.CURVE_KEYS}

@@ -103,9 +103,7 @@ def committed_claim_ids(path: Path) -> list[str]:
 
 
 # Committed outputs that fail today; each entry names the fix that flips it (then remove the entry).
-STALE_CLAIMS_OUTPUT = {
-    "04_torl_tool_rl": "the committed output predates the C4.3a/C4.3b split (prints C4.3 twice): refresh notebook 04",
-}
+STALE_CLAIMS_OUTPUT: dict[str, str] = {}
 
 
 def _claims_cases() -> list:

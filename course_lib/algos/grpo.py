@@ -4,7 +4,7 @@ Chapter 00 introduces it; every RL chapter reuses it.
 
 For G sampled responses to the same prompt with rewards r_1..r_G, the advantage of response i is
 
-    A_i = (r_i - mean(r)) / (std(r) + eps)                                  (GRPO, eq. 3)
+    A_i = (r_i - mean(r)) / (std(r) + eps)          (DeepSeekMath section 4.1.2, outcome supervision)
 
 with the unbiased standard deviation (as `torch.std`), and every token of response i gets A_i.
 Groups whose rewards are all equal (or that hold one response) get A = 0: they carry no signal.

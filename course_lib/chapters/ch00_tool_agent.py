@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import functools
 import random
 import time
@@ -202,6 +203,47 @@ def run(seed: int, config: Chapter00Config | None = None, progress: bool = False
     return results
 
 
+CURVE_KEYS = ("success", "eval_success", "tool_use", "entropy")
+"""History keys whose curves `--record` stores (under `grpo/<key>`), for seed bands in the notebook."""
+
+
+def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
+    """The run's learning curves, `{"grpo/<key>": [(iteration, value), ...]}`, for `results.record`."""
+    return recorded.history_curves({"grpo": results["history"]}, CURVE_KEYS)
+
+
+def clip_activity(
+    model, tokenizer, config: Chapter00Config, seed: int, updates: int = 4, iterations: int = 10
+) -> list[list[float]]:
+    """Where PPO's clip acts: GRPO on a copy of `model` with `updates` optimizer steps per batch of rollouts
+    (`GRPOConfig.updates_per_batch`) for `iterations` iterations, no evaluation. Returns, per iteration, the
+    share of policy tokens whose ratio was clipped at each update (`clip_fraction_update_k`).
+
+    At the first update the policy is the one that sampled the batch, so every ratio is 1 and the clip
+    cannot act; the chapter's main run (one update per batch) therefore never clips. Only later updates
+    on the same batch move ratios past 1 +/- epsilon, and a clipped token stops contributing gradient.
+    """
+    if updates < 2:
+        raise ValueError("the clip only acts from the second update on a batch: use updates >= 2")
+    grpo = dataclasses.replace(config.grpo, iterations=iterations, updates_per_batch=updates)
+    history = train_grpo(copy.deepcopy(model), tokenizer, make_env, config.sampling, grpo, seed)
+    return [[row[f"clip_fraction_update_{k}"] for k in range(updates)] for row in history if "loss" in row]
+
+
+def plot_clip_activity(fractions: list[list[float]], ax, shown: tuple[int, ...] = (0, 2, 5, 9)):
+    """Clip fraction against the update index within a batch, one line per shown iteration."""
+    for iteration in shown:
+        if iteration < len(fractions):
+            row = fractions[iteration]
+            ax.plot(range(1, len(row) + 1), row, marker="o", ms=3, label=f"iteration {iteration}")
+    ax.set_xlabel("update on the same batch of rollouts")
+    ax.set_ylabel("share of policy tokens clipped")
+    ax.set_title("the clip acts only after the first update", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
 def claim_numbers(results: Mapping) -> dict[str, float]:
     """Every number chapter 00's claims use, flat: held-out success before and after GRPO and the
     exactness counts of `exactness_checks`; tool use before and after too, when measured (context only)."""
@@ -271,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         for claim in evaluate_all(CLAIMS, numbers):
             print(f"  {claim.id} {claim.status} {claim.name}")
         if args.record:
-            recorded.record("ch00", seed, CLAIMS, numbers, results["minutes"])
+            recorded.record("ch00", seed, CLAIMS, numbers, results["minutes"], curves(results))
 
 
 if __name__ == "__main__":

@@ -327,7 +327,8 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
     """Every number chapter 04's claims use, flat: the base's and the masked (main) run's final held-out
     accuracy, code ratio and ineffective-call share, the silent-tool hallucination probe of the masked
     and unmasked runs, each run's mean held-out accuracy over its evaluations after iteration 0, and
-    the differences the claims check."""
+    the differences the claims check; as context (no claim uses them), the penalty and C = 2 runs' final
+    accuracy and each run's seconds per RL step when present."""
     base, runs = results["base"], results["runs"]
     masked, unmasked = runs["masked"]["final"], runs["unmasked"]["final"]
     numbers = {f"base_{key}": base[key] for key in ("success", "code_ratio", "ineffective_rate")}
@@ -345,7 +346,29 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
     if "success" in unmasked:  # context for C4.3b: the final gap, which was within noise
         numbers["unmasked_success"] = unmasked["success"]
         numbers["final_accuracy_masked_minus_unmasked"] = masked["success"] - unmasked["success"]
+    # context, no claim: the two other ablations' final accuracy and every run's cost per RL step
+    for name, run_results in runs.items():
+        key = RECORD_NAMES[name]
+        if name in ("penalty", "C=2"):
+            numbers[f"{key}_success"] = run_results["final"]["success"]
+        if "seconds_per_step" in run_results:
+            numbers[f"{key}_seconds_per_step"] = run_results["seconds_per_step"]
     return numbers
+
+
+RECORD_NAMES = {"masked": "masked", "unmasked": "unmasked", "penalty": "penalty", "C=2": "c2"}
+"""How each variant is spelled in recorded number and curve names (no `=` in keys)."""
+CURVE_KEYS = (
+    "eval_success", "eval_code_ratio", "eval_executable_ratio", "eval_ineffective_rate",
+    "eval_silent_tool_hallucination", "tool_use", "tool_error_rate", "reward", "entropy",
+)  # fmt: skip
+"""History keys whose curves `--record` stores, per variant (`masked/eval_success`, `c2/reward`, ...)."""
+
+
+def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
+    """Every run's learning curves, `{"<variant>/<key>": [(iteration, value), ...]}`, for `results.record`."""
+    histories = {RECORD_NAMES[name]: run_results["history"] for name, run_results in results["runs"].items()}
+    return recorded.history_curves(histories, CURVE_KEYS)
 
 
 CLAIMS: tuple[ClaimSpec, ...] = (
@@ -433,7 +456,7 @@ def main(argv: list[str] | None = None) -> None:
             for claim in evaluate_all(CLAIMS, numbers):
                 print(f"  {claim.id} {claim.status} {claim.name}")
             if args.record:
-                recorded.record("ch04", seed, CLAIMS, numbers, results["minutes"])
+                recorded.record("ch04", seed, CLAIMS, numbers, results["minutes"], curves(results))
 
 
 if __name__ == "__main__":
