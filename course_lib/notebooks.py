@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import html
+import importlib.util
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -54,13 +56,33 @@ def strip_volatile(notebook: nbformat.NotebookNode) -> None:
     notebook.metadata.pop("widgets", None)
 
 
+MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
+"""The MathJax 2 configuration that `jupyter-server-mathjax` ships (TeX input, HTML output, safe mode)."""
+
+
+def local_mathjax(out: Path) -> str | None:
+    """Copy the MathJax that the `jupyter-server-mathjax` package ships into `out/mathjax` and return the
+    relative URL the HTML pages load it from, so equations render without network access; None (nbconvert's
+    default, a CDN) when the package is not installed."""
+    spec = importlib.util.find_spec("jupyter_server_mathjax")
+    if spec is None or spec.origin is None:
+        return None
+    static = Path(spec.origin).parent / "static"
+    if not (static / "MathJax.js").exists():
+        return None
+    shutil.copytree(static, out / "mathjax", dirs_exist_ok=True)
+    return f"mathjax/MathJax.js?config={MATHJAX_CONFIG}"
+
+
 def run(paths: list[Path], out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
+    mathjax = local_mathjax(out)
+    exporter = HTMLExporter(mathjax_url=mathjax) if mathjax else HTMLExporter()
     rows = []
     for path in paths:
         notebook, seconds = execute(path)
         nbformat.write(notebook, out / path.name)
-        body, _ = HTMLExporter().from_notebook_node(notebook)
+        body, _ = exporter.from_notebook_node(notebook)
         (out / path.with_suffix(".html").name).write_text(body)
         rows.append((path.stem, seconds))
         print(f"{path.name}: {seconds / 60:.1f} min")
