@@ -7,7 +7,7 @@
 
 Bands and error bars default to the min-max range over seeds: with 3-5 seeds a 95% t-interval is wide
 (t = 4.30 at 2 degrees of freedom) and rests on a normality assumption nobody can check on 3 points; the
-range shows exactly what was measured. `arm_comparison(..., interval="t95")` draws the t-interval instead.
+range shows exactly what was measured. `arm_comparison(..., kind="t95")` draws the t-interval instead.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from course_lib.stats import interval
+
 FEW_POINTS = 15
 """Curves with fewer points than this get a marker at each point (sparse evaluations stay visible)."""
-T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
-"""Two-sided 95% Student-t quantiles for 1-10 degrees of freedom (no scipy in the course's environment)."""
 
 
 def grid(n: int, width: float = 4.6, height: float = 3.4, columns: int = 2) -> tuple[Figure, list[Axes]]:
@@ -82,25 +82,6 @@ def curves_with_bands(
     return ax
 
 
-def interval(values: Sequence[float], kind: Literal["range", "t95"] = "range") -> tuple[float, float, float]:
-    """`(mean, low, high)` of `values`: low/high are the min and max ("range") or the mean -/+ the 95%
-    Student-t half-width s * t(0.975, n-1) / sqrt(n) ("t95"; equal to the mean for a single value)."""
-    data = np.asarray(values, dtype=float)
-    if not data.size:
-        raise ValueError("no values")
-    mean = float(data.mean())
-    if kind == "range":
-        return mean, float(data.min()), float(data.max())
-    if kind != "t95":
-        raise ValueError(f"interval kind must be 'range' or 't95', got {kind!r}")
-    if data.size < 2:
-        return mean, mean, mean
-    if data.size - 1 > len(T_975):
-        raise ValueError(f"t95 is tabulated for up to {len(T_975) + 1} values, got {data.size}")
-    half = float(data.std(ddof=1)) * T_975[data.size - 2] / math.sqrt(data.size)
-    return mean, mean - half, mean + half
-
-
 def arm_comparison(
     values: Mapping[str, Sequence[float]],
     ax: Axes,
@@ -110,7 +91,7 @@ def arm_comparison(
     show_seeds: bool = True,
 ) -> Axes:
     """One bar per arm at its mean over seeds, with an error bar (`kind`: min-max "range", the default, or
-    the 95% t-interval "t95", see `interval`) and, with `show_seeds`, each seed's value as a dot."""
+    the 95% t-interval "t95", see `stats.interval`) and, with `show_seeds`, each seed's value as a dot."""
     labels = list(values)
     stats = [interval(values[label], kind) for label in labels]
     positions = np.arange(len(labels))

@@ -167,9 +167,16 @@ def load(chapter: str) -> dict:
     return loaded
 
 
+def recorded_numbers(recorded: Mapping, key: str) -> list[float]:
+    """One number over the seeds of a loaded results file (`load(chapter)`), in seed order; seeds that
+    did not record it are skipped."""
+    seeds = sorted(recorded["seeds"].items(), key=lambda item: int(item[0]))
+    return [record["numbers"][key] for _, record in seeds if key in record["numbers"]]
+
+
 def seed_range(chapter: str, key: str) -> tuple[float, float, int]:
     """`(min, max, number of seeds)` of one number over a chapter's recorded seeds."""
-    values = [r["numbers"][key] for r in load(chapter)["seeds"].values() if key in r["numbers"]]
+    values = recorded_numbers(load(chapter), key)
     if not values:
         raise KeyError(f"no recorded seed of {chapter} has the number {key!r}")
     return min(values), max(values), len(values)

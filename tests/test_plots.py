@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 
-from course_lib import plots  # noqa: E402
+from course_lib import plots, stats  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -60,13 +60,13 @@ def test_curves_with_bands_uses_common_x_only():
 
 
 def test_interval_range_and_t95():
-    assert plots.interval([0.2, 0.5, 0.8]) == pytest.approx((0.5, 0.2, 0.8))
-    mean, low, high = plots.interval([0.2, 0.5, 0.8], "t95")
+    assert stats.interval([0.2, 0.5, 0.8]) == pytest.approx((0.5, 0.2, 0.8))
+    mean, low, high = stats.interval([0.2, 0.5, 0.8], "t95")
     half = np.std([0.2, 0.5, 0.8], ddof=1) * 4.303 / np.sqrt(3)  # t(0.975, 2) = 4.303
     assert (mean, low, high) == pytest.approx((0.5, 0.5 - half, 0.5 + half))
-    assert plots.interval([0.4], "t95") == (0.4, 0.4, 0.4)
+    assert stats.interval([0.4], "t95") == (0.4, 0.4, 0.4)
     with pytest.raises(ValueError):
-        plots.interval([1.0, 2.0], "sd")  # type: ignore[arg-type]
+        stats.interval([1.0, 2.0], "sd")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("kind", ["range", "t95"])
@@ -80,7 +80,7 @@ def test_arm_comparison_bars_error_bars_and_seed_dots(kind):
     errorbar = next(c for c in ax.containers if isinstance(c, ErrorbarContainer))
     segments = errorbar.lines[2][0].get_segments()
     spans = [(seg[:, 1].min(), seg[:, 1].max()) for seg in segments]
-    expected = [plots.interval(v, kind)[1:] for v in values.values()]
+    expected = [stats.interval(v, kind)[1:] for v in values.values()]
     assert spans == [pytest.approx(e) for e in expected]
     if kind == "range":
         assert spans == [pytest.approx((0.7, 0.9)), pytest.approx((0.5, 1.0))]

@@ -167,3 +167,9 @@ def test_verdict_table(tmp_results):
         "| 3 | FAIL | not reproduced at this scale |",
         "| passed | 1 of 2 | 1 of 2 |",
     ]
+
+
+def test_recorded_numbers_follow_numeric_seed_order_and_skip_missing():
+    loaded = {"seeds": {"10": {"numbers": {"gain": 0.3}}, "2": {"numbers": {"gain": 0.1}}, "3": {"numbers": {}}}}
+    assert results.recorded_numbers(loaded, "gain") == [0.1, 0.3]
+    assert results.recorded_numbers(loaded, "cost") == []

@@ -123,16 +123,7 @@ def distinct_test_rows(per_length: int, exclude: dict[str, list], max_draws: int
     for length in LENGTHS:
         seen = {(i, g) for i, g, n in zip(exclude["init"], exclude["goal"], exclude["length"], strict=True)
                 if n == length}  # fmt: skip
-        found = 0
-        for seed in range(max_draws):
-            if found == per_length:
-                break
-            init, goal = _problem_texts(seed, length)
-            if (init, goal) not in seen:
-                seen.add((init, goal))
-                found += 1
-                for key, value in zip(rows, (seed, length, init, goal), strict=True):
-                    rows[key].append(value)
+        found = _take_distinct(rows, length, range(max_draws), seen, per_length)
         if found < per_length:
             raise ValueError(f"only {found} distinct {length}-step test problems in {max_draws} draws; ask for fewer")
     return rows
@@ -149,18 +140,26 @@ def validation_rows(
     rows = {"seed": [], "length": [], "init": [], "goal": []}
     for length in LENGTHS:
         seen = {_problem_texts(seed, length) for seed in range(test_draws)}
-        found, seed = 0, test_draws
-        while found < per_length:
-            if seed >= test_draws + max_draws:
-                raise ValueError(f"only {found} new {length}-step problems in {max_draws} draws; ask for fewer")
-            init, goal = _problem_texts(seed, length)
-            if (init, goal) not in seen:
-                seen.add((init, goal))
-                found += 1
-                for key, value in zip(rows, (seed, length, init, goal), strict=True):
-                    rows[key].append(value)
-            seed += 1
+        found = _take_distinct(rows, length, range(test_draws, test_draws + max_draws), seen, per_length)
+        if found < per_length:
+            raise ValueError(f"only {found} new {length}-step problems in {max_draws} draws; ask for fewer")
     return rows
+
+
+def _take_distinct(rows: dict[str, list], length: int, seeds: range, seen: set, per_length: int) -> int:
+    """Append to `rows` the problems of `seeds` (in order) not in `seen`, until `per_length` were taken;
+    `seen` grows with each. Returns how many were taken."""
+    found = 0
+    for seed in seeds:
+        if found == per_length:
+            break
+        init, goal = _problem_texts(seed, length)
+        if (init, goal) not in seen:
+            seen.add((init, goal))
+            found += 1
+            for key, value in zip(rows, (seed, length, init, goal), strict=True):
+                rows[key].append(value)
+    return found
 
 
 @functools.cache

@@ -55,7 +55,9 @@ from course_lib.envs.function_calling import (
     vocabulary,
 )
 from course_lib.models import add_lora, build_model, count_parameters, save
+from course_lib.results import recorded_numbers
 from course_lib.rollout import SamplingConfig
+from course_lib.stats import interval
 from course_lib.tokenizer import build_tokenizer, encode
 from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, supervised_warm_start, train_grpo
 
@@ -396,10 +398,8 @@ POOLED = "pooled_"
 
 def paired_interval(values: list[float]) -> tuple[float, float, float]:
     """`(mean, low, high)` of per-seed paired differences: the two-sided 95% Student-t interval
-    mean -/+ t(0.975, n-1) sd / sqrt(n) (`plots.interval`). A single seed gives no interval: low and
+    mean -/+ t(0.975, n-1) sd / sqrt(n) (`stats.interval`). A single seed gives no interval: low and
     high are NaN, so every check on them is False."""
-    from course_lib.plots import interval  # the course's one t-interval (a quantile table; no scipy here)
-
     if len(values) < 2:
         mean = float(values[0]) if values else float("nan")
         return mean, float("nan"), float("nan")
@@ -567,11 +567,6 @@ def interval_table(recorded: Mapping) -> str:
     return "\n".join(lines)
 
 
-def recorded_values(recorded: Mapping, key: str) -> list[float]:
-    """One number over the recorded seeds (`recorded` is `results.load("ch05")`), in seed order."""
-    return [number[key] for number in recorded_seed_numbers(recorded) if key in number]
-
-
 def interval_plot(recorded: Mapping, ax, keys: tuple[str, ...] = tuple(PAIRED)):
     """The paired differences pooled over the recorded seeds, in points: each seed as a dot, the mean with
     its 95% interval as a bar, 0 as a solid line and the paper's 5-point margin as dashed lines."""
@@ -581,7 +576,7 @@ def interval_plot(recorded: Mapping, ax, keys: tuple[str, ...] = tuple(PAIRED)):
         mean, low, high = (100 * v for v in _pooled(pooled, key))
         ax.errorbar(mean, row, xerr=[[mean - low], [high - mean]], fmt="o", color="C3", capsize=4,
                     label="mean, 95% interval" if row == 0 else None)  # fmt: skip
-        seeds = 100 * np.asarray(recorded_values(recorded, key))
+        seeds = 100 * np.asarray(recorded_numbers(recorded, key))
         ax.scatter(seeds, np.full(seeds.size, row + 0.2), s=10, color="black", label="seeds" if row == 0 else None)
     for x, style in ((0, "-"), (-5, "--"), (5, "--")):
         ax.axvline(x, color="grey", linestyle=style, linewidth=1)
