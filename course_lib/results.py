@@ -112,7 +112,9 @@ def provenance() -> dict:
 
     return {
         "git_commit": _git("rev-parse", "HEAD") or "unknown",
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        # results/ itself is excluded: a multi-chapter re-record writes these files as it goes, and they are
+        # outputs of the code, not part of it
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")),
         "python": platform.python_version(),
         **{name: _version(name) for name in LIBRARIES},
         "cpu": machine()["cpu"],
