@@ -88,7 +88,7 @@ def count_overlap(held_out: Iterable[Hashable], reference: Iterable[Hashable]) -
 
 def grpo_task_seeds(iterations: int, prompts_per_iteration: int, run_seeds: Sequence[int] = RUN_SEEDS) -> list[int]:
     """The task seeds `train.train_grpo` resets its training environments with, for each run seed:
-    `seed * 1_000_003 + iteration * prompts + p` (`train.grpo_iteration`; a test checks the two agree)."""
+    `seed * 1_000_003 + iteration * prompts + p` (`train.policy_iteration`; a test checks the two agree)."""
     return [
         seed * 1_000_003 + iteration * prompts_per_iteration + p
         for seed in run_seeds

@@ -38,7 +38,7 @@ from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.models import count_parameters
 from course_lib.rollout import RolloutEngine
 from course_lib.tokenizer import decode, encode
-from course_lib.train import grpo_iteration
+from course_lib.train import policy_iteration
 
 
 @dataclass
@@ -202,7 +202,7 @@ def bench_rollout(batch: int, group: int, repeats: int, task_names: Sequence[str
     generator = torch.Generator().manual_seed(0)
     phases = {"time_rollout": 0.0, "time_advantage": 0.0, "time_update": 0.0}
     for iteration in range(3):
-        metrics = grpo_iteration(
+        metrics = policy_iteration(
             model, RolloutEngine(model, tokenizer, arithmetic.sampling), envs, grpo, 0, iteration, generator, optimizer
         )
         for key in phases:

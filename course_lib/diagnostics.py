@@ -14,11 +14,6 @@ import numpy as np
 from course_lib.rollout import Trajectory
 
 
-def used_tool(trajectory: Trajectory) -> bool:
-    """Whether any step of the trajectory executed a tool (its info carries `tool_result`)."""
-    return any("tool_result" in info for info in trajectory.infos)
-
-
 def rollout_stats(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """Success rate, mean reward, tool-use rate, tool error rate, invalid-action rate, turns,
     policy tokens per trajectory and mean token entropy (nats) over policy tokens."""

@@ -98,7 +98,7 @@ def cases() -> dict[str, Callable[[], object]]:
     from course_lib.chapters import ch00_tool_agent as ch00
     from course_lib.chapters import ch01_rap as ch01
     from course_lib.chapters import ch05_toolrl as ch05
-    from course_lib.train import evaluate_policy, grpo_iteration
+    from course_lib.train import evaluate_policy, policy_iteration
 
     def chapter00_rollouts():
         model, tokenizer = data.load_base(ch00.BASE_NAME)
@@ -120,7 +120,7 @@ def cases() -> dict[str, Callable[[], object]]:
         generator = torch.Generator().manual_seed(0)
         engine = RolloutEngine(model, tokenizer, config.sampling)
         metrics = [
-            grpo_iteration(model, engine, envs, config.grpo, 0, iteration, generator, optimizer)
+            policy_iteration(model, engine, envs, config.grpo, 0, iteration, generator, optimizer)
             for iteration in range(2)
         ]
         untimed = [{key: value for key, value in m.items() if not key.startswith("time_")} for m in metrics]

@@ -74,6 +74,12 @@ class Trajectory:
     """Environment copies after 0, 1, ... steps (only with `snapshot_envs`)."""
     parent: int | None = None
     branch_position: int | None = None
+    traj_id: int | None = None
+    """Step mode: the episode this one-step row belongs to (None in trajectory mode: the row is its episode)."""
+    step_index: int = 0
+    """Step mode: the index of this row's step within its episode (its own turn 0)."""
+    episode_reward: float | None = None
+    """Step mode: the episode's total reward, which every step row of it carries (as verl-agent does)."""
     terminated: bool = False
     truncated: bool = False
     cut: bool = False
@@ -99,28 +105,77 @@ class Trajectory:
 
 @dataclass
 class RolloutBatch:
-    """Right-padded tensors of a list of trajectories (B sequences, T tokens)."""
+    """Right-padded tensors of a list of rows (B sequences, T tokens), plus a flat table of their K
+    environment steps, so that step-level estimators (GiGPO) find rewards, validity and anchors.
+
+    A row is a whole episode in trajectory mode and one step of an episode in step mode
+    (`Trajectory.traj_id` set); either way each step is one entry `k` of the step table, whose action
+    tokens are those of row `step_row[k]` with turn id `step_turn[k]` (`broadcast_steps`).
+    """
 
     input_ids: torch.Tensor  # [B, T] long
     attention_mask: torch.Tensor  # [B, T] long
     loss_mask: torch.Tensor  # [B, T] float, 1 on policy tokens only
     old_logprobs: torch.Tensor  # [B, T] float, sampling log-probs (0 off the loss mask)
     entropies: torch.Tensor  # [B, T] float
-    turn_ids: torch.Tensor  # [B, T] long, -1 for prompt and padding
-    rewards: torch.Tensor  # [B] float, total reward of each trajectory
+    turn_ids: torch.Tensor  # [B, T] long, the row's step each token belongs to; -1 for prompt and padding
+    rewards: torch.Tensor  # [B] float, total reward of each row's episode
     group_ids: torch.Tensor  # [B] long
+    traj_ids: torch.Tensor  # [B] long, the episode of each row
+    step_row: torch.Tensor  # [K] long, the row holding step k's action
+    step_turn: torch.Tensor  # [K] long, step k's turn id within that row
+    step_index: torch.Tensor  # [K] long, step k's index within its episode
+    step_traj: torch.Tensor  # [K] long
+    step_group: torch.Tensor  # [K] long
+    step_reward: torch.Tensor  # [K] float, the environment's reward for step k
+    step_valid: torch.Tensor  # [K] bool, `info["valid"]` of step k (True when the env does not say)
+    step_anchors: list = field(default_factory=list)  # K anchors (hashable; not tensors)
 
     def to(self, device: torch.device | str) -> RolloutBatch:
-        return RolloutBatch(**{name: value.to(device) for name, value in vars(self).items()})
+        return RolloutBatch(
+            **{name: value.to(device) if torch.is_tensor(value) else value for name, value in vars(self).items()}
+        )
+
+    def select(self, keep: torch.Tensor) -> RolloutBatch:
+        """The rows where `keep` `[B]` (bool) is True, with their steps (a batch filter's output)."""
+        rows = torch.nonzero(keep, as_tuple=True)[0]
+        new_row = torch.full((len(keep),), -1, dtype=torch.long, device=keep.device)
+        new_row[rows] = torch.arange(len(rows), device=keep.device)
+        steps = torch.nonzero(keep[self.step_row], as_tuple=True)[0]
+        per_row = {name: getattr(self, name)[rows] for name in ROW_FIELDS}
+        per_step = {name: getattr(self, name)[steps] for name in STEP_FIELDS}
+        per_step["step_row"] = new_row[self.step_row[steps]]
+        return RolloutBatch(**per_row, **per_step, step_anchors=[self.step_anchors[k] for k in steps.tolist()])
+
+
+ROW_FIELDS = (
+    "input_ids", "attention_mask", "loss_mask", "old_logprobs", "entropies", "turn_ids", "rewards", "group_ids",
+    "traj_ids",
+)  # fmt: skip
+STEP_FIELDS = ("step_row", "step_turn", "step_index", "step_traj", "step_group", "step_reward", "step_valid")
 
 
 def collate(trajectories: Sequence[Trajectory], pad_id: int) -> RolloutBatch:
-    """Stack trajectories into a right-padded `RolloutBatch`."""
+    """Stack rows (whole episodes, or step-mode rows) into a right-padded `RolloutBatch`."""
     length = max(len(t.token_ids) for t in trajectories)
 
     def pad(rows: list[list], value, dtype) -> torch.Tensor:
         return torch.tensor([row + [value] * (length - len(row)) for row in rows], dtype=dtype)
 
+    traj_ids = [row if t.traj_id is None else t.traj_id for row, t in enumerate(trajectories)]
+    steps = []  # (row, turn, index within the episode, reward, valid, anchor)
+    for row, t in enumerate(trajectories):
+        for turn, (reward, info) in enumerate(zip(t.rewards, t.infos, strict=True)):
+            index = turn if t.traj_id is None else t.step_index + turn
+            anchor = t.anchors[turn] if turn < len(t.anchors) else None
+            steps.append((row, turn, index, reward, bool(info.get("valid", True)), anchor))
+
+    def column(position: int, dtype) -> torch.Tensor:
+        return torch.tensor([step[position] for step in steps], dtype=dtype)
+
+    step_row = column(0, torch.long)
+    group_ids = torch.tensor([t.group_id for t in trajectories], dtype=torch.long)
+    traj_tensor = torch.tensor(traj_ids, dtype=torch.long)
     return RolloutBatch(
         input_ids=pad([t.token_ids for t in trajectories], pad_id, torch.long),
         attention_mask=pad([[1] * len(t.token_ids) for t in trajectories], 0, torch.long),
@@ -128,9 +183,39 @@ def collate(trajectories: Sequence[Trajectory], pad_id: int) -> RolloutBatch:
         old_logprobs=pad([t.logprobs for t in trajectories], 0.0, torch.float),
         entropies=pad([t.entropies for t in trajectories], 0.0, torch.float),
         turn_ids=pad([t.turn_ids for t in trajectories], -1, torch.long),
-        rewards=torch.tensor([t.total_reward for t in trajectories], dtype=torch.float),
-        group_ids=torch.tensor([t.group_id for t in trajectories], dtype=torch.long),
+        rewards=torch.tensor(
+            [t.total_reward if t.episode_reward is None else t.episode_reward for t in trajectories], dtype=torch.float
+        ),
+        group_ids=group_ids,
+        traj_ids=traj_tensor,
+        step_row=step_row,
+        step_turn=column(1, torch.long),
+        step_index=column(2, torch.long),
+        step_traj=traj_tensor[step_row] if steps else torch.zeros(0, dtype=torch.long),
+        step_group=group_ids[step_row] if steps else torch.zeros(0, dtype=torch.long),
+        step_reward=column(3, torch.float),
+        step_valid=column(4, torch.bool),
+        step_anchors=[step[5] for step in steps],
     )
+
+
+def broadcast_steps(batch: RolloutBatch, values: torch.Tensor) -> torch.Tensor:
+    """Per-step `values` `[K]` spread over the action tokens of each step: `[B, T]`, 0 elsewhere.
+
+    Step k's value lands on every token of row `step_row[k]` whose turn id is `step_turn[k]` and that
+    the policy sampled (loss mask 1): the tokens whose log-probs step k's advantage should move.
+    """
+    rows = batch.input_ids.shape[0]
+    count = len(values)
+    top = int(max(batch.turn_ids.max().item(), batch.step_turn.max().item() if count else -1)) + 1
+    # lookup[b, turn] = k; column `top` (prompt, padding) and turns without a step (the unsent action of a
+    # sequence cut by the length cap) point at slot `count`, which holds 0
+    lookup = torch.full((rows, top + 1), count, dtype=torch.long, device=values.device)
+    lookup[batch.step_row, batch.step_turn] = torch.arange(count, device=values.device)
+    padded = torch.cat([values, values.new_zeros(1)])
+    column = torch.where(batch.turn_ids >= 0, batch.turn_ids, torch.full_like(batch.turn_ids, top))
+    spread = padded[lookup.gather(1, column)]
+    return spread * batch.loss_mask.to(spread.dtype)
 
 
 class RolloutEngine:

@@ -1,23 +1,26 @@
-"""Supervised warm start and the GRPO loop (chapter 00; reused by the RL chapters).
+"""Supervised warm start and the RL loop (chapter 00; reused by every RL chapter).
 
 `supervised_warm_start` fits the model to demonstration token sequences, with a loss mask so that
-only the tokens a policy would generate are learned. `train_grpo` repeats: sample groups of
-trajectories with the `RolloutEngine`, compute group-relative advantages, take a clipped policy
-gradient step on the policy tokens, and record metrics (with the time spent in each phase).
+only the tokens a policy would generate are learned. `train_grpo` repeats `policy_iteration`: sample
+(the sampler seam), estimate advantages (the estimator seam), keep some rows (the batch-filter
+seam), take policy-gradient steps on the policy tokens (the loss seam), and record metrics with the
+time spent in each phase. The seams are chosen by name in `GRPOConfig` (see `course_lib.loop`); the
+defaults are GRPO in trajectory mode, chapter 00's algorithm.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
 from course_lib import config as course_config
-from course_lib.algos.grpo import clipped_surrogate_loss, group_advantages, kl_k3, masked_aggregate
+from course_lib import loop
+from course_lib.algos.grpo import kl_k3, masked_aggregate
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.envs.base import TextEnv
 from course_lib.models import build_model, reference_policy, save
@@ -145,6 +148,20 @@ def warm_start_and_save(
 
 
 @dataclass
+class GiGPOConfig:
+    """GiGPO's step-level credit (`algos.gigpo`); defaults from verl-agent's GiGPO scripts."""
+
+    gamma: float = 0.95
+    """Discount of the step returns (Eq. 5). With 1 and a terminal-only reward every step of an episode
+    has the same return, so the step advantage only re-ranks whole episodes."""
+    step_weight: float = 1.0
+    """omega in A = A^E + omega * A^S (Eq. 8)."""
+    episode_baseline: str = "pooled"
+    """`pooled`: the episode advantage's mean and std over every step row of the group (the official code's
+    default, with which the paper's numbers were produced); `trajectory`: over one score per episode (Eq. 3)."""
+
+
+@dataclass
 class GRPOConfig:
     """GRPO training loop (defaults: chapter 00's cpu preset)."""
 
@@ -176,6 +193,25 @@ class GRPOConfig:
     """Train only on policy tokens. False also trains on tool/environment tokens (an ablation)."""
     eval_every: int = 10
     """Run the evaluation callback every this many iterations (and at the start and end)."""
+    sampler: str = "groups"
+    """The sampler seam (`loop.SEAMS["sampler"]`): `groups` samples `group_size` episodes per task."""
+    advantage: str = "grpo"
+    """The advantage-estimator seam: `grpo` or `gigpo`."""
+    batch_filter: str = "none"
+    """The batch-filter seam: `none` trains on every row."""
+    policy_loss: str = "clipped"
+    """The policy-loss seam: `clipped` is the clipped surrogate with `clip_low` and `clip_high`."""
+    rollout_mode: str = "trajectory"
+    """`trajectory`: one growing sequence per episode; `step`: one short sequence per step (`step_mode`)."""
+    history_window: int = 0
+    """Step mode: (observation, action) pairs of earlier steps shown before the current observation."""
+    anchor_source: str = "observation"
+    """Step mode: what a step's anchor is, the raw observation (verl-agent) or the env's true `state`."""
+    invalid_penalty: float = 0.0
+    """Subtracted per invalid action from the episode score of its row (and, for GiGPO, from its step
+    return), step-local and after discounting, as verl-agent's invalid-action penalty (0.1 there)."""
+    gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)
+    """GiGPO's settings (used when `advantage="gigpo"`)."""
 
 
 def train_grpo(
@@ -211,14 +247,14 @@ def train_grpo(
         if iteration == config.iterations:
             history.append(record)
             break
-        record.update(grpo_iteration(model, engine, envs, config, seed, iteration, generator, optimizer))
+        record.update(policy_iteration(model, engine, envs, config, seed, iteration, generator, optimizer))
         history.append(record)
         if checkpoint_dir is not None:
             model.save_pretrained(Path(checkpoint_dir) / "latest")
     return history
 
 
-def grpo_iteration(
+def policy_iteration(
     model: torch.nn.Module,
     engine: RolloutEngine,
     envs: Sequence[TextEnv],
@@ -228,24 +264,30 @@ def grpo_iteration(
     generator: torch.Generator,
     optimizer: torch.optim.Optimizer,
 ) -> dict[str, float]:
-    """One rollout-advantage-update iteration; returns its metrics and phase timings (seconds).
+    """One sample-estimate-filter-update iteration through the four seams of `config` (`course_lib.loop`);
+    returns its metrics and phase timings (seconds).
 
     `clip_fraction` and `ratio_mean` are those of the last update; with `updates_per_batch > 1` the
     metrics also hold `clip_fraction_update_k` for each update k (0 at k = 0, where every ratio is 1 up to rounding).
     """
+    sample = loop.resolve("sampler", config.sampler)
+    estimate = loop.resolve("advantage", config.advantage)
+    keep_rows = loop.resolve("batch_filter", config.batch_filter)
+    policy_loss = loop.resolve("policy_loss", config.policy_loss)
     device = next(model.parameters()).device
     start = time.perf_counter()
     prompts = config.prompts_per_iteration
     task_seeds = [seed * 1_000_003 + iteration * prompts + p for p in range(prompts)]
-    seeds = [s for s in task_seeds for _ in range(config.group_size)]
-    groups = [p for p in range(prompts) for _ in range(config.group_size)]
     for env in envs:  # scheduled rewards (reward scales, curricula) read the iteration from here
         env.training_step = iteration
-    trajectories = engine.rollout(envs, seeds, groups, generator)
+    rollouts = sample(engine, envs, task_seeds, config, generator)
     rolled = time.perf_counter()
 
-    batch = collate(trajectories, engine.tokenizer.pad_token_id).to(device)
-    advantages = group_advantages(batch.rewards, batch.group_ids, config.scale_by_std)
+    batch = collate(rollouts.rows, engine.tokenizer.pad_token_id).to(device)
+    advantages, estimator_stats = estimate(batch, config)
+    keep = keep_rows(batch, advantages, config)
+    if not bool(keep.all()):
+        batch, advantages = batch.select(keep), advantages[keep]
     loss_mask = (
         batch.loss_mask
         if config.mask_observations
@@ -262,9 +304,7 @@ def grpo_iteration(
     per_update: dict[str, float] = {}
     for update in range(config.updates_per_batch):
         logprobs, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, engine.config.temperature)
-        loss, stats = clipped_surrogate_loss(
-            logprobs, old_logprobs, advantages, loss_mask, config.clip_low, config.clip_high, config.aggregation
-        )
+        loss, stats = policy_loss(logprobs, old_logprobs, advantages, loss_mask, config)
         if config.updates_per_batch > 1:  # the clip can only act from the second update on (ratio 1 at the first)
             per_update[f"clip_fraction_update_{update}"] = stats["clip_fraction"]
         if config.entropy_coef:
@@ -285,13 +325,16 @@ def grpo_iteration(
         optimizer.step()
     model.eval()
     updated = time.perf_counter()
+    kept = {"kept_rows": float(keep.float().mean())} if config.batch_filter != "none" else {}
     return {
-        **rollout_stats(trajectories),
-        "reward_std": group_reward_std(trajectories),
+        **rollout_stats(rollouts.episodes),
+        "reward_std": group_reward_std(rollouts.episodes),
         "loss": loss.item(),
         "grad_norm": float(grad_norm),
         **stats,
         **per_update,
+        **estimator_stats,
+        **kept,
         "time_rollout": rolled - start,
         "time_advantage": advantaged - rolled,
         "time_update": updated - advantaged,
@@ -317,8 +360,3 @@ def evaluate_policy(
     engine = RolloutEngine(model, tokenizer, sampling)
     trajectories = engine.rollout([make_env() for _ in seeds], list(seeds), generator=generator)
     return rollout_stats(trajectories), trajectories
-
-
-def config_table(config) -> list[tuple[str, object]]:
-    """(field, value) rows of a config dataclass, for display."""
-    return list(asdict(config).items())

@@ -10,7 +10,7 @@ import torch
 from course_lib import audit
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.envs.base import TextEnv, distinct_seeds
-from course_lib.train import GRPOConfig, grpo_iteration
+from course_lib.train import GRPOConfig, policy_iteration
 
 # Every overlap the audit finds on the committed data, per (chapter, split, what it is compared
 # with, unit). Anything not listed must be 0.
@@ -154,7 +154,7 @@ def test_ch05_demonstration_texts_reproduce_the_warm_start_examples():
 
 
 def test_grpo_task_seeds_are_the_seeds_training_resets_with():
-    """The audit's copy of the task-seed rule must match `train.grpo_iteration`'s."""
+    """The audit's copy of the task-seed rule must match `train.policy_iteration`'s."""
 
     class Captured(Exception):
         pass
@@ -169,6 +169,6 @@ def test_grpo_task_seeds_are_the_seeds_training_resets_with():
     for seed in (0, 2):
         for iteration in range(config.iterations):
             with pytest.raises(Captured) as caught:
-                grpo_iteration(model, Engine(), [], config, seed, iteration, torch.Generator(), None)
+                policy_iteration(model, Engine(), [], config, seed, iteration, torch.Generator(), None)
             drawn += list(dict.fromkeys(caught.value.args[0]))
     assert drawn == audit.grpo_task_seeds(config.iterations, config.prompts_per_iteration, (0, 2))

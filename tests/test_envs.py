@@ -140,3 +140,15 @@ def test_step_after_end_raises():
 def test_invalid_split():
     with pytest.raises(ValueError):
         make(split="validation")
+
+
+def test_every_built_in_environment_is_made_from_its_module():
+    """The lazy registry's name -> module map is right: making each name imports the module that registers it."""
+    import importlib
+
+    from course_lib.envs import _BUILT_IN
+
+    for name, module in _BUILT_IN.items():
+        importlib.import_module(f"course_lib.envs.{module}")
+        assert name in envs._REGISTRY, f"course_lib.envs.{module} does not register {name!r}"
+    assert set(_BUILT_IN) <= set(envs.names())

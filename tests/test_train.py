@@ -7,8 +7,7 @@ import math
 
 import torch
 
-from course_lib import envs, train
-from course_lib.algos.grpo import clipped_surrogate_loss
+from course_lib import envs, loop, train
 from course_lib.models import add_lora
 from course_lib.rollout import SamplingConfig, collate
 from course_lib.tokenizer import encode
@@ -78,12 +77,12 @@ def _losses_masks(monkeypatch, model, tokenizer, mask_observations: bool):
         seen["trajectories"] = list(trajectories)
         return collate(trajectories, pad_id)
 
-    def recording_loss(logprobs, old_logprobs, advantages, loss_mask, *args):
+    def recording_loss(logprobs, old_logprobs, advantages, loss_mask, config):
         seen["mask"] = loss_mask.detach().clone()
-        return clipped_surrogate_loss(logprobs, old_logprobs, advantages, loss_mask, *args)
+        return loop.clipped(logprobs, old_logprobs, advantages, loss_mask, config)
 
     monkeypatch.setattr(train, "collate", recording_collate)
-    monkeypatch.setattr(train, "clipped_surrogate_loss", recording_loss)
+    monkeypatch.setitem(loop.SEAMS["policy_loss"], "clipped", recording_loss)
     config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=4, mask_observations=mask_observations)
     train_grpo(model, tokenizer, make_env, SAMPLING, config, seed=0)
     return seen["trajectories"], seen["mask"]

@@ -1,12 +1,26 @@
-"""Text environments by name: `names()`, `make(name, **kwargs)` (see `base.TextEnv` for the API)."""
+"""Text environments by name: `names()`, `make(name, **kwargs)` (see `base.TextEnv` for the API).
+
+The course's environments are imported when first made, so that importing the engine or one
+environment does not load every environment and the tools behind them."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
 
 _REGISTRY: dict[str, Callable[..., TextEnv]] = {}
+_BUILT_IN = {
+    "blocksworld": "blocksworld",
+    "function_calling": "function_calling",
+    "key_door": "key_door",
+    "mini_travel": "mini_travel",
+    "price_tools": "price_tools",
+    "tool_arithmetic": "arithmetic",
+    "word_math": "word_math",
+}
+"""Environment name -> the module of this package that registers it on import."""
 
 
 def register(name: str, factory: Callable[..., TextEnv]) -> None:
@@ -15,27 +29,17 @@ def register(name: str, factory: Callable[..., TextEnv]) -> None:
 
 
 def names() -> list[str]:
-    """Registered environment names, sorted."""
-    return sorted(_REGISTRY)
+    """Registered and built-in environment names, sorted."""
+    return sorted(set(_REGISTRY) | set(_BUILT_IN))
 
 
 def make(name: str, **kwargs) -> TextEnv:
     """A new environment `name` built with `kwargs`."""
+    if name not in _REGISTRY and name in _BUILT_IN:
+        importlib.import_module(f"{__name__}.{_BUILT_IN[name]}")
     if name not in _REGISTRY:
         raise KeyError(f"unknown environment {name!r}; registered: {names()}")
     return _REGISTRY[name](**kwargs)
 
-
-def _import_all() -> None:
-    """Import every module of this package: each registers its environments when imported."""
-    import importlib
-    import pkgutil
-
-    for module in pkgutil.iter_modules(__path__):
-        if module.name != "base":
-            importlib.import_module(f"{__name__}.{module.name}")
-
-
-_import_all()
 
 __all__ = ["InvalidAction", "TextEnv", "extract_tag", "make", "names", "register"]

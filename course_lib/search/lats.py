@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib.envs.base import TextEnv
-from course_lib.envs.blocksworld import legal_actions, parse_goal, parse_state, render_state
+from course_lib.envs.blocksworld import legal_actions, parse_goal, parse_state
 from course_lib.search.blocks_lm import BlocksLM
 from course_lib.search.mcts import MCTS, Child, MCTSConfig, StopSearch
 
@@ -235,9 +235,3 @@ def retries(lm, make_env, init: str, goal: str, depth: int, budget: int, generat
             return Outcome([a for _, a in steps], spent.used, True)
         if memory is not None:
             memory.record(steps)
-
-
-def state_text(observation: str) -> str:
-    """The canonical state text of an observation (unchanged when it does not parse)."""
-    state = parse_state(observation)
-    return observation if state is None else render_state(state)

@@ -1,0 +1,248 @@
+"""GiGPO: group-in-group advantages for multi-step agents (Feng et al. 2025, "Group-in-Group Policy
+Optimization for LLM Agent Training", arXiv 2505.10978).
+
+Training data are step rows: one row per environment step, with its trajectory id, its episode group
+id (the trajectories of a group all start from the same task), its step index t, its reward r_t,
+whether its action was valid, and an *anchor*: a hashable key of the state s_t seen before acting.
+
+    R_t = r_t + gamma * R_{t+1}                                  (Eq. 5, discounted step return)
+    G^S(s) = {rows of one episode group whose anchor is s}        (Eq. 6, step groups)
+    A^S_t = (R_t - mean_{G^S}(R)) / (std_{G^S}(R) + eps)          (Eq. 7, step advantage)
+    A^E   = (R(tau) - mean(R)) / (std(R) + eps)                   (Eq. 3, episode advantage)
+    A_t   = A^E + omega * A^S_t                                   (Eq. 8)
+
+std is the unbiased (n - 1) one, as `torch.std`; `scale_by_std=False` keeps only the centring
+("mean_norm" in the official code). Groups with one member or with all-equal values get 0.
+
+Two details follow the official verl-agent code rather than the printed equations:
+- The invalid-action penalty (coef 0.1) is subtracted *after* discounting and only from the row of
+  the invalid action: from its return R_t and from its episode score R(tau).
+- By default (`pooled=True`, the setting behind the paper's numbers) the episode mean and std are
+  taken over every step row of the group, so long trajectories weigh more; an episode group holding
+  a single row then uses mean 0 and std 1 (its advantage is its score). `pooled=False` is Eq. 3 as
+  printed: one score per trajectory (that of its first step).
+
+Plain Python lists in and out (one value per row, rows in any order); the caller broadcasts each
+row's advantage to the tokens of that step's action.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+
+def _check_gamma(gamma: float) -> None:
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must lie in [0, 1], got {gamma}")
+
+
+def _check_lengths(**columns: Sequence) -> int:
+    lengths = {name: len(values) for name, values in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"all per-row inputs must have the same length, got {lengths}")
+    return next(iter(lengths.values()), 0)
+
+
+def discounted_returns(step_rewards: Sequence[float], gamma: float) -> list[float]:
+    """Eq. 5 for one trajectory: returns `[T]` of rewards `[T]` in step order, computed backwards."""
+    _check_gamma(gamma)
+    returns = [0.0] * len(step_rewards)
+    running = 0.0
+    for t in reversed(range(len(step_rewards))):
+        running = float(step_rewards[t]) + gamma * running
+        returns[t] = running
+    return returns
+
+
+def to_hashable(obs) -> Hashable:
+    """A hashable key of an observation, so that equal states land in the same step group.
+
+    str/int/float/bool pass through; numpy scalars become Python scalars; arrays become the tuple
+    of their flattened items; lists/tuples become tuples and dicts tuples of sorted (key, value)
+    pairs, recursively. Anything else raises TypeError (a silent `id()` would never group).
+    """
+    if hasattr(obs, "ndim") and hasattr(obs, "tolist"):  # numpy array or scalar, checked first
+        if obs.ndim == 0:  # because np.float64 is also a float, yet np.int64 is no int
+            return obs.item()
+        return tuple(to_hashable(item) for item in obs.reshape(-1).tolist())
+    if isinstance(obs, (str, int, float, bool)):
+        return obs
+    if isinstance(obs, (list, tuple)):
+        return tuple(to_hashable(item) for item in obs)
+    if isinstance(obs, dict):
+        return tuple(sorted((key, to_hashable(value)) for key, value in obs.items()))
+    raise TypeError(
+        f"cannot turn an anchor of type {type(obs).__name__} into a step-group key; "
+        "use str, numbers, lists, tuples, dicts or numpy arrays"
+    )
+
+
+def _step_keys(anchors: Sequence, group_ids: Sequence[Hashable]) -> list[tuple]:
+    _check_lengths(anchors=anchors, group_ids=group_ids)
+    # The group id is part of the key: the same state in two tasks must not share a baseline.
+    return [(group, to_hashable(anchor)) for anchor, group in zip(anchors, group_ids)]
+
+
+def step_group_ids(anchors: Sequence, group_ids: Sequence[Hashable]) -> list[int]:
+    """Eq. 6: dense step-group ids `[N]` (0..K-1, in order of first appearance) of rows `[N]`."""
+    dense: dict[tuple, int] = {}
+    return [dense.setdefault(key, len(dense)) for key in _step_keys(anchors, group_ids)]
+
+
+def step_group_sizes(anchors: Sequence, group_ids: Sequence[Hashable]) -> list[int]:
+    """For each row `[N]`, how many rows share its step group (for a histogram of group sizes)."""
+    keys = _step_keys(anchors, group_ids)
+    counts = Counter(keys)
+    return [counts[key] for key in keys]
+
+
+def _normalise(value: float, sample: list[float], scale_by_std: bool, eps: float) -> float:
+    """(value - mean) / (std + eps) against `sample` (>= 2 values, not all equal)."""
+    centred = value - statistics.fmean(sample)
+    return centred / (statistics.stdev(sample) + eps) if scale_by_std else centred
+
+
+def _no_signal(sample: list[float]) -> bool:
+    # Exact zero rather than rounding noise divided by eps.
+    return len(sample) < 2 or all(v == sample[0] for v in sample)
+
+
+def step_group_advantages(
+    returns: Sequence[float],
+    anchors: Sequence,
+    group_ids: Sequence[Hashable],
+    scale_by_std: bool = True,
+    eps: float = 1e-6,
+) -> list[float]:
+    """Eqs. 6-7: step advantages `[N]` of returns `[N]`, normalised within (group, anchor) groups.
+
+    A singleton step group gets 0 (its mean is itself), as does a group of equal returns.
+    """
+    _check_lengths(returns=returns, anchors=anchors)
+    ids = step_group_ids(anchors, group_ids)
+    members: dict[int, list[float]] = defaultdict(list)
+    for sid, value in zip(ids, returns):
+        members[sid].append(float(value))
+    return [
+        0.0 if _no_signal(members[sid]) else _normalise(float(value), members[sid], scale_by_std, eps)
+        for sid, value in zip(ids, returns)
+    ]
+
+
+def episode_advantages(
+    scores: Sequence[float],
+    group_ids: Sequence[Hashable],
+    traj_ids: Sequence[Hashable],
+    step_index: Sequence[int],
+    pooled: bool = True,
+    scale_by_std: bool = True,
+    eps: float = 1e-6,
+) -> list[float]:
+    """Episode advantages `[N]` of per-row episode scores `[N]` (R(tau), minus that row's penalty).
+
+    `pooled=True`: mean/std over every row of the episode group (official code); a group with one
+    row uses mean 0, std 1. `pooled=False` (Eq. 3): mean/std over one score per trajectory (its
+    first step's), applied to each row's own score; a group with a single trajectory gets 0, our
+    choice, since there is nothing to compare it with (the code would pass its raw score through).
+    """
+    n = _check_lengths(scores=scores, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index)
+    samples: dict[Hashable, list[float]] = defaultdict(list)
+    if pooled:
+        for group, score in zip(group_ids, scores):
+            samples[group].append(float(score))
+    else:
+        first: dict[Hashable, int] = {}  # trajectory -> row of its earliest step
+        for row in range(n):
+            if traj_ids[row] not in first or step_index[row] < step_index[first[traj_ids[row]]]:
+                first[traj_ids[row]] = row
+        for row in first.values():
+            samples[group_ids[row]].append(float(scores[row]))
+    advantages = []
+    for group, score in zip(group_ids, scores):
+        sample = samples[group]
+        if pooled and len(sample) == 1:
+            advantages.append(float(score) / (1.0 + eps) if scale_by_std else float(score))
+        elif _no_signal(sample):
+            # Also for pooled=False with equal trajectory scores: a penalised row would otherwise
+            # get (-coef) / eps, a huge advantage; the step advantage still carries the penalty.
+            advantages.append(0.0)
+        else:
+            advantages.append(_normalise(float(score), sample, scale_by_std, eps))
+    return advantages
+
+
+def apply_invalid_action_penalty(values: Sequence[float], valid: Sequence[bool], coef: float = 0.1) -> list[float]:
+    """Subtract `coef` from each value `[N]` whose action was invalid; step-local, never discounted."""
+    _check_lengths(values=values, valid=valid)
+    return [float(v) - coef * (0.0 if ok else 1.0) for v, ok in zip(values, valid)]
+
+
+@dataclass
+class GiGPOAdvantages:
+    """Per-row outputs `[N]` of `gigpo_advantages`, in the order of its input rows."""
+
+    advantages: list[float]  # A = A^E + omega * A^S, what the policy loss uses
+    episode: list[float]  # A^E
+    step: list[float]  # A^S
+    returns: list[float]  # R_t after the penalty
+    scores: list[float]  # R(tau) after the penalty
+    step_group_size: list[int]
+
+
+def gigpo_advantages(
+    rewards: Sequence[float],
+    valid: Sequence[bool],
+    anchors: Sequence,
+    group_ids: Sequence[Hashable],
+    traj_ids: Sequence[Hashable],
+    step_index: Sequence[int],
+    gamma: float = 0.95,
+    omega: float = 1.0,
+    scale_by_std: bool = True,
+    pooled: bool = True,
+    invalid_penalty: float = 0.1,
+    eps: float = 1e-6,
+) -> GiGPOAdvantages:
+    """GiGPO advantages of `N` step rows given as flat per-row lists, in any order (Eqs. 3-8).
+
+    Each trajectory's rows are sorted by `step_index` to discount its rewards; its episode score is
+    the sum of its rewards. `invalid_penalty=0` turns the penalty off.
+    """
+    n = _check_lengths(
+        rewards=rewards, valid=valid, anchors=anchors, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index
+    )
+    _check_gamma(gamma)
+    rows_of: dict[Hashable, list[int]] = defaultdict(list)
+    for row in range(n):
+        rows_of[traj_ids[row]].append(row)
+    returns = [0.0] * n
+    scores = [0.0] * n
+    for traj, rows in rows_of.items():
+        steps = [step_index[row] for row in rows]
+        if len(set(steps)) != len(steps):
+            raise ValueError(f"trajectory {traj!r} has duplicate step indices {sorted(steps)}")
+        if len({group_ids[row] for row in rows}) != 1:
+            raise ValueError(f"trajectory {traj!r} has rows in more than one episode group")
+        rows.sort(key=lambda row: step_index[row])
+        traj_returns = discounted_returns([rewards[row] for row in rows], gamma)
+        total = math.fsum(float(rewards[row]) for row in rows)
+        for row, value in zip(rows, traj_returns):
+            returns[row] = value
+            scores[row] = total
+    # After discounting, so an invalid action costs only its own step, not its predecessors.
+    returns = apply_invalid_action_penalty(returns, valid, invalid_penalty)
+    scores = apply_invalid_action_penalty(scores, valid, invalid_penalty)
+    step = step_group_advantages(returns, anchors, group_ids, scale_by_std, eps)
+    episode = episode_advantages(scores, group_ids, traj_ids, step_index, pooled, scale_by_std, eps)
+    return GiGPOAdvantages(
+        advantages=[e + omega * s for e, s in zip(episode, step)],
+        episode=episode,
+        step=step,
+        returns=returns,
+        scores=scores,
+        step_group_size=step_group_sizes(anchors, group_ids),
+    )

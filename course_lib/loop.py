@@ -1,0 +1,156 @@
+"""The RL loop's four seams, each chosen by name in a chapter's `GRPOConfig` (after verl's registry of
+advantage estimators):
+
+| seam | config field | signature | entries |
+|---|---|---|---|
+| sampler | `sampler` | `(engine, envs, task_seeds, config, generator) -> Rollouts` | `groups` |
+| advantage estimator | `advantage` | `(batch, config) -> (advantages [B] or [B, T], stats)` | `grpo`, `gigpo` |
+| batch filter | `batch_filter` | `(batch, advantages, config) -> keep [B] bool` | `none` |
+| policy loss | `policy_loss` | `(logprobs, old_logprobs, advantages, loss_mask, config) -> (loss, stats)` | `clipped` |
+
+`train.policy_iteration` calls them in this order; a method adds one function and registers it
+(`register("advantage", "gae", my_gae)`), and the loop does not change. The functions here are thin
+adapters from a `RolloutBatch` to the tensor functions of `algos/`, which they import when first
+called, so that importing the loop does not load every method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from course_lib.rollout import RolloutBatch, Trajectory, broadcast_steps
+
+if TYPE_CHECKING:
+    from course_lib.train import GRPOConfig
+
+
+@dataclass
+class Rollouts:
+    """What a sampler returns: the rows to train on and the episodes to measure.
+
+    In trajectory mode both are the same list; in step mode `rows` are the one-step rows of every
+    episode and `episodes` the `step_mode.Episode`s."""
+
+    rows: list[Trajectory]
+    episodes: list[Any]
+
+
+# Samplers ----------------------------------------------------------------------------------------
+def independent_groups(engine, envs, task_seeds: list[int], config: GRPOConfig, generator) -> Rollouts:
+    """`config.group_size` independent episodes of each task (GRPO's group), in trajectory or step mode."""
+    seeds = [s for s in task_seeds for _ in range(config.group_size)]
+    groups = [p for p in range(len(task_seeds)) for _ in range(config.group_size)]
+    if config.rollout_mode == "trajectory":
+        trajectories = engine.rollout(envs, seeds, groups, generator)
+        return Rollouts(rows=trajectories, episodes=trajectories)
+    from course_lib.step_mode import rollout_steps
+
+    episodes = rollout_steps(engine, envs, seeds, groups, generator, config.history_window, config.anchor_source)
+    return Rollouts(rows=[row for episode in episodes for row in episode.rows], episodes=episodes)
+
+
+# Advantage estimators ----------------------------------------------------------------------------
+def invalid_steps_per_row(batch: RolloutBatch) -> torch.Tensor:
+    """Number of invalid actions in each row `[B]` (0 or 1 for a step-mode row)."""
+    counts = torch.zeros(batch.input_ids.shape[0], device=batch.step_row.device)
+    return counts.index_add(0, batch.step_row, (~batch.step_valid).float())
+
+
+def grpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """GRPO: each row's episode reward against its group (`algos.grpo.group_advantages`), `[B]`.
+
+    In step mode the rows are steps, so the group's mean and std are taken over step rows (weighted by
+    episode length), as verl-agent's GRPO does; `invalid_penalty` subtracts 0.1-style penalties per
+    invalid action of the row (verl-agent's `apply_invalid_action_penalty`)."""
+    from course_lib.algos.grpo import group_advantages
+
+    rewards = batch.rewards
+    if config.invalid_penalty:
+        rewards = rewards - config.invalid_penalty * invalid_steps_per_row(batch)
+    return group_advantages(rewards, batch.group_ids, config.scale_by_std), {}
+
+
+def gigpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """GiGPO (`algos.gigpo`): A = A^E + omega * A^S per step, spread over the tokens of each step's action,
+    `[B, T]`. Stats: the share of steps in a step group of one, and the mean step-group size.
+
+    In step mode with the pooled episode baseline, the episode part is GRPO's own advantage on the step
+    rows (the same float32 arithmetic as `grpo`; equal to `result.episode` up to rounding), so that when
+    no state repeats (A^S = 0 everywhere) GiGPO's update is bit-identical to GRPO's: the negative control
+    of chapter 07 compares exactly, not within noise."""
+    from course_lib.algos.gigpo import gigpo_advantages
+
+    settings = config.gigpo
+    pooled = settings.episode_baseline == "pooled"
+    result = gigpo_advantages(
+        rewards=batch.step_reward.tolist(),
+        valid=batch.step_valid.tolist(),
+        anchors=batch.step_anchors,
+        group_ids=batch.step_group.tolist(),
+        traj_ids=batch.step_traj.tolist(),
+        step_index=batch.step_index.tolist(),
+        gamma=settings.gamma,
+        omega=settings.step_weight,
+        scale_by_std=config.scale_by_std,
+        pooled=pooled,
+        invalid_penalty=config.invalid_penalty,
+    )
+    device = batch.step_row.device
+    rows = batch.input_ids.shape[0]
+    one_step_rows = torch.equal(batch.step_row, torch.arange(rows, device=device))  # step mode
+    if pooled and one_step_rows and config.group_size > 1:
+        episode = grpo(batch, config)[0][:, None] * batch.loss_mask
+    else:
+        episode = broadcast_steps(batch, torch.tensor(result.episode, dtype=torch.float, device=device))
+    step = broadcast_steps(batch, torch.tensor(result.step, dtype=torch.float, device=device))
+    sizes = result.step_group_size
+    stats = {
+        "step_group_singleton_share": sum(size == 1 for size in sizes) / max(len(sizes), 1),
+        "step_group_size_mean": sum(sizes) / max(len(sizes), 1),
+    }
+    return episode + settings.step_weight * step, stats
+
+
+# Batch filters -----------------------------------------------------------------------------------
+def keep_all(batch: RolloutBatch, advantages: torch.Tensor, config: GRPOConfig) -> torch.Tensor:
+    """Train on every row."""
+    return torch.ones(batch.input_ids.shape[0], dtype=torch.bool, device=batch.input_ids.device)
+
+
+# Policy losses -----------------------------------------------------------------------------------
+def clipped(logprobs, old_logprobs, advantages, loss_mask, config: GRPOConfig) -> tuple[torch.Tensor, dict]:
+    """PPO's clipped surrogate with separate low and high clip (DAPO's clip-higher when high > low),
+    aggregated by `config.aggregation` (`algos.grpo.clipped_surrogate_loss`)."""
+    from course_lib.algos.grpo import clipped_surrogate_loss
+
+    return clipped_surrogate_loss(
+        logprobs, old_logprobs, advantages, loss_mask, config.clip_low, config.clip_high, config.aggregation
+    )
+
+
+SEAMS: dict[str, dict[str, Callable]] = {
+    "sampler": {"groups": independent_groups},
+    "advantage": {"grpo": grpo, "gigpo": gigpo},
+    "batch_filter": {"none": keep_all},
+    "policy_loss": {"clipped": clipped},
+}
+
+
+def register(seam: str, name: str, function: Callable) -> None:
+    """Add (or replace) `function` under `name` in `seam`."""
+    if seam not in SEAMS:
+        raise KeyError(f"unknown seam {seam!r}; choose from {sorted(SEAMS)}")
+    SEAMS[seam][name] = function
+
+
+def resolve(seam: str, name: str) -> Callable:
+    """The function registered under `name` in `seam`, with a clear error for an unknown name."""
+    if seam not in SEAMS:
+        raise KeyError(f"unknown seam {seam!r}; choose from {sorted(SEAMS)}")
+    if name not in SEAMS[seam]:
+        raise KeyError(f"unknown {seam} {name!r}; registered: {sorted(SEAMS[seam])}")
+    return SEAMS[seam][name]
