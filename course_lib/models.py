@@ -24,6 +24,8 @@ transformers_logging.disable_progress_bar()
 # Parameters without the (tied) embedding, which adds vocabulary size x hidden size on top: chapter
 # 03's 305-word vocabulary makes tiny 465,664 and tiny_wide 1,017,984 in all.
 MODEL_PRESETS: dict[str, dict[str, int]] = {
+    # 100,224 parameters + embedding: chapter 07's step-mode policy (one action word from a short observation)
+    "micro": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=192),
     # 426,624 parameters + embedding: the cpu preset of most chapters
     "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=384),
     # 959,424 + embedding: the larger of chapter 03's two cpu-preset policies (2.25x tiny's compute per token)

@@ -24,7 +24,7 @@ from course_lib.algos.grpo import kl_k3, masked_aggregate
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.envs.base import TextEnv
 from course_lib.models import build_model, reference_policy, save
-from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory, collate
+from course_lib.rollout import RolloutEngine, SamplingConfig, collate
 from course_lib.tokenizer import encode
 
 
@@ -108,18 +108,18 @@ def demonstration_examples(tokenizer, texts: Sequence[tuple[str, str]]) -> list[
     The mask is 1 on completion tokens the policy writes and 0 on the prompt and on everything
     inside `<tool_response> ... </tool_response>`, exactly as in RL rollouts.
     """
+    opening, closing = (tokenizer.convert_tokens_to_ids(tag) for tag in ("<tool_response>", "</tool_response>"))
     examples = []
     for prompt, completion in texts:
         ids = [tokenizer.bos_token_id, *encode(tokenizer, prompt)]
         mask = [0] * len(ids)
         inside_response = False
         for token in encode(tokenizer, completion):
-            word = tokenizer.convert_ids_to_tokens(token)
-            if word == "<tool_response>":
+            if token == opening:
                 inside_response = True
             ids.append(token)
             mask.append(0 if inside_response else 1)
-            if word == "</tool_response>":
+            if token == closing:
                 inside_response = False
         examples.append((ids, mask))
     return examples
@@ -353,10 +353,19 @@ def evaluate_policy(
     seeds: Sequence[int],
     sampling: SamplingConfig,
     seed: int,
-) -> tuple[dict[str, float], list[Trajectory]]:
-    """Roll out once per seed (all in one batch) and summarise with `rollout_stats`."""
+    rollout_mode: str = "trajectory",
+    history_window: int = 0,
+) -> tuple[dict[str, float], list]:
+    """Roll out once per seed (all in one batch) and summarise with `rollout_stats`; in step mode the
+    episodes are `step_mode.Episode`s."""
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     engine = RolloutEngine(model, tokenizer, sampling)
-    trajectories = engine.rollout([make_env() for _ in seeds], list(seeds), generator=generator)
+    made = [make_env() for _ in seeds]
+    if rollout_mode == "step":
+        from course_lib.step_mode import rollout_steps
+
+        episodes = rollout_steps(engine, made, list(seeds), generator=generator, window=history_window)
+        return rollout_stats(episodes), episodes
+    trajectories = engine.rollout(made, list(seeds), generator=generator)
     return rollout_stats(trajectories), trajectories

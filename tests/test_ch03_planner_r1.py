@@ -212,3 +212,43 @@ def test_gpu_preset_runs_a_few_steps_on_cpu():
     assert len(history) == 3 and history[0]["eval_success"] == -1.0 and history[-1]["eval_success"] >= 0
     assert history[-1]["eval_train_tokens"] > history[0]["eval_train_tokens"] == 0
     assert history[-1]["eval_train_flops"] == 6 * models.count_parameters(model) * history[-1]["eval_train_tokens"]
+
+
+def test_rare_success_numbers_and_verdicts():
+    """docs/experiments/ch03-rare-success.md: C3.2 and C3.3 on the designed bases, and the precondition."""
+    results = results_with({"base": 0.04, "dense": 0.3, "sparse": 0.05}, {"base": 0.02, "dense": 0.25, "sparse": 0.2})
+    numbers = ch03.rare_success_numbers(results)
+    assert numbers["small_dense_minus_sparse"] == pytest.approx(0.25)
+    assert numbers["large_dense_minus_sparse"] == pytest.approx(0.05)
+    assert numbers["sparse_cost_small_minus_large"] == pytest.approx(0.2)
+    assert numbers["small_base_rare"] == 1.0 and numbers["large_sparse_success"] == 0.2
+    claims = ch03.evaluate_all(ch03.RARE_SUCCESS_CLAIMS, numbers)
+    assert [c.id for c in claims] == ["C3.2", "C3.3"] and [c.passed for c in claims] == [True, True]
+    assert not any(spec.required for spec in ch03.RARE_SUCCESS_CLAIMS)  # the main claims stay on the main base
+    # dense ahead by 12 points for the small policy, but the larger one loses as much: C3.2 only
+    results = results_with({"base": 0.06, "dense": 0.32, "sparse": 0.2}, {"base": 0.02, "dense": 0.32, "sparse": 0.2})
+    numbers = ch03.rare_success_numbers(results)
+    assert [c.passed for c in ch03.evaluate_all(ch03.RARE_SUCCESS_CLAIMS, numbers)] == [True, False]
+    assert numbers["small_base_rare"] == 0.0  # 0.06 > 0.05: not the intended regime
+    edge = results_with({"base": 0.05, "dense": 0.1, "sparse": 0.1}, {"base": 0.0, "dense": 0.1, "sparse": 0.1})
+    assert ch03.rare_success_numbers(edge)["small_base_rare"] == 1.0  # at most 0.05 counts as rare
+    config = ch03.rare_success_config()
+    assert config.aware_share == 0.0 and config.arms == {"small": ("dense", "sparse"), "large": ("dense", "sparse")}
+    assert (config.sft, config.grpo, config.eval_tasks) == (ch03.preset("cpu").sft, ch03.preset("cpu").grpo, 500)
+
+
+def test_rare_success_pipeline_on_a_miniature(tmp_path, monkeypatch):
+    """The designed experiment end to end with three SFT steps, two GRPO iterations and four queries:
+    both bases are built and loaded from a temporary folder, and nothing is recorded when told not to."""
+    from course_lib import results
+    from course_lib.train import GRPOConfig, SFTConfig
+
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    config = dataclasses.replace(
+        ch03.rare_success_config(), demonstrations=40, sft=SFTConfig(steps=3, batch_size=4), eval_tasks=4,
+        grpo=GRPOConfig(iterations=2, prompts_per_iteration=2, group_size=2, eval_every=1),
+    )  # fmt: skip
+    numbers = ch03.rare_success([0], config, record=False)[0]
+    assert all(0 <= numbers[f"{size}_{arm}_success"] <= 1 for size in ("small", "large") for arm in ("dense", "sparse"))
+    assert numbers["small_base_rare"] == float(numbers["small_base_success"] <= 0.05)
+    assert numbers["base_training_minutes"] > 0 and not list(tmp_path.iterdir())
