@@ -1,6 +1,6 @@
 """Leakage audit: are the held-out problems of every chapter distinct, and unseen in training?
 
-For each chapter (00 to 06) and each evaluation split, at the cpu preset, this prints
+For each chapter (00 to 07) and each evaluation split, at the cpu preset, this prints
 
 - `N`, the number of problems one evaluation asks, and how many of them are distinct (a split is a
   space of problems drawn *with replacement* by seed, so the first N seeds can repeat problems);
@@ -12,7 +12,9 @@ For each chapter (00 to 06) and each evaluation split, at the cpu preset, this p
   Blocksworld (chapters 01 and 02), the (state, goal) pairs on the optimal paths of each held-out
   problem, against the labelled-step and plan corpora of the base LM; for function calling (chapter
   05), the held-out (tool, parameter, value) triples of the `novel` split, against the calls written
-  in the noisy demonstrations (whose value and key noise can land on a held-out pair).
+  in the noisy demonstrations (whose value and key noise can land on a held-out pair); for the grid
+  world (chapter 07), the observation of every state a held-out task can reach, against the
+  observations of the warm-start demonstrations.
 
 Overlaps that remain are labelled (inherent to the task, or pending a base rebuild), not hidden.
 The last line is `audit: chapters=K duplicates=D overlaps=O`, with D the repeated problems summed
@@ -331,6 +333,49 @@ def audit_ch02() -> list[SplitAudit]:
     return [_blocks_split("ch02", "test (ch01's pool)", ch01._problems_by_length("test"))]
 
 
+# Chapter 07: key-and-door tasks, and the observations of every state a held-out task can reach ------
+def task_observations(tasks: Iterable, size: int) -> set[str]:
+    """The full-view observation of every true state (agent cell, key held or not, door open or not) of
+    each task: what a step-mode policy can be shown on it, so its sub-problems."""
+    from course_lib.envs.key_door import KeyDoorEnv
+
+    env, seen = KeyDoorEnv(size=size), set()
+    for task in tasks:
+        env.task = task
+        for row in range(size):
+            for col in range(size):
+                for has_key in (False, True):
+                    for door_open in (False, True):
+                        env.state = (row, col, has_key, door_open)
+                        seen.add(env._observe())
+    return seen
+
+
+def audit_ch07() -> list[SplitAudit]:
+    from course_lib.chapters import ch07_gigpo as ch
+
+    config = ch.preset("cpu")
+    keys = problem_keys(ch.EnvFactory("test", config), ch.test_seeds(config.eval_tasks, config))
+    training = set(
+        problem_keys(
+            ch.EnvFactory("train", config), grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration)
+        )
+    )
+    demos = ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config)
+    demo_tasks = set(
+        problem_keys(
+            ch.EnvFactory("train", config), ch.demonstration_seeds(config.demonstrations, base_seed(ch.BASE_NAME))
+        )
+    )
+    held_out_states = task_observations(set(keys), config.size)
+    overlaps = _problem_overlaps(keys, training, demo_tasks)
+    overlaps.append(
+        Overlap("warm-start demonstrations", "observations of held-out tasks' states (sub-problems)",
+                count_overlap(held_out_states, _prompts(demos)), len(held_out_states))
+    )  # fmt: skip
+    return [_split("ch07", "test", keys, overlaps)]
+
+
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch00": audit_ch00,
     "ch01": audit_ch01,
@@ -339,6 +384,7 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch04": audit_ch04,
     "ch05": audit_ch05,
     "ch06": audit_ch06,
+    "ch07": audit_ch07,
 }
 
 

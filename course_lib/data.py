@@ -7,11 +7,13 @@ gives a `DataError` that names the command rebuilding it, instead of a confusing
 
     python -m course_lib.data build ch00      # rebuild chapter 00's tasks and base checkpoint
     python -m course_lib.data verify          # check every file against the manifest
+
+The command line is `course_lib.build` (it maps a chapter to the module that builds its data); this
+module imports no chapter.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -85,26 +87,7 @@ def load_tasks(name: str, data_dir: Path = DATA_DIR):
     return load_from_disk(str(verify(name, data_dir)))
 
 
-# Builders ---------------------------------------------------------------------------------------
-def builders() -> dict[str, str]:
-    """Chapter key (`ch00`) -> module, for every `course_lib/chapters/chNN_*.py` with `build_data`.
-
-    A chapter module's `build_data(data_dir, seed, progress)` writes its artifacts (each with
-    `write_artifact`), so adding a chapter needs no change here.
-    """
-    import importlib
-    import pkgutil
-
-    from course_lib import chapters
-
-    found = {}
-    for module in pkgutil.iter_modules(chapters.__path__):
-        if module.name[:2] == "ch" and module.name[2:4].isdigit():
-            if hasattr(importlib.import_module(f"{chapters.__name__}.{module.name}"), "build_data"):
-                found[module.name[:4]] = f"{chapters.__name__}.{module.name}"
-    return found
-
-
+# Writing artifacts (each chapter's `build_data`; the `build` command is `course_lib.build`) ------------
 def write_artifact(name: str, write: Callable[[Path], object], seed: int, data_dir: Path = DATA_DIR) -> None:
     """Build artifact `name` with `write(folder)` and record its files in the manifest."""
     _replace(data_dir / name, write)
@@ -140,29 +123,9 @@ def _replace(target: Path, write: Callable[[Path], object]) -> None:
             shutil.rmtree(tmp)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.data", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", help="build a chapter's data")
-    build.add_argument("chapter", choices=sorted(builders()))
-    build.add_argument("--seed", type=int, default=0)
-    sub.add_parser("verify", help="check every file against the manifest")
-    args = parser.parse_args(argv)
-    if args.command == "build":
-        import importlib
-
-        importlib.import_module(builders()[args.chapter]).build_data(DATA_DIR, args.seed, True)
-        print(f"built {args.chapter} under {DATA_DIR}")
-        return 0
-    problems = []
-    for name in read_manifest()["artifacts"]:
-        try:
-            verify(name)
-        except DataError as err:
-            problems.append(str(err))
-    print("\n".join(problems) or "all data files match the manifest")
-    return 1 if problems else 0
-
-
 if __name__ == "__main__":
+    # The command line (`build chNN`, `verify`) lives in `course_lib.build`, so that importing this module loads
+    # no chapter: the chapters import `data`, and only the build command imports them.
+    from course_lib.build import main
+
     sys.exit(main())

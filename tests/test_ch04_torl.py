@@ -149,3 +149,19 @@ def test_record_curves_and_context_numbers():
     ]
     assert not any("=" in name for name in curves)
     assert "masked/entropy" not in curves  # absent from every row: not recorded as an empty curve
+
+
+def test_command_line_variants_without_claims(capsys):
+    """`--variants` without both claimed runs prints no claims, and refuses `--record` before running anything."""
+    import argparse
+
+    import pytest
+
+    with pytest.raises(SystemExit):
+        ch04.main(["--seeds", "0", "--variants", "penalty", "--record"])
+    assert "--record needs the variants its claims use" in capsys.readouterr().err
+    parser = argparse.ArgumentParser()
+    partial = ch04._configure(argparse.Namespace(variants=["penalty"], record=False), parser)
+    assert partial.claims == () and partial.claim_numbers({}) == {}
+    full = ch04._configure(argparse.Namespace(variants=list(ch04.VARIANTS), record=True), parser)
+    assert full.claims == ch04.CLAIMS and full.run.keywords == {"variants": list(ch04.VARIANTS)}

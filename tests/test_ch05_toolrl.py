@@ -232,3 +232,16 @@ def test_repool_rewrites_every_record_from_all_seeds(tmp_path, monkeypatch):
 def test_sampling_stops_on_both_answer_kinds():
     assert set(ch.preset("cpu").sampling.stop_tags) == {"</tool_call>", "</response>"}
     assert isinstance(ch.preset("gpu").grpo, GRPOConfig) and isinstance(ch.preset("gpu").sampling, SamplingConfig)
+
+
+def test_command_line_prints_no_per_seed_verdicts(monkeypatch, capsys):
+    """Without `--record` each seed prints its summary and no claims (they pool over recorded seeds)."""
+    fake = dataclasses.replace(ch.CHAPTER, run=lambda seed: {"seed": seed, "minutes": 0.0},
+                               claim_numbers=lambda r: {}, report=lambda r: [f"summary of {r['seed']}"])  # fmt: skip
+    monkeypatch.setattr(ch, "CHAPTER", fake)
+    ch.main(["--seeds", "3"])
+    assert capsys.readouterr().out.splitlines() == [
+        "seed 3 (0.00 min)",
+        "  summary of 3",
+        "(claims pool over recorded seeds: run with --record)",
+    ]

@@ -81,3 +81,49 @@ def test_write_task_set_round_trips_through_load_tasks(tmp_path):
     assert entry["seed"] == 7 and entry["command"] == "python -m course_lib.data build ch99"
     tasks = data.load_tasks("ch99_tasks", data_dir=tmp_path)
     assert tasks["train"]["x"] == [1, 2, 3] and tasks["test"]["x"] == [4]
+
+
+def test_importing_data_loads_no_chapter():
+    """`course_lib.data` imports no chapter module (the chapters import it; only `course_lib.build` maps a chapter
+    to its builder), checked in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = "import sys, course_lib.data; print(sorted(m for m in sys.modules if m.startswith('course_lib.chapters')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_DATA.parent)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_build_table_names_every_chapter_with_data():
+    """`python -m course_lib.data build chNN` knows exactly the chapter modules that define `build_data`."""
+    import importlib
+    import pkgutil
+
+    from course_lib import build, chapters
+
+    modules = [m.name for m in pkgutil.iter_modules(chapters.__path__) if m.name[:2] == "ch" and m.name[2:4].isdigit()]
+    found = {
+        name[:4]: f"course_lib.chapters.{name}"
+        for name in modules
+        if hasattr(importlib.import_module(f"course_lib.chapters.{name}"), "build_data")
+    }
+    assert build.BUILDERS == found
+
+
+def test_data_command_line_keeps_its_commands(capsys):
+    """`python -m course_lib.data` still has `build chNN` (choices from the table) and `verify`."""
+    import subprocess
+    import sys
+
+    from course_lib import build
+
+    help_text = subprocess.run(
+        [sys.executable, "-m", "course_lib.data", "build", "--help"],
+        capture_output=True, text=True, check=True, cwd=REPO_DATA.parent,
+    ).stdout  # fmt: skip
+    assert "python -m course_lib.data build" in help_text and "ch00" in help_text
+    with pytest.raises(SystemExit):
+        build.main(["build", "ch02"])  # chapter 02 reuses chapter 01's data
+    assert "invalid choice" in capsys.readouterr().err
+    with pytest.raises(KeyError, match="ch01"):
+        build.build("ch02")

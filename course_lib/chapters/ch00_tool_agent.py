@@ -6,7 +6,6 @@ built once by `python -m course_lib.data build ch00` (`build_base`) and loaded b
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import functools
@@ -19,19 +18,13 @@ from pathlib import Path
 from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib import results as recorded
+from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.envs.arithmetic import OPERAND_RANGE, draw_problem, solve, vocabulary
-from course_lib.envs.base import distinct_seeds
 from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
 from course_lib.tokenizer import build_tokenizer
-from course_lib.train import (
-    GRPOConfig,
-    SFTConfig,
-    demonstration_examples,
-    evaluate_policy,
-    train_grpo,
-    warm_start_and_save,
-)
+from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
+from course_lib.train import demonstration_examples as demonstration_examples  # the chapter's, as tests call it
 
 ENV_NAME = "tool_arithmetic"
 BASE_NAME = "ch00_base"
@@ -63,16 +56,14 @@ class Chapter00Config:
 
 def preset(scale: str | None = None) -> Chapter00Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
-    scale = scale or course_config.scale()
-    if scale == "cpu":
-        return Chapter00Config()
-    return Chapter00Config(
+    gpu = Chapter00Config(
         model_preset="small",
         demonstrations=50_000,
         sft=SFTConfig(steps=3000, batch_size=128, learning_rate=2e-3),
         grpo=GRPOConfig(iterations=100, prompts_per_iteration=32, group_size=16, learning_rate=3e-4, eval_every=20),
         eval_tasks=1000,
     )
+    return skeleton.by_scale(Chapter00Config(), gpu, scale)
 
 
 def make_env(split: str = "train") -> envs.TextEnv:
@@ -115,37 +106,25 @@ def build_base(
 ) -> list[dict]:
     """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
     config = config or preset(scale)
-    tokenizer = build_tokenizer_for_chapter()
-
-    def examples():
-        return demonstration_examples(
-            tokenizer, demonstration_texts(config.demonstrations, seed, config.tool_share, config.direct_correct)
-        )
-
-    return warm_start_and_save(out_dir, tokenizer, config.model_preset, 64, examples, config.sft, seed, progress)
+    texts = functools.partial(
+        demonstration_texts, config.demonstrations, seed, config.tool_share, config.direct_correct
+    )
+    return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 64, texts, config.sft, seed, progress)
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
     """`python -m course_lib.data build ch00`: the task set and the warm-started base."""
 
-    def rows(split: str, count: int) -> dict[str, list]:
-        problems = [draw_problem(s, split) for s in range(count)]
-        return {
-            "seed": list(range(count)),
-            "question": [f"{a} {op} {b}" for a, op, b in problems],
-            "answer": [solve(*p) for p in problems],
-        }
+    def columns(problems: list) -> dict[str, list]:
+        return {"question": [f"{a} {op} {b}" for a, op, b in problems], "answer": [solve(*p) for p in problems]}
 
-    data.write_task_set("ch00_tasks", {"train": rows("train", 2000), "test": rows("test", 200)}, seed, data_dir)
-    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+    data.write_task_set("ch00_tasks", skeleton.task_splits(draw_problem, columns), seed, data_dir)
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
 
 
-@functools.lru_cache(maxsize=8)
-def test_seeds(count: int) -> list[int]:
-    """Seeds of the held-out problems used for evaluation: the test split's first `count` seeds
-    with pairwise different problems (`envs.base.distinct_seeds`; cached, as every evaluation
-    during training asks again)."""
-    return distinct_seeds(lambda: make_env("test"), count)
+test_seeds = skeleton.held_out_seeds(lambda: make_env("test"))
+"""`test_seeds(count)`: seeds of the held-out problems used for evaluation (the test split's first `count`
+seeds with pairwise different problems; cached)."""
 
 
 def evaluate(model, tokenizer, config: Chapter00Config, seed: int) -> dict[str, float]:
@@ -297,23 +276,22 @@ def claims(results: Mapping) -> list[Claim]:
     return evaluate_all(CLAIMS, claim_numbers(results))
 
 
+def report(results: Mapping) -> list[str]:
+    """What the command line prints for a seed, before its claims."""
+    base, trained = results["base"], results["trained"]
+    return [
+        f"base {base['success']:.3f} -> trained {trained['success']:.3f} "
+        f"(tool use {base['tool_use']:.2f} -> {trained['tool_use']:.2f}), checks {results['checks']}"
+    ]
+
+
+CHAPTER = skeleton.Chapter(
+    "ch00", "Chapter 00, a tool agent trained with GRPO", run, claim_numbers, CLAIMS, curves=curves, report=report
+)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run chapter 00 for several seeds and print its claims.")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--record", action="store_true", help="write each seed's claim numbers to results/ch00.json")
-    args = parser.parse_args(argv)
-    for seed in args.seeds:
-        results = run(seed)
-        print(
-            f"seed {seed}: base {results['base']['success']:.3f} -> trained {results['trained']['success']:.3f} "
-            f"(tool use {results['base']['tool_use']:.2f} -> {results['trained']['tool_use']:.2f}), "
-            f"checks {results['checks']}, {results['minutes']:.2f} min"
-        )
-        numbers = claim_numbers(results)
-        for claim in evaluate_all(CLAIMS, numbers):
-            print(f"  {claim.id} {claim.status} {claim.name}")
-        if args.record:
-            recorded.record("ch00", seed, CLAIMS, numbers, results["minutes"], curves(results))
+    skeleton.main(CHAPTER, argv)
 
 
 if __name__ == "__main__":

@@ -26,15 +26,14 @@ import torch
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib import results as recorded
+from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.envs.blocksworld import draw_problem, render_goal, render_state
-from course_lib.models import build_model, save
 from course_lib.search.blocks_lm import BlocksLM, CorpusConfig, build_blocks_tokenizer, corpus, examples
 from course_lib.search.blocks_lm import held_out_transitions as world_model_test_set
 from course_lib.search.mcts import MCTS, MCTSConfig
 from course_lib.search.rap import ImaginedBlocksworld, RewardConfig
-from course_lib.train import SFTConfig, supervised_warm_start
+from course_lib.train import SFTConfig, warm_start_and_save
 
 TASKS_NAME = "ch01_tasks"
 VALIDATION_PER_LENGTH = 60
@@ -87,16 +86,14 @@ class Chapter01Config:
 
 def preset(scale: str | None = None) -> Chapter01Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
-    scale = scale or course_config.scale()
-    if scale == "cpu":
-        return Chapter01Config()
-    return Chapter01Config(
+    gpu = Chapter01Config(
         model_preset="small",
         corpus=CorpusConfig(plans=40_000, steps=40_000, transitions=40_000, held_out=held_out_problems),
         sft=SFTConfig(steps=3000, batch_size=128, learning_rate=2e-3),
         tasks_per_length=300,
         iterations=(1, 10, 20, 50),
     )
+    return skeleton.by_scale(Chapter01Config(), gpu, scale)
 
 
 # Data -----------------------------------------------------------------------------------------
@@ -183,20 +180,19 @@ def held_out_problems() -> tuple[tuple[str, str], ...]:
 def build_base(out_dir: str | Path, seed: int = 0, progress: bool = True, config: Chapter01Config | None = None):
     """Train the LM on the three formats (plans, labelled steps, transitions) and save it."""
     config = config or preset("cpu")
-    generator = course_config.seed_everything(seed)
     tokenizer = build_blocks_tokenizer()
-    model = build_model(tokenizer, config.model_preset, max_positions=64).to(course_config.device())
-    texts = corpus(config.corpus, seed)
-    rows = [row for kind in ("plan", "step", "world") for row in examples(tokenizer, texts[kind])]
-    history = supervised_warm_start(model, rows, tokenizer.pad_token_id, config.sft, generator, progress)
-    save(model.to("cpu"), tokenizer, out_dir)
-    return history
+
+    def rows():
+        texts = corpus(config.corpus, seed)
+        return [row for kind in ("plan", "step", "world") for row in examples(tokenizer, texts[kind])]
+
+    return warm_start_and_save(out_dir, tokenizer, config.model_preset, 64, rows, config.sft, seed, progress)
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
     """`python -m course_lib.data build ch01`: the task sets and the base LM (shared with chapter 02)."""
     build_tasks(data_dir, seed)
-    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
 
 
 def build_tasks(data_dir: Path, seed: int = 0) -> None:
@@ -457,29 +453,31 @@ def summary_lines(results: dict) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run chapter 01 for several seeds and print its claims.")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+def report(results: Mapping) -> list[str]:
+    """What the command line prints for a seed, before its claims: the table and the gap per plan length."""
+    gap = {k: round(v, 3) for k, v in gaps(results, max(results["mcts"])).items()}
+    return ["MCTS cells: imagined → real success", *summary_lines(results), f"gap imagined - real by length: {gap}"]
+
+
+CHAPTER = skeleton.Chapter("ch01", "Chapter 01, RAP", run, claim_numbers, CLAIMS, report=report)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-ablation", action="store_true")
     parser.add_argument("--tune-w", type=float, nargs="+", metavar="W", help="score UCT weights on validation instead")
-    parser.add_argument("--record", action="store_true", help="write each seed's claim numbers to results/ch01.json")
-    args = parser.parse_args(argv)
+
+
+def _configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> skeleton.Chapter | None:
+    """`--tune-w`: score UCT weights instead (None: done); else the chapter, with `--no-ablation` applied."""
     if args.tune_w:
         for weight, score in tune_uct_weight(tuple(args.tune_w)).items():
             print(f"w = {weight:g}: MCTS(20) real success {score:.3f} on the validation split")
-        return
-    for seed in args.seeds:
-        results = run(seed, ablation=not args.no_ablation)
-        print(f"seed {seed} ({results['minutes']:.2f} min; MCTS cells: imagined → real success)")
-        print("\n".join(summary_lines(results)))
-        print(
-            "gap imagined - real by length:", {k: round(v, 3) for k, v in gaps(results, max(results["mcts"])).items()}
-        )
-        numbers = claim_numbers(results)
-        for claim in evaluate_all(CLAIMS, numbers):
-            print(f"  {claim.id} {claim.status} {claim.name}")
-        if args.record:
-            recorded.record("ch01", seed, CLAIMS, numbers, results["minutes"])
+        return None
+    return replace(CHAPTER, run=functools.partial(run, ablation=not args.no_ablation))
+
+
+def main(argv: list[str] | None = None) -> None:
+    skeleton.main(CHAPTER, argv, arguments=_options, configure=_configure)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from course_lib import config as course_config
 from course_lib import envs
 from course_lib import results as recorded
 from course_lib.chapters import ch01_rap as ch01
+from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.models import build_model
 from course_lib.search.blocks_lm import BlocksLM, SplitRolesLM, build_blocks_tokenizer, examples, world_corpus
@@ -55,10 +56,9 @@ class Chapter02Config:
 
 
 def preset(scale: str | None = None) -> Chapter02Config:
-    scale = scale or course_config.scale()
-    if scale == "cpu":
-        return Chapter02Config()
-    return Chapter02Config(tasks_per_length=300, budgets=(6, 12, 24, 48, 96), chapter01=ch01.preset("gpu"))
+    """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
+    gpu = Chapter02Config(tasks_per_length=300, budgets=(6, 12, 24, 48, 96), chapter01=ch01.preset("gpu"))
+    return skeleton.by_scale(Chapter02Config(), gpu, scale)
 
 
 def make_env():
@@ -419,29 +419,35 @@ def imperfect_world_model(seeds: Sequence[int], config: ImperfectWorldModelConfi
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run chapter 02 for several seeds and print its claims.")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--record", action="store_true", help="write each seed's claim numbers to results/ch02.json")
+def report(results: Mapping) -> list[str]:
+    """What the command line prints for a seed, before its claims: the table and where LATS starts to lead."""
+    lead = int(claim_numbers(results)["lats_first_lead_budget"])
+    return [
+        *summary_lines(results),
+        f"smallest budget at which LATS leads both baselines by {LEAD:.2f}: {lead or 'none'}",
+    ]
+
+
+CHAPTER = skeleton.Chapter("ch02", "Chapter 02, LATS", run, claim_numbers, CLAIMS, report=report)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--imperfect-world-model", action="store_true",
         help="run the designed C1.3/C2.1 experiment instead (--record writes results/ch02_imperfect_world_model.json)",
     )  # fmt: skip
-    args = parser.parse_args(argv)
+
+
+def _configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> skeleton.Chapter | None:
+    """`--imperfect-world-model`: the designed experiment instead (None: done); else the chapter."""
     if args.imperfect_world_model:
         imperfect_world_model(args.seeds, record=args.record)
-        return
-    for seed in args.seeds:
-        results = run(seed)
-        print(f"seed {seed} ({results['minutes']:.2f} min)")
-        print("\n".join(summary_lines(results)))
-        numbers = claim_numbers(results)
-        lead = int(numbers["lats_first_lead_budget"])
-        print(f"  smallest budget at which LATS leads both baselines by {LEAD:.2f}: {lead or 'none'}")
-        for claim in evaluate_all(CLAIMS, numbers):
-            print(f"  {claim.id} {claim.status} {claim.name}")
-        if args.record:
-            recorded.record("ch02", seed, CLAIMS, numbers, results["minutes"])
+        return None
+    return CHAPTER
+
+
+def main(argv: list[str] | None = None) -> None:
+    skeleton.main(CHAPTER, argv, arguments=_options, configure=_configure)
 
 
 if __name__ == "__main__":

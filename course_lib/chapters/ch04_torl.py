@@ -27,19 +27,12 @@ import numpy as np
 from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib import results as recorded
+from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
-from course_lib.envs.base import distinct_seeds
 from course_lib.envs.word_math import MAX_NUMBER, draw_problem, vocabulary
 from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import build_tokenizer, tag_id
-from course_lib.train import (
-    GRPOConfig,
-    SFTConfig,
-    demonstration_examples,
-    evaluate_policy,
-    train_grpo,
-    warm_start_and_save,
-)
+from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
 
 ENV_NAME = "word_math"
 BASE_NAME = "ch04_base"
@@ -80,16 +73,14 @@ class Chapter04Config:
 
 def preset(scale: str | None = None) -> Chapter04Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
-    scale = scale or course_config.scale()
-    if scale == "cpu":
-        return Chapter04Config()
-    return Chapter04Config(
+    gpu = Chapter04Config(
         model_preset="small",
         demonstrations=50_000,
         sft=SFTConfig(steps=3000, batch_size=128, learning_rate=2e-3),
         grpo=GRPOConfig(iterations=200, prompts_per_iteration=32, group_size=16, learning_rate=3e-4, eval_every=20),
         eval_tasks=1000,
     )
+    return skeleton.by_scale(Chapter04Config(), gpu, scale)
 
 
 def make_env(split: str = "train", max_tool_calls: int = 1, execution_error_penalty: float = 0.0) -> envs.TextEnv:
@@ -165,30 +156,20 @@ def build_base(
 ) -> list[dict]:
     """Warm-start a fresh model on the mixed traces and save it with `save_pretrained`."""
     config = config or preset(scale)
-    tokenizer = build_tokenizer_for_chapter()
-
-    def examples():
-        return demonstration_examples(
-            tokenizer, demonstration_texts(config.demonstrations, seed, config.tool_share, config.direct_correct)
-        )
-
-    return warm_start_and_save(out_dir, tokenizer, config.model_preset, 128, examples, config.sft, seed, progress)
+    texts = functools.partial(
+        demonstration_texts, config.demonstrations, seed, config.tool_share, config.direct_correct
+    )
+    return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 128, texts, config.sft, seed, progress)
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
     """`python -m course_lib.data build ch04`: the task set and the warm-started base."""
 
-    def rows(split: str, count: int) -> dict[str, list]:
-        problems = [draw_problem(s, split) for s in range(count)]
-        return {
-            "seed": list(range(count)),
-            "question": [p.question for p in problems],
-            "expression": [p.expression for p in problems],
-            "answer": [p.answer for p in problems],
-        }
+    def columns(problems: list) -> dict[str, list]:
+        return {key: [getattr(p, key) for p in problems] for key in ("question", "expression", "answer")}
 
-    data.write_task_set(TASKS_NAME, {"train": rows("train", 2000), "test": rows("test", 200)}, seed, data_dir)
-    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+    data.write_task_set(TASKS_NAME, skeleton.task_splits(draw_problem, columns), seed, data_dir)
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
 
 
 # Measurements (ToRL Fig. 5, plus the tool success rate and hallucinated observations) -------
@@ -247,12 +228,9 @@ def torl_stats(trajectories: list[Trajectory], tokenizer) -> dict[str, float]:
     }
 
 
-@functools.lru_cache(maxsize=8)
-def test_seeds(count: int) -> list[int]:
-    """Seeds of the held-out problems used for evaluation: the test split's first `count` seeds
-    with pairwise different problems (`envs.base.distinct_seeds`; cached, as every evaluation
-    during training asks again)."""
-    return distinct_seeds(lambda: make_env("test"), count)
+test_seeds = skeleton.held_out_seeds(lambda: make_env("test"))
+"""`test_seeds(count)`: seeds of the held-out problems used for evaluation (the test split's first `count`
+seeds with pairwise different problems; cached)."""
 
 
 def evaluate(model, tokenizer, config: Chapter04Config, seed: int, max_tool_calls: int | None = None) -> dict:
@@ -437,26 +415,39 @@ def format_summary(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run chapter 04 for several seeds and print its claims.")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+CLAIMED = {"masked", "unmasked"}
+"""The variants the claims compare: without both, a run prints its table and no claims."""
+
+
+def report(results: Mapping) -> list[str]:
+    """What the command line prints for a seed, before its claims: the table and, with both claimed variants,
+    their mean held-out accuracy over the run."""
+    lines = format_summary(results).splitlines()
+    if CLAIMED <= set(results["runs"]):
+        means = {name: mean_eval_accuracy(results["runs"][name]["history"]) for name in ("masked", "unmasked")}
+        lines.append("mean held-out accuracy over the run: " + ", ".join(f"{k} {v:.3f}" for k, v in means.items()))
+    return lines
+
+
+CHAPTER = skeleton.Chapter("ch04", "Chapter 04, ToRL", run, claim_numbers, CLAIMS, curves=curves, report=report)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--record", action="store_true", help="write each seed's claim numbers to results/ch04.json")
-    args = parser.parse_args(argv)
-    if args.record and not {"masked", "unmasked"} <= set(args.variants):
+
+
+def _configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> skeleton.Chapter:
+    """The chapter with `--variants` applied; without both claimed variants, no claims (and no `--record`)."""
+    chapter = dataclasses.replace(CHAPTER, run=functools.partial(run, variants=args.variants))
+    if CLAIMED <= set(args.variants):
+        return chapter
+    if args.record:
         parser.error("--record needs the variants its claims use: masked and unmasked")
-    for seed in args.seeds:
-        results = run(seed, variants=args.variants)
-        print(f"seed {seed} ({results['minutes']:.2f} min)")
-        print(format_summary(results))
-        if {"masked", "unmasked"} <= set(results["runs"]):
-            means = {name: mean_eval_accuracy(results["runs"][name]["history"]) for name in ("masked", "unmasked")}
-            print("mean held-out accuracy over the run: " + ", ".join(f"{k} {v:.3f}" for k, v in means.items()))
-            numbers = claim_numbers(results)
-            for claim in evaluate_all(CLAIMS, numbers):
-                print(f"  {claim.id} {claim.status} {claim.name}")
-            if args.record:
-                recorded.record("ch04", seed, CLAIMS, numbers, results["minutes"], curves(results))
+    return dataclasses.replace(chapter, claim_numbers=lambda results: {}, claims=())
+
+
+def main(argv: list[str] | None = None) -> None:
+    skeleton.main(CHAPTER, argv, arguments=_options, configure=_configure)
 
 
 if __name__ == "__main__":

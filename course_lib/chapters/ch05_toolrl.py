@@ -40,6 +40,7 @@ from course_lib import config as course_config
 from course_lib import data
 from course_lib import results as recorded
 from course_lib.algos.rewards import RewardSpec, think_words
+from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.envs.base import distinct_seeds
 from course_lib.envs.function_calling import (
@@ -54,12 +55,19 @@ from course_lib.envs.function_calling import (
     held_out,
     vocabulary,
 )
-from course_lib.models import add_lora, build_model, count_parameters, save
+from course_lib.models import add_lora, count_parameters
 from course_lib.results import recorded_numbers
 from course_lib.rollout import SamplingConfig
 from course_lib.stats import interval
 from course_lib.tokenizer import build_tokenizer, encode
-from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, supervised_warm_start, train_grpo
+from course_lib.train import (
+    GRPOConfig,
+    SFTConfig,
+    evaluate_policy,
+    supervised_warm_start,
+    train_grpo,
+    warm_start_and_save,
+)
 
 BASE_NAME = "ch05_base"
 ARMS = ("fine", "coarse", "length", "dynamic")
@@ -133,10 +141,7 @@ class Chapter05Config:
 
 def preset(scale: str | None = None) -> Chapter05Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
-    scale = scale or course_config.scale()
-    if scale == "cpu":
-        return Chapter05Config()
-    return Chapter05Config(
+    gpu = Chapter05Config(
         model_preset="small",
         demonstrations=50_000,
         sft=SFTConfig(steps=3000, batch_size=128, learning_rate=2e-3),
@@ -146,6 +151,7 @@ def preset(scale: str | None = None) -> Chapter05Config:
         ),
         eval_tasks=1000,
     )
+    return skeleton.by_scale(Chapter05Config(), gpu, scale)
 
 
 # Demonstrations ------------------------------------------------------------------------------------
@@ -230,19 +236,18 @@ def build_base(
 ) -> list[dict]:
     """Warm-start a fresh model on noisy demonstrations and save it with `save_pretrained`."""
     config = config or preset(scale)
-    generator = course_config.seed_everything(seed)
     tokenizer = build_tokenizer_for_chapter()
-    model = build_model(tokenizer, config.model_preset, max_positions=config.max_positions)
-    model = model.to(course_config.device())
-    examples = demonstration_examples(tokenizer, config.demonstrations, seed, config.noise, config.demo_mix)
-    history = supervised_warm_start(model, examples, tokenizer.pad_token_id, config.sft, generator, progress)
-    save(model.to("cpu"), tokenizer, out_dir)
-    return history
+    examples = functools.partial(
+        demonstration_examples, tokenizer, config.demonstrations, seed, config.noise, config.demo_mix
+    )
+    return warm_start_and_save(
+        out_dir, tokenizer, config.model_preset, config.max_positions, examples, config.sft, seed, progress
+    )
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
     """`python -m course_lib.data build ch05`: the warm-started base checkpoint."""
-    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
 
 
 # Evaluation ----------------------------------------------------------------------------------------
@@ -619,31 +624,32 @@ def repool(chapter: str = "ch05") -> None:
     recorded.write(chapter, rewritten)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run chapter 05 for several seeds and print its claims.")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="write each seed's numbers and curves to results/ch05.json, then pool the paired differences over "
-        "every recorded seed",
-    )
-    args = parser.parse_args(argv)
-    for seed in args.seeds:
-        results = run(seed)
-        print(f"seed {seed}: {summary(results)}, {results['minutes']:.2f} min", flush=True)
-        if args.record:
-            curves = recorded.history_curves(results["histories"], CURVE_KEYS)
-            recorded.record("ch05", seed, CLAIMS, claim_numbers(results), results["minutes"], curves)
-    if args.record:
-        repool("ch05")
-        loaded = recorded.load("ch05")
-        print(interval_table(loaded))
-        numbers = next(iter(loaded["seeds"].values()))["numbers"]
-        for claim in evaluate_all(CLAIMS, numbers):
-            print(f"  {claim.id} {claim.status} {claim.name}")
-    else:
+def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
+    """Each RL arm's learning curves, `{"<arm>/<key>": [(iteration, value), ...]}`, for `results.record`."""
+    return recorded.history_curves(results["histories"], CURVE_KEYS)
+
+
+CHAPTER = skeleton.Chapter(
+    "ch05", "Chapter 05, ToolRL", run, claim_numbers, CLAIMS, curves=curves, report=lambda r: [summary(r)]
+)
+
+
+def pool_and_report(args: argparse.Namespace, outputs: list[dict]) -> None:
+    """The command line's end: with `--record`, re-pool every recorded seed (each seed was recorded with numbers
+    pooled over itself alone, and no verdicts printed), print the interval table and the claims."""
+    if not args.record:
         print("(claims pool over recorded seeds: run with --record)")
+        return
+    repool("ch05")
+    loaded = recorded.load("ch05")
+    print(interval_table(loaded))
+    numbers = next(iter(loaded["seeds"].values()))["numbers"]
+    for claim in evaluate_all(CLAIMS, numbers):
+        print(f"  {claim.id} {claim.status} {claim.name}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    skeleton.main(CHAPTER, argv, finish=pool_and_report, print_claims=False)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ ablates the tool-execution term. The base is built by `python -m course_lib.data
 
 from __future__ import annotations
 
-import argparse
 import copy
 import functools
 import random
@@ -23,20 +22,13 @@ import numpy as np
 from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib import results as recorded
+from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
-from course_lib.envs.base import distinct_seeds
 from course_lib.envs.price_tools import NUMBER_RANGE, draw_problem, solve, vocabulary
 from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import build_tokenizer
 from course_lib.tools.lookup_table import TABLE
-from course_lib.train import (
-    GRPOConfig,
-    SFTConfig,
-    demonstration_examples,
-    evaluate_policy,
-    train_grpo,
-    warm_start_and_save,
-)
+from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
 
 ENV_NAME = "price_tools"
 BASE_NAME = "ch06_base"
@@ -74,16 +66,14 @@ class Chapter06Config:
 
 def preset(scale: str | None = None) -> Chapter06Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
-    scale = scale or course_config.scale()
-    if scale == "cpu":
-        return Chapter06Config()
-    return Chapter06Config(
+    gpu = Chapter06Config(
         model_preset="small",
         demonstrations=50_000,
         sft=SFTConfig(steps=3000, batch_size=128, learning_rate=2e-3),
         grpo=GRPOConfig(iterations=100, prompts_per_iteration=32, group_size=16, learning_rate=3e-4, eval_every=20),
         eval_tasks=699,  # every test problem: the split has no 1000 different ones
     )
+    return skeleton.by_scale(Chapter06Config(), gpu, scale)
 
 
 def make_env(split: str = "train", config: Chapter06Config | None = None, w_tool: float | None = None) -> envs.TextEnv:
@@ -132,29 +122,18 @@ def build_base(
 ) -> list[dict]:
     """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
     config = config or preset(scale)
-    tokenizer = build_tokenizer_for_chapter()
-
-    def examples():
-        return demonstration_examples(
-            tokenizer, demonstration_texts(config.demonstrations, seed, config.failure_rate, config.retry_share)
-        )
-
-    return warm_start_and_save(out_dir, tokenizer, config.model_preset, 96, examples, config.sft, seed, progress)
+    texts = functools.partial(demonstration_texts, config.demonstrations, seed, config.failure_rate, config.retry_share)
+    return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 96, texts, config.sft, seed, progress)
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
     """`python -m course_lib.data build ch06`: the task set and the warm-started base."""
 
-    def rows(split: str, count: int) -> dict[str, list]:
-        problems = [draw_problem(s, split) for s in range(count)]
-        return {
-            "seed": list(range(count)),
-            "question": [" ".join(p) for p in problems],
-            "answer": [solve(*p) for p in problems],
-        }
+    def columns(problems: list) -> dict[str, list]:
+        return {"question": [" ".join(p) for p in problems], "answer": [solve(*p) for p in problems]}
 
-    data.write_task_set("ch06_tasks", {"train": rows("train", 2000), "test": rows("test", 200)}, seed, data_dir)
-    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+    data.write_task_set("ch06_tasks", skeleton.task_splits(draw_problem, columns), seed, data_dir)
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
 
 
 # Measurements ----------------------------------------------------------------------------------
@@ -188,12 +167,9 @@ def self_correction(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     }
 
 
-@functools.lru_cache(maxsize=8)
-def test_seeds(count: int) -> list[int]:
-    """Seeds of the held-out problems used for evaluation: the test split's first `count` seeds
-    with pairwise different problems (`envs.base.distinct_seeds`; cached, as every evaluation
-    during training asks again)."""
-    return distinct_seeds(lambda: make_env("test"), count)
+test_seeds = skeleton.held_out_seeds(lambda: make_env("test"))
+"""`test_seeds(count)`: seeds of the held-out problems used for evaluation (the test split's first `count`
+seeds with pairwise different problems; cached)."""
 
 
 def evaluate(model, tokenizer, config: Chapter06Config, seed: int) -> dict[str, float]:
@@ -302,22 +278,19 @@ def claims(results: Mapping) -> list[Claim]:
     return evaluate_all(CLAIMS, claim_numbers(results))
 
 
+REPORT_KEYS = ("success", "retry_rate", "failed_calls", "recovered", "tool_calls", "tool_error_rate", "policy_tokens")
+
+
+def report(results: Mapping) -> list[str]:
+    """What the command line prints for a seed, before its claims: a line per policy compared."""
+    return [f"{label:34} " + " ".join(f"{k} {stats[k]:.3f}" for k in REPORT_KEYS) for label, stats in summary(results)]
+
+
+CHAPTER = skeleton.Chapter("ch06", "Chapter 06, ARTIST", run, claim_numbers, CLAIMS, curves=curves, report=report)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run chapter 06 for several seeds and print its claims.")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--record", action="store_true", help="write each seed's claim numbers to results/ch06.json")
-    args = parser.parse_args(argv)
-    keys = ["success", "retry_rate", "failed_calls", "recovered", "tool_calls", "tool_error_rate", "policy_tokens"]
-    for seed in args.seeds:
-        results = run(seed)
-        print(f"seed {seed} ({results['minutes']:.2f} min)")
-        for label, stats in summary(results):
-            print(f"  {label:34} " + " ".join(f"{k} {stats[k]:.3f}" for k in keys))
-        numbers = claim_numbers(results)
-        for claim in evaluate_all(CLAIMS, numbers):
-            print(f"  {claim.id} {claim.status} {claim.name}")
-        if args.record:
-            recorded.record("ch06", seed, CLAIMS, numbers, results["minutes"], curves(results))
+    skeleton.main(CHAPTER, argv)
 
 
 if __name__ == "__main__":

@@ -6,17 +6,26 @@ which curves it records, what to print) and gets, from here, the command line ev
     python -m course_lib.chapters.<module> --seeds 0 1 2 [--record]
 
 which runs each seed, prints the claims, and with `--record` writes `results/<id>.json`. The notebook
-calls the same `run_seed`, so what it shows and what the command records come from one function.
+calls the same `run_seed`, so what it shows and what the command records come from one function. A chapter
+with options of its own passes `main` hooks (`arguments`, `configure`, `finish`).
+
+It also holds the glue the chapters' data builders share: `task_splits` (a task set's columns),
+`warm_start_base` (a base warm-started on demonstrations), `write_base` (that base as a `data/` artifact)
+and `held_out_seeds` (a chapter's cached `test_seeds`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from course_lib import config as course_config
+from course_lib import data
 from course_lib import results as recorded
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 
@@ -53,8 +62,9 @@ def check(chapter: Chapter, results: Mapping) -> list[Claim]:
     return evaluate_all(chapter.claims, chapter.claim_numbers(results))
 
 
-def run_seeds(chapter: Chapter, seeds: Sequence[int], record: bool = False) -> list[dict]:
-    """The command line's loop: run, print and (with `record`) write each seed in turn."""
+def run_seeds(chapter: Chapter, seeds: Sequence[int], record: bool = False, print_claims: bool = True) -> list[dict]:
+    """The command line's loop: run, print and (with `record`) write each seed in turn. With `print_claims`
+    False a seed's verdicts are not printed (a chapter whose claims pool over seeds prints them at the end)."""
     outputs = []
     for seed in seeds:
         results = run_seed(chapter, seed)
@@ -62,8 +72,9 @@ def run_seeds(chapter: Chapter, seeds: Sequence[int], record: bool = False) -> l
         for line in chapter.report(results) if chapter.report else []:
             print(f"  {line}")
         numbers = chapter.claim_numbers(results)
-        for claim in evaluate_all(chapter.claims, numbers):
+        for claim in evaluate_all(chapter.claims, numbers) if print_claims else []:
             print(f"  {claim.id} {claim.status} {claim.name}")
+        sys.stdout.flush()
         if record:
             curves = chapter.curves(results) if chapter.curves else None
             recorded.record(chapter.id, seed, chapter.claims, numbers, results["minutes"], curves)
@@ -71,13 +82,39 @@ def run_seeds(chapter: Chapter, seeds: Sequence[int], record: bool = False) -> l
     return outputs
 
 
-def main(chapter: Chapter, argv: list[str] | None = None) -> None:
-    """`python -m course_lib.chapters.<module> --seeds ... [--record]`."""
+Configure = Callable[[argparse.Namespace, argparse.ArgumentParser], Chapter | None]
+"""`(args, parser)` -> the chapter to run with these arguments, or None when it did the work itself."""
+
+
+def main(
+    chapter: Chapter,
+    argv: list[str] | None = None,
+    *,
+    arguments: Callable[[argparse.ArgumentParser], object] | None = None,
+    configure: Configure | None = None,
+    finish: Callable[[argparse.Namespace, list[dict]], object] | None = None,
+    print_claims: bool = True,
+) -> list[dict]:
+    """`python -m course_lib.chapters.<module> --seeds ... [--record]`, plus a chapter's own options.
+
+    `arguments(parser)` adds the chapter's flags; `configure(args, parser)` returns the chapter to run
+    under them (e.g. with `run` bound to a flag), or None when it handled the command itself (another mode);
+    `finish(args, results)` runs after the last seed (e.g. statistics over seeds). Returns each seed's results.
+    """
     parser = argparse.ArgumentParser(description=f"{chapter.title}: run several seeds and print the claims.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--record", action="store_true", help=f"write each seed's numbers to results/{chapter.id}.json")
+    if arguments is not None:
+        arguments(parser)
     args = parser.parse_args(argv)
-    run_seeds(chapter, args.seeds, args.record)
+    if configure is not None:
+        chapter = configure(args, parser)
+        if chapter is None:
+            return []
+    outputs = run_seeds(chapter, args.seeds, args.record, print_claims)
+    if finish is not None:
+        finish(args, outputs)
+    return outputs
 
 
 def by_scale(cpu, gpu, scale: str | None = None):
@@ -86,3 +123,63 @@ def by_scale(cpu, gpu, scale: str | None = None):
     if scale not in ("cpu", "gpu"):
         raise ValueError(f"scale must be 'cpu' or 'gpu', got {scale!r}")
     return cpu if scale == "cpu" else gpu
+
+
+# Data glue: what the chapters' `build_data` and `build_base` share ----------------------------------
+TASK_SPLITS: Mapping[str, int] = {"train": 2000, "test": 200}
+"""Draws per split of a chapter's task set (`task_splits`)."""
+
+
+def task_splits(
+    draw: Callable[[int, str], object],
+    columns: Callable[[list], dict[str, list]],
+    sizes: Mapping[str, int] = TASK_SPLITS,
+) -> dict[str, dict[str, list]]:
+    """`{split: {"seed": [0, ..., n - 1], **columns(problems)}}`, `problems` being `draw(seed, split)` for
+    the first n seeds of each split: the columns `data.write_task_set` saves."""
+    splits = {}
+    for split, count in sizes.items():
+        problems = [draw(seed, split) for seed in range(count)]
+        splits[split] = {"seed": list(range(count)), **columns(problems)}
+    return splits
+
+
+def write_base(name: str, build_base: Callable[..., object], data_dir: Path, seed: int, progress: bool) -> None:
+    """Artifact `name`: `build_base(folder, seed=seed, progress=progress)` written and recorded in the manifest."""
+    data.write_artifact(name, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+
+
+def warm_start_base(
+    out_dir: str | Path,
+    words: Iterable[str],
+    model_preset: str,
+    max_positions: int,
+    texts: Callable[[], Sequence[tuple[str, str]]],
+    sft,
+    seed: int,
+    progress: bool = False,
+) -> list[dict[str, float]]:
+    """A base checkpoint warm-started on `(prompt, completion)` demonstrations: a tokenizer over `words`,
+    then `train.warm_start_and_save` on `demonstration_examples(tokenizer, texts())` (drawn after the
+    model is built, in `warm_start_and_save`'s fixed order, so a rebuild writes byte-identical files)."""
+    from course_lib.tokenizer import build_tokenizer
+    from course_lib.train import demonstration_examples, warm_start_and_save
+
+    tokenizer = build_tokenizer(words)
+
+    def examples():
+        return demonstration_examples(tokenizer, texts())
+
+    return warm_start_and_save(out_dir, tokenizer, model_preset, max_positions, examples, sft, seed, progress)
+
+
+def held_out_seeds(make_test_env: Callable[[], object], cache: int = 8) -> Callable[[int], list[int]]:
+    """A chapter's `test_seeds(count)`: the test split's first `count` seeds with pairwise different problems
+    (`envs.base.distinct_seeds` on `make_test_env`), cached, as every evaluation during training asks again."""
+    from course_lib.envs.base import distinct_seeds
+
+    @functools.lru_cache(maxsize=cache)
+    def test_seeds(count: int) -> list[int]:
+        return distinct_seeds(make_test_env, count)
+
+    return test_seeds

@@ -176,12 +176,19 @@ def shortest_plan(task: Task, size: int, state: State) -> tuple[str, ...]:
     raise ValueError(f"goal unreachable from {state!r} in task {task!r}")  # cannot happen for a valid task
 
 
-def expert_action(env: KeyDoorEnv) -> str:
-    """The first action of a shortest plan from the env's current true state to the goal."""
-    plan = shortest_plan(env.task, env.size, env.anchor())
-    if not plan:
+def optimal_actions(env: KeyDoorEnv) -> list[str]:
+    """Every action that starts a shortest plan from the env's current true state, in `ACTIONS` order."""
+    task, size, state = env.task, env.size, env.anchor()
+    remaining = len(shortest_plan(task, size, state))
+    if not remaining:
         raise ValueError("the agent is already on the goal")
-    return plan[0]
+    return [a for a in ACTIONS if len(shortest_plan(task, size, transition(task, size, state, a))) == remaining - 1]
+
+
+def expert_action(env: KeyDoorEnv) -> str:
+    """The first of `optimal_actions` (up before down before left before right): a tie-break a small
+    model can learn (move vertically while that is on a shortest path), unlike the search's own order."""
+    return optimal_actions(env)[0]
 
 
 def shortest_plan_length(env: KeyDoorEnv) -> int:

@@ -1,0 +1,385 @@
+"""Chapter 07: GiGPO, step-level credit from repeated states (arXiv 2505.10978).
+
+A tiny policy plays `key_door` (fetch the key, open the door, reach the goal; sparse terminal
+reward, up to 30 steps) in step mode: each step is its own short sequence, prompt = the current
+observation, response = one action word. GRPO gives every step of an episode the episode's
+advantage; GiGPO adds a step advantage that compares the discounted returns of the actions taken
+from the same state (the same observation text) anywhere in the group. The chapter trains both at
+the same budget, and the controls: gamma = 1 (a terminal-only reward leaves every step of an
+episode the same return), mean-only normalisation, and a noisy view in which no observation repeats
+(every step group has one member, so GiGPO is GRPO, exactly). The base is built by
+`python -m course_lib.data build ch07`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course_lib import config as course_config
+from course_lib import data, envs
+from course_lib import results as recorded
+from course_lib.algos.gigpo import step_group_sizes
+from course_lib.chapters import skeleton
+from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.envs.base import distinct_seeds
+from course_lib.envs.key_door import ACTIONS, expert_action, vocabulary
+from course_lib.rollout import RolloutEngine, SamplingConfig
+from course_lib.step_mode import rollout_steps
+from course_lib.tokenizer import build_tokenizer
+from course_lib.train import (
+    GiGPOConfig,
+    GRPOConfig,
+    SFTConfig,
+    demonstration_examples,
+    evaluate_policy,
+    train_grpo,
+    warm_start_and_save,
+)
+
+ENV_NAME = "key_door"
+BASE_NAME = "ch07_base"
+STOP = "</action>"
+
+
+@dataclass
+class Chapter07Config:
+    """Everything chapter 07 varies, with the cpu preset's values as defaults."""
+
+    model_preset: str = "micro"
+    """Model size, a key of `models.MODEL_PRESETS` (114k parameters: one action word from a short text)."""
+    size: int = 6
+    """Grid side."""
+    max_steps: int = 30
+    """Episode limit (optimal plans take 12.4 steps on average, 24 at most)."""
+    demonstrations: int = 6000
+    """Warm-start episodes of a noisy expert on training tasks (about 140,000 steps: more than the warm start
+    reads, 2000 x 64, so the model learns the demonstrator's mixture instead of memorising its draws)."""
+    expert_noise: float = 0.3
+    """Probability that a demonstration step is a uniformly random action instead of the expert's: the
+    warm-started policy imitates this mixture, so it succeeds sometimes, wastes steps, and leaves RL
+    something to learn."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=2000, batch_size=64, learning_rate=3e-3))
+    """Warm start."""
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(
+            temperature=1.0, max_turn_tokens=3, max_total_tokens=40, stop_tags=(STOP,)
+        )
+    )
+    """One action word and the stop tag per step, sampled at temperature 1 in training and evaluation."""
+    grpo: GRPOConfig = field(
+        default_factory=lambda: GRPOConfig(
+            iterations=20,
+            prompts_per_iteration=4,
+            group_size=8,
+            learning_rate=1e-3,
+            eval_every=10,
+            rollout_mode="step",
+            history_window=0,
+            anchor_source="observation",
+            invalid_penalty=0.1,
+            gigpo=GiGPOConfig(gamma=0.95, step_weight=1.0, episode_baseline="pooled"),
+        )
+    )
+    """RL in step mode (no KL, one on-policy update per batch); verl-agent's GiGPO defaults where they
+    apply: gamma 0.95, omega 1, the pooled episode baseline, the invalid-action penalty 0.1."""
+    eval_tasks: int = 200
+    """Distinct held-out tasks per evaluation."""
+    noisy_iterations: int = 5
+    """Iterations of the noisy-view pair (GRPO and GiGPO): their runs are compared exactly, so a few do."""
+
+
+def preset(scale: str | None = None) -> Chapter07Config:
+    """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
+    gpu = Chapter07Config(
+        model_preset="small",
+        demonstrations=10_000,
+        sft=SFTConfig(steps=2000, batch_size=128, learning_rate=2e-3),
+        grpo=dataclasses.replace(Chapter07Config().grpo, iterations=150, prompts_per_iteration=16),
+        eval_tasks=500,
+    )
+    return skeleton.by_scale(Chapter07Config(), gpu, scale)
+
+
+ARMS: dict[str, dict] = {
+    "grpo": {"advantage": "grpo"},
+    "gigpo": {"advantage": "gigpo"},
+    "gigpo_gamma1": {"advantage": "gigpo", "gamma": 1.0},
+    "gigpo_mean": {"advantage": "gigpo", "scale_by_std": False},
+}
+"""The full-length runs: GRPO, GiGPO, GiGPO with gamma 1, GiGPO with mean-only normalisation (both levels)."""
+
+
+def arm_config(config: Chapter07Config, arm: str, iterations: int | None = None) -> GRPOConfig:
+    """The loop's configuration of `arm` (a key of `ARMS`)."""
+    settings = dict(ARMS[arm])
+    gamma = settings.pop("gamma", config.grpo.gigpo.gamma)
+    return dataclasses.replace(
+        config.grpo,
+        **settings,
+        iterations=config.grpo.iterations if iterations is None else iterations,
+        gigpo=dataclasses.replace(config.grpo.gigpo, gamma=gamma),
+    )
+
+
+class EnvFactory:
+    """Training environments of one run; in the noisy view each gets its own `noise_id`, the same in
+    every run, so two runs that differ only in their estimator see the same noise."""
+
+    def __init__(self, split: str, config: Chapter07Config, view: str = "full"):
+        self.split, self.config, self.view, self.made = split, config, view, 0
+
+    def __call__(self) -> envs.TextEnv:
+        extra = {"noise_id": self.made} if self.view == "noisy" else {}
+        self.made += 1
+        return envs.make(
+            ENV_NAME, split=self.split, size=self.config.size, view=self.view, max_steps=self.config.max_steps, **extra
+        )
+
+
+# Warm start -------------------------------------------------------------------------------------
+def demonstration_seeds(count: int, seed: int) -> list[int]:
+    """The training-split task seeds of the `count` demonstration episodes of a base built with `seed`."""
+    return [seed * 10_000_019 + episode for episode in range(count)]
+
+
+def demonstration_texts(count: int, seed: int, config: Chapter07Config | None = None) -> list[tuple[str, str]]:
+    """`(observation, action)` pairs from `count` episodes of a noisy demonstrator on training tasks: at
+    each step a uniformly random action with probability `expert_noise`, else the expert's (the first of
+    `ACTIONS` that starts a shortest plan). The warm-started policy imitates this mixture. Step-mode
+    prompts, so the warm start sees exactly what the policy will."""
+    config = config or Chapter07Config()
+    rng = random.Random(seed)
+    env = envs.make(ENV_NAME, split="train", size=config.size, max_steps=config.max_steps)
+    texts = []
+    for task_seed in demonstration_seeds(count, seed):
+        observation, _ = env.reset(seed=task_seed)
+        while not env.done:
+            action = rng.choice(ACTIONS) if rng.random() < config.expert_noise else expert_action(env)
+            texts.append((observation, f"{action} {STOP}"))
+            observation, *_ = env.step(action)
+    return texts
+
+
+def build_tokenizer_for_chapter():
+    return build_tokenizer(vocabulary())
+
+
+def build_base(
+    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter07Config | None = None
+) -> list[dict]:
+    """Warm-start a fresh model on the noisy expert's steps and save it with `save_pretrained`."""
+    config = config or preset(scale)
+    tokenizer = build_tokenizer_for_chapter()
+
+    def examples():
+        return demonstration_examples(tokenizer, demonstration_texts(config.demonstrations, seed, config))
+
+    return warm_start_and_save(out_dir, tokenizer, config.model_preset, 48, examples, config.sft, seed, progress)
+
+
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
+    """`python -m course_lib.data build ch07`: the warm-started base."""
+    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+
+
+# Measurements -----------------------------------------------------------------------------------
+def test_seeds(count: int, config: Chapter07Config) -> list[int]:
+    """Seeds of `count` distinct held-out tasks (`envs.base.distinct_seeds`)."""
+    return distinct_seeds(EnvFactory("test", config), count)
+
+
+def evaluate(model, tokenizer, config: Chapter07Config, seed: int) -> dict[str, float]:
+    """Held-out success, steps per episode and invalid-action rate, in step mode at temperature 1."""
+    stats, _ = evaluate_policy(
+        model, tokenizer, EnvFactory("test", config), test_seeds(config.eval_tasks, config), config.sampling, seed,
+        rollout_mode="step", history_window=config.grpo.history_window,
+    )  # fmt: skip
+    return stats
+
+
+SIZE_BINS = ("1", "2-7", "8", "9-16", ">16")
+"""Step-group sizes, for group size N = 8: alone, fewer than N, exactly N, up to 2N, more."""
+
+
+def size_bin(size: int, group_size: int) -> str:
+    if size == 1:
+        return "1"
+    if size < group_size:
+        return "2-7"
+    if size == group_size:
+        return "8"
+    return "9-16" if size <= 2 * group_size else ">16"
+
+
+def step_group_histogram(model, tokenizer, config: Chapter07Config, seed: int, view: str = "full") -> dict[str, float]:
+    """Share of steps in step groups of each size bin (`SIZE_BINS`), on one training-shaped batch of
+    `prompts_per_iteration` groups of `group_size` episodes (observation anchors, as the training does)."""
+    grpo = config.grpo
+    if grpo.group_size != 8:
+        raise ValueError("SIZE_BINS are written for groups of 8")
+    factory = EnvFactory("train", config, view)
+    made = [factory() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
+    task_seeds = [10_000_000 + seed * 1_000 + p for p in range(grpo.prompts_per_iteration)]
+    seeds = [s for s in task_seeds for _ in range(grpo.group_size)]
+    groups = [p for p in range(grpo.prompts_per_iteration) for _ in range(grpo.group_size)]
+    engine = RolloutEngine(model, tokenizer, config.sampling)
+    generator = course_config.seed_everything(seed + 2)
+    episodes = rollout_steps(engine, made, seeds, groups, generator, grpo.history_window, grpo.anchor_source)
+    anchors = [anchor for episode in episodes for anchor in episode.anchors]
+    group_ids = [episode.group_id for episode in episodes for _ in episode.anchors]
+    counts = Counter(size_bin(size, grpo.group_size) for size in step_group_sizes(anchors, group_ids))
+    return {name: counts[name] / max(len(anchors), 1) for name in SIZE_BINS}
+
+
+def train(model, tokenizer, config: Chapter07Config, seed: int, grpo: GRPOConfig, view: str = "full") -> list[dict]:
+    """RL with `grpo`'s estimator on training tasks of `view` (model trained in place)."""
+    return train_grpo(
+        model, tokenizer, EnvFactory("train", config, view), config.sampling, grpo, seed,
+        evaluate=(lambda m: evaluate(m, tokenizer, config, seed + 1)) if view == "full" else None,
+    )  # fmt: skip
+
+
+def run(seed: int, config: Chapter07Config | None = None) -> dict:
+    """The whole chapter for one seed: evaluate the base, train every arm of `ARMS` from it (same seed,
+    tasks and budget), the noisy-view pair, and the step-group histograms before and after GiGPO."""
+    config = config or preset()
+    start = time.perf_counter()
+    course_config.seed_everything(seed)
+    base, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    results: dict = {"base": evaluate(base, tokenizer, config, seed + 1), "histories": {}, "final": {}, "models": {}}
+    results["histogram_base"] = step_group_histogram(base, tokenizer, config, seed)
+    for arm in ARMS:
+        model = copy.deepcopy(base)
+        results["histories"][arm] = train(model, tokenizer, config, seed, arm_config(config, arm))
+        results["final"][arm] = results["histories"][arm][-1]
+        results["models"][arm] = model
+    results["histogram_trained"] = step_group_histogram(results["models"]["gigpo"], tokenizer, config, seed)
+    for arm in ("grpo", "gigpo"):
+        model = copy.deepcopy(base)
+        grpo = arm_config(config, arm, config.noisy_iterations)
+        results["histories"][f"noisy_{arm}"] = train(model, tokenizer, config, seed, grpo, view="noisy")
+    results["minutes"] = (time.perf_counter() - start) / 60
+    results["base_model"], results["tokenizer"] = base, tokenizer
+    return results
+
+
+def without_times(history: Sequence[Mapping]) -> list[dict]:
+    return [{k: v for k, v in record.items() if not k.startswith("time_")} for record in history]
+
+
+def time_shares(history: Sequence[Mapping]) -> dict[str, float]:
+    """Mean seconds per training iteration in each phase and the advantage phase's share."""
+    records = [r for r in history if "time_rollout" in r]
+    phases = {key: sum(r[f"time_{key}"] for r in records) / len(records) for key in ("rollout", "advantage", "update")}
+    return {**phases, "advantage_share": phases["advantage"] / sum(phases.values())}
+
+
+CURVE_KEYS = ("success", "turns", "invalid_rate", "step_group_singleton_share", "step_group_size_mean", "eval_success")
+"""History keys whose curves `--record` stores, per arm: `<arm>/<key>`."""
+
+
+def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
+    histories = {arm: results["histories"][arm] for arm in ARMS}
+    return recorded.history_curves(histories, CURVE_KEYS)
+
+
+def claim_numbers(results: Mapping) -> dict[str, float]:
+    """Every number chapter 07's claims use, flat."""
+    final = {arm: results["final"][arm]["eval_success"] for arm in ARMS}
+    noisy_grpo, noisy_gigpo = results["histories"]["noisy_grpo"], results["histories"]["noisy_gigpo"]
+    noisy_gigpo_steps = [r for r in noisy_gigpo if "step_group_singleton_share" in r]
+    before, after = results["histogram_base"], results["histogram_trained"]
+    gigpo_times, grpo_times = time_shares(results["histories"]["gigpo"]), time_shares(results["histories"]["grpo"])
+    return {
+        "base_success": results["base"]["success"],
+        **{f"{arm}_success": value for arm, value in final.items()},
+        "gigpo_minus_grpo": final["gigpo"] - final["grpo"],
+        "gigpo_minus_gamma1": final["gigpo"] - final["gigpo_gamma1"],
+        "gigpo_minus_mean_norm": final["gigpo"] - final["gigpo_mean"],
+        "noisy_singleton_share": min(r["step_group_singleton_share"] for r in noisy_gigpo_steps),
+        "noisy_runs_identical": float(without_times(noisy_grpo) == without_times(strip_step_stats(noisy_gigpo))),
+        "noisy_success_gap": noisy_gigpo[-1]["success"] - noisy_grpo[-1]["success"] if noisy_grpo else 0.0,
+        **{f"base_steps_in_groups_{name}": share for name, share in before.items()},
+        **{f"trained_steps_in_groups_{name}": share for name, share in after.items()},
+        "loop_share_drop": (before["9-16"] + before[">16"]) - (after["9-16"] + after[">16"]),
+        "loop_share_base": before["9-16"] + before[">16"],
+        "loop_share_trained": after["9-16"] + after[">16"],
+        "gigpo_advantage_seconds": gigpo_times["advantage"],
+        "grpo_advantage_seconds": grpo_times["advantage"],
+        "gigpo_extra_share": (gigpo_times["advantage"] - grpo_times["advantage"])
+        / sum(gigpo_times[k] for k in ("rollout", "advantage", "update")),
+    }
+
+
+def strip_step_stats(history: Sequence[Mapping]) -> list[dict]:
+    """GiGPO's history without the statistics only GiGPO reports, to compare with GRPO's."""
+    return [{k: v for k, v in r.items() if not k.startswith("step_group_")} for r in history]
+
+
+CLAIMS: tuple[ClaimSpec, ...] = (
+    ClaimSpec(
+        "C7.1",
+        "with gamma 0.95 and states that recur in a group, GiGPO ends at least 5 points above GRPO in held-out "
+        "success at the same budget",
+        "GiGPO: +13.3 points over GRPO on ALFWorld, +10.6 on WebShop (Qwen2.5-1.5B, w/o std)",
+        "gigpo_minus_grpo",
+        lambda n: n["gigpo_minus_grpo"] >= 0.05,
+    ),
+    ClaimSpec(
+        "C7.2",
+        "when no observation repeats (noisy view) every step group has one member and GiGPO's run is "
+        "identical to GRPO's (exact)",
+        "GiGPO: with no repeated states A^S = 0 and GiGPO reduces to GRPO",
+        "noisy_runs_identical",
+        lambda n: n["noisy_singleton_share"] == 1.0 and n["noisy_runs_identical"] == 1.0,
+    ),
+    ClaimSpec(
+        "C7.3",
+        "as the policy improves, loop-heavy step groups (more members than the group size) fade: their share of "
+        "steps falls by at least half",
+        "GiGPO (ALFWorld): groups of 10-49 fall from 16.2% to 12.1% and of 50+ from 5.6% to 3.1%; by iteration "
+        "140 most have size 6-8 (N = 8)",
+        "loop_share_drop",
+        lambda n: n["loop_share_trained"] <= 0.5 * n["loop_share_base"],
+    ),
+    ClaimSpec(
+        "C7.4",
+        "GiGPO's grouping and step advantages cost under 5% of an iteration beyond GRPO's",
+        "GiGPO: 0.54 s of a 362.8 s iteration (0.15%; the paper prints <0.002%)",
+        "gigpo_extra_share",
+        lambda n: n["gigpo_extra_share"] < 0.05,
+        required=False,
+    ),
+)
+
+
+def claims(results: Mapping) -> list[Claim]:
+    """Chapter 07's claims, evaluated on `claim_numbers(results)`."""
+    return evaluate_all(CLAIMS, claim_numbers(results))
+
+
+def report(results: Mapping) -> list[str]:
+    """What the command line prints for a seed: held-out success per arm, the histograms, timing."""
+    lines = [f"base success {results['base']['success']:.3f}"]
+    lines += [f"{arm:13} success {results['final'][arm]['eval_success']:.3f}" for arm in ARMS]
+    for name in ("histogram_base", "histogram_trained"):
+        lines.append(f"{name:18} " + " ".join(f"{k}:{v:.2f}" for k, v in results[name].items()))
+    return lines
+
+
+CHAPTER = skeleton.Chapter("ch07", "Chapter 07, GiGPO", run, claim_numbers, CLAIMS, curves=curves, report=report)
+
+
+def main(argv: list[str] | None = None) -> None:
+    skeleton.main(CHAPTER, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The chapter skeleton: its command line (with a chapter's own options) and the data glue chapters share."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from course_lib import models
+from course_lib.chapters import skeleton
+from course_lib.claims import ClaimSpec
+
+CLAIMS = (ClaimSpec("C9.1", "the number is positive", "no paper", "x", lambda n: n["x"] > 0),)
+
+
+def toy(**changes) -> skeleton.Chapter:
+    chapter = skeleton.Chapter(
+        "ch99", "Toy chapter", lambda seed: {"x": seed - 1, "minutes": 0.0}, lambda r: {"x": r["x"]}, CLAIMS,
+        report=lambda r: [f"x is {r['x']}"],
+    )  # fmt: skip
+    return dataclasses.replace(chapter, **changes)
+
+
+def test_main_runs_every_seed_and_prints_report_and_claims(capsys):
+    outputs = skeleton.main(toy(), ["--seeds", "0", "2"])
+    assert [r["x"] for r in outputs] == [-1, 1]
+    assert capsys.readouterr().out.splitlines() == [
+        "seed 0 (0.00 min)", "  x is -1", "  C9.1 FAIL the number is positive",
+        "seed 2 (0.00 min)", "  x is 1", "  C9.1 PASS the number is positive",
+    ]  # fmt: skip
+
+
+def test_main_hooks_add_options_configure_and_finish(capsys):
+    """A chapter's own flag reaches `configure`, which may run another mode (None) or rebind the chapter."""
+    finished = []
+
+    def arguments(parser):
+        parser.add_argument("--shift", type=int, default=0)
+        parser.add_argument("--other-mode", action="store_true")
+
+    def configure(args, parser):
+        if args.other_mode:
+            print("other mode")
+            return None
+        return toy(run=lambda seed: {"x": seed + args.shift, "minutes": 0.0})
+
+    def finish(args, outputs):
+        finished.append([r["x"] for r in outputs])
+
+    hooks = dict(arguments=arguments, configure=configure, finish=finish)
+    assert skeleton.main(toy(), ["--seeds", "1", "--other-mode"], **hooks) == []
+    assert capsys.readouterr().out == "other mode\n" and finished == []
+    skeleton.main(toy(), ["--seeds", "1", "--shift", "5"], **hooks, print_claims=False)
+    assert capsys.readouterr().out.splitlines() == ["seed 1 (0.00 min)", "  x is 6"]
+    assert finished == [[6]]
+
+
+def test_task_splits_count_seeds_from_zero_per_split():
+    splits = skeleton.task_splits(lambda seed, split: (split, seed), lambda ps: {"p": [f"{a}{b}" for a, b in ps]},
+                                  {"train": 3, "test": 1})  # fmt: skip
+    assert splits == {
+        "train": {"seed": [0, 1, 2], "p": ["train0", "train1", "train2"]},
+        "test": {"seed": [0], "p": ["test0"]},
+    }
+
+
+def test_warm_start_base_is_deterministic(tmp_path):
+    """Same seed, same files: the manifest's hashes of a rebuilt base stay valid."""
+    from course_lib.data import sha256
+    from course_lib.train import SFTConfig
+
+    texts = [("<question> 1 + 2 </question>", "<answer> 3 </answer>")] * 8
+    sft = SFTConfig(steps=2, batch_size=4)
+    words = ["1", "2", "3", "+"]
+    for name in ("a", "b"):
+        skeleton.warm_start_base(tmp_path / name, words, "tiny", 16, lambda: texts, sft, seed=0)
+    assert sha256(tmp_path / "a" / "model.safetensors") == sha256(tmp_path / "b" / "model.safetensors")
+    assert models.load(tmp_path / "a")[1].convert_tokens_to_ids("+") > 0
+
+
+def test_held_out_seeds_skips_repeats_and_is_cached():
+    class Env:
+        def reset(self, seed=None, options=None):
+            self.problem = (seed * seed) % 7  # seeds 0-6 pose 0, 1, 4, 2, 2, 4, 1
+            return str(self.problem), {}
+
+        def problem_key(self):
+            return self.problem
+
+    seeds = skeleton.held_out_seeds(Env)
+    assert seeds(4) == [0, 1, 2, 3] and seeds(4) is seeds(4) and seeds.cache_info().hits == 2
+
+
+def test_by_scale_rejects_unknown_scales():
+    assert skeleton.by_scale("c", "g", "gpu") == "g"
+    with pytest.raises(ValueError):
+        skeleton.by_scale("c", "g", "tpu")
