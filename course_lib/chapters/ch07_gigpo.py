@@ -56,8 +56,13 @@ class Chapter07Config:
     """Model size, a key of `models.MODEL_PRESETS` (114k parameters: one action word from a short text)."""
     size: int = 6
     """Grid side."""
-    max_steps: int = 30
-    """Episode limit (optimal plans take 12.4 steps on average, 24 at most)."""
+    max_steps: int = 22
+    """Episode limit in RL and evaluation. Shortest plans take 12.4 steps on average; every held-out task has one
+    of at most 22 steps (two training tasks in a thousand need 23 or 24). Chosen, from the base's held-out success
+    alone (0.34, 0.42, 0.53, 0.61, 0.76 at limits 18, 20, 22, 24, 30), to put the base inside the course's
+    10-60% band."""
+    demo_max_steps: int = 30
+    """Episode limit of the warm-start demonstrations (the committed base was built with it)."""
     demonstrations: int = 6000
     """Warm-start episodes of a noisy expert on training tasks (about 140,000 steps: more than the warm start
     reads, 2000 x 64, so the model learns the demonstrator's mixture instead of memorising its draws)."""
@@ -156,7 +161,7 @@ def demonstration_texts(count: int, seed: int, config: Chapter07Config | None = 
     prompts, so the warm start sees exactly what the policy will."""
     config = config or Chapter07Config()
     rng = random.Random(seed)
-    env = envs.make(ENV_NAME, split="train", size=config.size, max_steps=config.max_steps)
+    env = envs.make(ENV_NAME, split="train", size=config.size, max_steps=config.demo_max_steps)
     texts = []
     for task_seed in demonstration_seeds(count, seed):
         observation, _ = env.reset(seed=task_seed)
@@ -305,7 +310,6 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
         "gigpo_minus_mean_norm": final["gigpo"] - final["gigpo_mean"],
         "noisy_singleton_share": min(r["step_group_singleton_share"] for r in noisy_gigpo_steps),
         "noisy_runs_identical": float(without_times(noisy_grpo) == without_times(strip_step_stats(noisy_gigpo))),
-        "noisy_success_gap": noisy_gigpo[-1]["success"] - noisy_grpo[-1]["success"] if noisy_grpo else 0.0,
         **{f"base_steps_in_groups_{name}": share for name, share in before.items()},
         **{f"trained_steps_in_groups_{name}": share for name, share in after.items()},
         "loop_share_drop": (before["9-16"] + before[">16"]) - (after["9-16"] + after[">16"]),

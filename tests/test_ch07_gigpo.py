@@ -1,0 +1,128 @@
+"""Chapter 07 (GiGPO): the demonstrator, the arms, the step-group bins, the claims' numbers, and the
+negative control's exactness on a short run with the committed base."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from course_lib import data
+from course_lib.chapters import ch07_gigpo as ch
+from course_lib.envs.key_door import ACTIONS, KeyDoorEnv, expert_action
+
+
+def test_demonstrations_are_step_prompts_of_a_noisy_expert():
+    """Observation -> one action word and the stop tag; about 30% random actions (expert otherwise)."""
+    config = ch.Chapter07Config()
+    texts = ch.demonstration_texts(200, seed=3, config=config)
+    env = KeyDoorEnv()
+    agree = 0
+    for prompt, completion in texts:
+        action, stop = completion.split()
+        assert action in ACTIONS and stop == ch.STOP and prompt.startswith("at r")
+    # replay the episodes: the share of steps that were the expert's is 0.7 + 0.3 / 6, within sampling noise
+    episodes = iter(texts)
+    for task_seed in ch.demonstration_seeds(200, seed=3):
+        env.reset(seed=task_seed)
+        while not env.done:
+            prompt, completion = next(episodes)
+            assert prompt == env.transcript.observations[-1]
+            agree += completion.split()[0] == expert_action(env)
+            env.step(completion.split()[0])
+    share = agree / len(texts)
+    assert abs(share - (0.7 + 0.3 / 6)) < 0.03, share
+
+
+def test_arms_differ_only_in_their_estimator_settings():
+    config = ch.Chapter07Config()
+    arms = {arm: ch.arm_config(config, arm) for arm in ch.ARMS}
+    assert (arms["grpo"].advantage, arms["gigpo"].advantage) == ("grpo", "gigpo")
+    assert arms["gigpo"].gigpo.gamma == 0.95 and arms["gigpo_gamma1"].gigpo.gamma == 1.0
+    assert arms["gigpo"].scale_by_std and not arms["gigpo_mean"].scale_by_std
+    budget = {
+        (c.iterations, c.prompts_per_iteration, c.group_size, c.learning_rate, c.rollout_mode) for c in arms.values()
+    }
+    assert budget == {(20, 4, 8, 1e-3, "step")}
+    assert ch.arm_config(config, "gigpo", 5).iterations == 5
+
+
+def test_noisy_factory_gives_each_environment_its_own_noise_id():
+    factory = ch.EnvFactory("train", ch.Chapter07Config(), "noisy")
+    made = [factory() for _ in range(3)]
+    assert [env.noise_id for env in made] == [0, 1, 2] and {env.view for env in made} == {"noisy"}
+    assert ch.EnvFactory("test", ch.Chapter07Config())().view == "full"
+
+
+def test_size_bins():
+    assert [ch.size_bin(s, 8) for s in (1, 2, 7, 8, 9, 16, 17, 40)] == [
+        "1",
+        "2-7",
+        "2-7",
+        "8",
+        "9-16",
+        "9-16",
+        ">16",
+        ">16",
+    ]
+
+
+def fake_results(noisy_gigpo_extra: dict | None = None) -> dict:
+    """Hand-made run results: final successes, histograms and timings with known claim numbers."""
+    final = {"grpo": 0.70, "gigpo": 0.78, "gigpo_gamma1": 0.72, "gigpo_mean": 0.77}
+    timed = {"time_rollout": 0.5, "time_advantage": 0.02, "time_update": 0.48}
+    noisy = [{"iteration": 0, "success": 0.5, "loss": 0.1, **timed}, {"iteration": 1}]
+    noisy_gigpo = [{**noisy[0], "step_group_singleton_share": 1.0, **(noisy_gigpo_extra or {})}, noisy[1]]
+    histories = {arm: [{"iteration": 0, **timed, "time_advantage": 0.03 if arm != "grpo" else 0.02}] for arm in final}
+    return {
+        "base": {"success": 0.44},
+        "final": {arm: {"eval_success": value} for arm, value in final.items()},
+        "histories": {**histories, "noisy_grpo": noisy, "noisy_gigpo": noisy_gigpo},
+        "histogram_base": {"1": 0.0, "2-7": 0.2, "8": 0.0, "9-16": 0.4, ">16": 0.4},
+        "histogram_trained": {"1": 0.0, "2-7": 0.2, "8": 0.5, "9-16": 0.2, ">16": 0.1},
+    }
+
+
+def test_claim_numbers_and_verdicts_on_hand_made_results():
+    numbers = ch.claim_numbers(fake_results())
+    assert numbers["gigpo_minus_grpo"] == pytest.approx(0.08)
+    assert numbers["noisy_runs_identical"] == 1.0 and numbers["noisy_singleton_share"] == 1.0
+    assert (numbers["loop_share_base"], numbers["loop_share_trained"]) == pytest.approx((0.8, 0.3))
+    assert numbers["gigpo_extra_share"] == pytest.approx(0.01 / 1.01)
+    assert {c.id: c.passed for c in ch.claims(fake_results())} == {
+        "C7.1": True,
+        "C7.2": True,
+        "C7.3": True,
+        "C7.4": True,
+    }
+    # a noisy GiGPO run that moved a single number is not identical to GRPO's: C7.2 fails
+    moved = ch.claims(fake_results({"loss": 0.1000001}))
+    assert {c.id: c.passed for c in moved}["C7.2"] is False
+
+
+@pytest.fixture(scope="module")
+def base():
+    return data.load_base(ch.BASE_NAME)
+
+
+@pytest.mark.parametrize("view", ["noisy", "full"])
+def test_gigpo_equals_grpo_exactly_when_no_observation_repeats(base, view):
+    """Two short runs from the committed base, same seed: in the noisy view GiGPO's history is GRPO's, number
+    for number; in the full view, where states repeat, it is not (so the equality is not vacuous)."""
+    model, tokenizer = base
+    config = ch.Chapter07Config()
+    config.grpo = dataclasses.replace(config.grpo, prompts_per_iteration=2, group_size=4)
+    histories = {}
+    for arm in ("grpo", "gigpo"):
+        grpo = dataclasses.replace(ch.arm_config(config, arm, 2), eval_every=100)
+        trained = copy.deepcopy(model)
+        histories[arm] = ch.train_grpo(
+            trained, tokenizer, ch.EnvFactory("train", config, view), config.sampling, grpo, 0
+        )
+    gigpo_steps = [r for r in histories["gigpo"] if "step_group_singleton_share" in r]
+    same = ch.without_times(histories["grpo"]) == ch.without_times(ch.strip_step_stats(histories["gigpo"]))
+    if view == "noisy":
+        assert all(r["step_group_singleton_share"] == 1.0 for r in gigpo_steps) and same
+    else:
+        assert min(r["step_group_singleton_share"] for r in gigpo_steps) < 1.0 and not same
