@@ -14,7 +14,7 @@ import math
 import platform
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -271,3 +271,23 @@ def verdict_table(chapter: str) -> str:
     passed = [sum(bool(rec["passed"].get(claim)) for rec in seeds.values()) for claim in ids]
     lines.append("| passed | " + " | ".join(f"{count} of {len(seeds)}" for count in passed) + " |")
     return "\n".join(lines)
+
+
+def repool(chapter: str, specs: Sequence[ClaimSpec], pool: Callable[[list[dict]], dict], prefix: str) -> dict:
+    """Recompute the numbers pooled over seeds (their names start with `prefix`) of every recorded seed of
+    `chapter` from all its recorded seeds (`pool(per-seed numbers) -> pooled numbers`) and rewrite the records
+    (same provenance, minutes and curves), so that each record's verdicts follow from its own numbers. Returns
+    the pooled numbers."""
+    loaded = load(chapter)
+    own = {
+        seed: {k: v for k, v in record["numbers"].items() if not k.startswith(prefix)}
+        for seed, record in sorted(loaded["seeds"].items(), key=lambda item: int(item[0]))
+    }
+    pooled = pool(list(own.values()))
+    rewritten = []
+    for seed, record in loaded["seeds"].items():
+        curves = {name: [tuple(p) for p in points] for name, points in record.get("curves", {}).items()}
+        made = make_record(int(seed), specs, own[seed] | pooled, record["minutes"], curves or None)
+        rewritten.append({**made, "provenance": record["provenance"]})
+    write(chapter, rewritten)
+    return pooled

@@ -90,12 +90,16 @@ def test_claim_numbers_and_verdicts_on_hand_made_results():
     assert numbers["noisy_runs_identical"] == 1.0 and numbers["noisy_singleton_share"] == 1.0
     assert (numbers["loop_share_base"], numbers["loop_share_trained"]) == pytest.approx((0.8, 0.3))
     assert numbers["gigpo_extra_share"] == pytest.approx(0.01 / 1.01)
-    assert {c.id: c.passed for c in ch.claims(fake_results())} == {
-        "C7.1": True,
-        "C7.2": True,
-        "C7.3": True,
-        "C7.4": True,
-    }
+    verdicts = {c.id: c.passed for c in ch.claims(fake_results())}
+    assert verdicts == {"C7.1": True, "C7.1b": False, "C7.2": True, "C7.3": True, "C7.4": True}  # one seed: no interval
+    # pooled over three recorded seeds with leads 0.08, 0.02 and 0.05: mean 0.05, 95% t-interval 0.05 -/+ 0.0745
+    pool = {"seeds": {str(i): {"numbers": {"gigpo_minus_grpo": lead}} for i, lead in enumerate((0.08, 0.02, 0.05))}}
+    pooled = ch.claim_numbers(fake_results(), pool)
+    assert pooled["pooled_lead_mean"] == pytest.approx(0.05) and pooled["pooled_seeds"] == 3
+    assert pooled["pooled_lead_low"] == pytest.approx(0.05 - 4.302653 * 0.03 / 3**0.5, abs=1e-5)
+    assert {c.id: c.passed for c in ch.claims(fake_results(), pool)}["C7.1b"] is False  # the interval reaches below 0
+    tight = {"seeds": {str(i): {"numbers": {"gigpo_minus_grpo": lead}} for i, lead in enumerate((0.05, 0.06, 0.04))}}
+    assert {c.id: c.passed for c in ch.claims(fake_results(), tight)}["C7.1b"] is True
     # a noisy GiGPO run that moved a single number is not identical to GRPO's: C7.2 fails
     moved = ch.claims(fake_results({"loss": 0.1000001}))
     assert {c.id: c.passed for c in moved}["C7.2"] is False

@@ -612,16 +612,8 @@ CURVE_KEYS = ("eval_success", "reward")
 
 def repool(chapter: str = "ch05") -> None:
     """Recompute the pooled numbers of every recorded seed from all recorded seeds and rewrite the records
-    (same provenance, minutes and curves), so each record's verdicts follow from its own numbers."""
-    loaded = recorded.load(chapter)
-    pooled = pooled_numbers(recorded_seed_numbers(loaded))
-    rewritten = []
-    for seed, record in loaded["seeds"].items():
-        own = {k: v for k, v in record["numbers"].items() if not k.startswith(POOLED)}
-        curves = {name: [tuple(p) for p in points] for name, points in record.get("curves", {}).items()}
-        made = recorded.make_record(int(seed), CLAIMS, own | pooled, record["minutes"], curves or None)
-        rewritten.append({**made, "provenance": record["provenance"]})
-    recorded.write(chapter, rewritten)
+    (`results.repool`), so each record's verdicts follow from its own numbers."""
+    recorded.repool(chapter, CLAIMS, pooled_numbers, POOLED)
 
 
 def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
