@@ -371,10 +371,11 @@ CLAIMS: tuple[ClaimSpec, ...] = (
     ClaimSpec(
         "C7.1b",
         "paired over the recorded seeds, GiGPO's lead over GRPO is positive: its 95% t-interval lies above 0 "
-        "(post hoc, after C7.1's margin held on 3 of seeds 0-4; confirmed on fresh seeds 5-9)",
+        "(post hoc, set after seeds 0-4; the fresh seeds 5-9 alone give an interval that reaches below 0)",
         "GiGPO: +13.3 points over GRPO on ALFWorld (1.5B, 3 seeds)",
         "pooled_lead_mean",
         lambda n: n["pooled_lead_low"] > 0,
+        required=False,
     ),
     ClaimSpec(
         "C7.2",
