@@ -206,9 +206,9 @@ def call_triples(calls: Iterable) -> set[tuple[str, str, str]]:
 
 
 def audit_ch05() -> list[SplitAudit]:
-    from course_lib.algos.rewards import parse_calls
     from course_lib.chapters import ch05_toolrl as ch
     from course_lib.envs.function_calling import CHITCHAT, FunctionCallingEnv, held_out
+    from course_lib.envs.toolrl_reward import parse_calls
 
     config = ch.preset("cpu")
     seed = base_seed(ch.BASE_NAME)

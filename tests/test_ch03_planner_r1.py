@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from course_lib import envs, models
-from course_lib.algos.planner_reward import FAILURE_CATEGORIES, Query, check_plan
 from course_lib.chapters import ch03_planner_r1 as ch03
+from course_lib.envs.planner_reward import FAILURE_CATEGORIES, Query, check_plan
 from course_lib.rollout import Trajectory
 from course_lib.tokenizer import encode
 

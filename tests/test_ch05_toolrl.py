@@ -37,7 +37,7 @@ def test_noise_free_demonstrations_are_correct(tokenizer):
     clean = ch.Noise(format=0, name=0, key=0, value=0, missing=0, no_tool_call=0)
     import random
 
-    from course_lib.algos.rewards import toolrl_reward
+    from course_lib.envs.toolrl_reward import toolrl_reward
 
     rng = random.Random(0)
     for seed in range(50):
@@ -49,7 +49,7 @@ def test_noise_free_demonstrations_are_correct(tokenizer):
 def test_noisy_demonstrations_make_every_kind_of_mistake():
     import random
 
-    from course_lib.algos.rewards import toolrl_reward
+    from course_lib.envs.toolrl_reward import toolrl_reward
 
     rng = random.Random(0)
     scores = []
@@ -65,7 +65,7 @@ def test_noisy_demonstrations_make_every_kind_of_mistake():
 def test_missing_call_noise_drops_the_last_call_of_a_multi_call_answer():
     import random
 
-    from course_lib.algos.rewards import parse_calls
+    from course_lib.envs.toolrl_reward import parse_calls
 
     only_missing = ch.Noise(format=0, name=0, key=0, value=0, missing=1, no_tool_call=0)
     rng = random.Random(0)
@@ -79,8 +79,8 @@ def test_noise_never_writes_a_held_out_triple_but_still_errs():
     """The warm start's value, key and tool-name noise must not write a (tool, parameter, value) triple that
     only the novel split asks for (the leak the audit found before the base was rebuilt), yet still make
     each kind of mistake."""
-    from course_lib.algos.rewards import parse_calls
     from course_lib.envs.function_calling import held_out
+    from course_lib.envs.toolrl_reward import parse_calls
 
     heavy = ch.Noise(format=0, name=0.5, key=0.5, value=0.5, missing=0, no_tool_call=0)
     rng = random.Random(0)

@@ -3,7 +3,6 @@
 import pytest
 
 from course_lib import envs
-from course_lib.algos.rewards import RewardSpec
 from course_lib.chapters.ch05_toolrl import build_tokenizer_for_chapter
 from course_lib.envs.function_calling import (
     CHITCHAT,
@@ -15,6 +14,7 @@ from course_lib.envs.function_calling import (
     draw_task,
     held_out,
 )
+from course_lib.envs.toolrl_reward import RewardSpec
 
 
 def test_registered():

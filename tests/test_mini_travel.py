@@ -3,8 +3,8 @@
 import pytest
 
 from course_lib import envs, tools
-from course_lib.algos.planner_reward import Query, check_plan
 from course_lib.envs.mini_travel import cheapest_plan, draw_query, split_of, vocabulary
+from course_lib.envs.planner_reward import Query, check_plan
 from course_lib.tokenizer import build_tokenizer, encode
 from course_lib.tools.travel import CITIES, TOOL_NAMES, WORLD
 

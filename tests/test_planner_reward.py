@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.algos.planner_reward import (
+from course_lib.envs.planner_reward import (
     COMMONSENSE,
     STAGES,
     TERMS,

@@ -33,10 +33,10 @@ import numpy as np
 from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib import results as recorded
-from course_lib.algos.planner_reward import FAILURE_CATEGORIES, TERMS, Query, curriculum
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.envs.base import distinct_seeds
 from course_lib.envs.mini_travel import draw_query, vocabulary
+from course_lib.envs.planner_reward import FAILURE_CATEGORIES, TERMS, Query, curriculum
 from course_lib.models import count_parameters
 from course_lib.models import load as load_checkpoint
 from course_lib.rollout import SamplingConfig, Trajectory

@@ -3,7 +3,7 @@
 A warm-started policy answers function-calling queries (`envs.function_calling`) imperfectly:
 sometimes a wrong tool or parameter name, a wrong value, a missing call, a broken format. GRPO on a
 LoRA adapter (the adapter-disabled base is the KL reference) then trains it with variants of the
-ToolRL reward (`algos.rewards`): fine-grained partial credit vs a coarse exact-match reward (C5.1),
+ToolRL reward (`envs.toolrl_reward`): fine-grained partial credit vs a coarse exact-match reward (C5.1),
 with vs without a length reward (C5.2), a fixed vs a dynamic reward scale (C5.3); and supervised
 fine-tuning on fixed correct traces is compared with RL on held-out slot values (C5.4). Two required
 claims close the chapter: GRPO with ToolRL's reward lifts the base (C5.5), and the recorded seeds resolve
@@ -39,7 +39,6 @@ import torch
 from course_lib import config as course_config
 from course_lib import data
 from course_lib import results as recorded
-from course_lib.algos.rewards import RewardSpec, think_words
 from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.envs.base import distinct_seeds
@@ -55,6 +54,7 @@ from course_lib.envs.function_calling import (
     held_out,
     vocabulary,
 )
+from course_lib.envs.toolrl_reward import RewardSpec, think_words
 from course_lib.models import add_lora, count_parameters
 from course_lib.results import recorded_numbers
 from course_lib.rollout import SamplingConfig

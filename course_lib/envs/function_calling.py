@@ -8,7 +8,7 @@ values, e.g. `<question> weather in paris on monday and call anna </question>`; 
 
 or, for a query no tool fits (`tell me a joke`), `<think> ... </think> <response> no tool fits
 </response>`. As in ToolRL, no tool is executed: the predicted calls are compared with the true
-ones inside the reward (`course_lib.algos.rewards`), and the episode ends after one action.
+ones inside the reward (`course_lib.envs.toolrl_reward`), and the episode ends after one action.
 
 Three splits. For every tool, a quarter of its `(parameter, value)` pairs are held out: they occur
 only in `novel` queries (every value itself is seen in training, in other tools or slots), so
@@ -28,9 +28,17 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from course_lib.algos.rewards import Call, RewardSpec, format_ok, parse_calls, render_call, same_calls, toolrl_reward
 from course_lib.envs import register
 from course_lib.envs.base import TextEnv, extract_tag
+from course_lib.envs.toolrl_reward import (
+    Call,
+    RewardSpec,
+    format_ok,
+    parse_calls,
+    render_call,
+    same_calls,
+    toolrl_reward,
+)
 
 VALUES: dict[str, tuple[str, ...]] = {
     "city": ("paris", "rome", "tokyo", "lima", "oslo", "cairo", "delhi", "quito"),

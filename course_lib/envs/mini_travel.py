@@ -18,7 +18,7 @@ plan; a good episode takes four turns:
 A tool call is `<tool_call> TOOL ARGUMENTS </tool_call>`; a failing call (unknown tool, bad
 arguments) returns `<tool_response> error </tool_response>`. An action that is neither a call nor
 an answer gets feedback and `invalid_penalty`. The answer ends the episode with Planner-R1's
-staged reward (`algos.planner_reward`) of the chosen `stage`; `stage` may also be a function of
+staged reward (`planner_reward`) of the chosen `stage`; `stage` may also be a function of
 the training iteration (`training_step`, which `train_grpo` sets before each rollout), which is
 how the 1 -> 2 -> 3 curriculum is run. No answer within `max_turns` earns 0.
 
@@ -37,7 +37,9 @@ from collections.abc import Callable
 from typing import Any
 
 from course_lib import tools
-from course_lib.algos.planner_reward import (
+from course_lib.envs import register
+from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
+from course_lib.envs.planner_reward import (
     PUNCTUATION,
     Query,
     check_plan,
@@ -45,8 +47,6 @@ from course_lib.algos.planner_reward import (
     reward_terms,
     staged_reward,
 )
-from course_lib.envs import register
-from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
 from course_lib.tools.travel import CITIES, CUISINES, GROUND_MODES, ROOM_TYPES, TOOL_NAMES, WORLD, World
 
 DAYS = (2, 3)

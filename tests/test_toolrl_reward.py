@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.algos.rewards import (
+from course_lib.envs.toolrl_reward import (
     RewardSpec,
     correctness,
     format_ok,
