@@ -150,6 +150,18 @@ def compare(model, tokenizer, task: ToolTask, seeds: Sequence[int], repeats: int
     return Comparison(engine, generate)
 
 
+def bounds(result: Comparison) -> tuple[float, float]:
+    """The largest speedups any engine could reach over generate() on this batch: with zero overhead (only the
+    model and the environments run), and with the sampling step kept (its full-vocabulary log-probs and entropies
+    are part of the data model)."""
+    generate_seconds = median(result.generate, lambda r: r.seconds)
+    split = {key: median(result.engine, lambda r, key=key: r.split[key]) for key in result.engine[0].split}
+    return (
+        generate_seconds / (split["model"] + split["env"]),
+        generate_seconds / (split["model"] + split["env"] + split["sampling"]),
+    )
+
+
 def print_comparison(result: Comparison) -> None:
     """Rates, the engine's time split, the speedup with its range, and the zero-overhead bound."""
     engine_seconds = median(result.engine, lambda r: r.seconds)
@@ -162,10 +174,7 @@ def print_comparison(result: Comparison) -> None:
     split = {key: median(result.engine, lambda r, key=key: r.split[key]) for key in result.engine[0].split}
     shares = ", ".join(f"{key} {value / engine_seconds:.0%}" for key, value in split.items())
     print(f"  engine time: {shares}, bookkeeping and resets the rest")
-    # Even an engine with no overhead at all would still run the model and the environments; and
-    # the data model needs the sampling step's full-vocabulary log-probs and entropies too.
-    bound = generate_seconds / (split["model"] + split["env"])
-    sampled_bound = generate_seconds / (split["model"] + split["env"] + split["sampling"])
+    bound, sampled_bound = bounds(result)
     print(
         f"  {result.describe()}; at most {bound:.2f} with zero engine overhead, {sampled_bound:.2f} if sampling is kept"
     )
@@ -191,9 +200,11 @@ def bench_rollout(batch: int, group: int, repeats: int, task_names: Sequence[str
         other = compare(other_model, other_tokenizer, task, [i // group for i in range(batch)], repeats)
         tokens = median(other.engine, lambda r: r.tokens) / batch
         turns = median(other.engine, lambda r: r.turns)
+        bound, sampled_bound = bounds(other)
         print(
             f"  {task.label} ({name}, {count_parameters(other_model):,} parameters, {turns:.1f} turns and "
-            f"{tokens:.0f} policy tokens per sequence): {other.describe()}"
+            f"{tokens:.0f} policy tokens per sequence): {other.describe()}; at most {bound:.2f} with zero engine "
+            f"overhead, {sampled_bound:.2f} if sampling is kept"
         )
 
     grpo = ch00.preset("cpu").grpo
