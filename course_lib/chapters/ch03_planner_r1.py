@@ -33,6 +33,7 @@ import numpy as np
 from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib import results as recorded
+from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.envs.base import distinct_seeds
 from course_lib.envs.mini_travel import draw_query, vocabulary
@@ -46,10 +47,8 @@ from course_lib.tools.travel import WORLD
 from course_lib.train import (
     GRPOConfig,
     SFTConfig,
-    demonstration_examples,
     evaluate_policy,
     train_grpo,
-    warm_start_and_save,
 )
 
 ENV_NAME = "mini_travel"
@@ -102,10 +101,7 @@ class Chapter03Config:
 
 def preset(scale: str | None = None) -> Chapter03Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
-    scale = scale or course_config.scale()
-    if scale == "cpu":
-        return Chapter03Config()
-    return Chapter03Config(
+    gpu = Chapter03Config(
         model_presets={"small": "small", "large": "medium"},
         demonstrations=50_000,
         sft=SFTConfig(steps=3000, batch_size=128, learning_rate=2e-3),
@@ -113,6 +109,7 @@ def preset(scale: str | None = None) -> Chapter03Config:
         eval_tasks=1000,
         arms={"small": tuple(ARMS), "large": tuple(ARMS)},
     )
+    return skeleton.by_scale(Chapter03Config(), gpu, scale)
 
 
 def stage_of(arm: str, iterations: int):
@@ -199,13 +196,9 @@ def build_base(
 ) -> list[dict]:  # fmt: skip
     """Warm-start a fresh model of `size` on the demonstrations and save it with `save_pretrained`."""
     config = config or preset(scale)
-    tokenizer = build_tokenizer_for_chapter()
-
-    def examples():
-        return demonstration_examples(tokenizer, demonstration_texts(config.demonstrations, seed, config))
-
-    return warm_start_and_save(
-        out_dir, tokenizer, config.model_presets[size], 128, examples, config.sft, seed, progress
+    texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
+    return skeleton.warm_start_base(
+        out_dir, vocabulary(), config.model_presets[size], 128, texts, config.sft, seed, progress
     )
 
 
@@ -642,36 +635,45 @@ def rare_success(seeds: Sequence[int], config: Chapter03Config | None = None, re
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run chapter 03 for several seeds and print its claims.")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--record", action="store_true", help="write each seed's claim numbers to results/ch03.json")
+REPORT_KEYS = ("success", "r_schema", "r_cs_macro", "r_hard_macro", "invalid_rate", "policy_tokens")
+
+
+def report(results: Mapping) -> list[str]:
+    """What the command line prints for a seed, before its claims: a line per policy, then per size its training
+    FLOPs to the common gain and to the common pass level, and its failure breakdown."""
+    lines = [f"{label:26} " + " ".join(f"{k} {stats[k]:.3f}" for k in REPORT_KEYS) for label, stats in summary(results)]
+    numbers = claim_numbers(results)
+    for size, entry in results["sizes"].items():
+        fails = entry["dense"]["final"]
+        lines.append(
+            f"{size}: params {entry['parameters']:,} FLOPs to +{numbers['common_gain']:.3f} over its base: "
+            f"{numbers[size + '_flops_to_gain']:.3g}, to pass>={numbers['target_pass']:.3f}: "
+            f"{numbers[size + '_flops_to_target']:.3g}; failures "
+            + " ".join(f"{c} {fails['eval_fail_' + c]:.2f}" for c in FAILURE_CATEGORIES)
+        )
+    return lines
+
+
+CHAPTER = skeleton.Chapter("ch03", "Chapter 03, Planner-R1", run, claim_numbers, CLAIMS, curves=curves, report=report)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rare-success", action="store_true",
         help="run the designed C3.2/C3.3 experiment instead (--record writes results/ch03_rare_success.json)",
     )  # fmt: skip
-    args = parser.parse_args(argv)
+
+
+def _configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> skeleton.Chapter | None:
+    """`--rare-success`: the designed experiment instead (None: done); else the chapter."""
     if args.rare_success:
         rare_success(args.seeds, record=args.record)
-        return
-    config = preset()
-    keys = ["success", "r_schema", "r_cs_macro", "r_hard_macro", "invalid_rate", "policy_tokens"]
-    for seed in args.seeds:
-        results = run(seed, config)
-        print(f"seed {seed} ({results['minutes']:.2f} min)")
-        for label, stats in summary(results):
-            print(f"  {label:26} " + " ".join(f"{k} {stats[k]:.3f}" for k in keys))
-        numbers = claim_numbers(results, config)
-        for size, entry in results["sizes"].items():
-            fails = entry["dense"]["final"]
-            print(f"  {size}: params {entry['parameters']:,} FLOPs to +{numbers['common_gain']:.3f} over its base: "
-                  f"{numbers[size + '_flops_to_gain']:.3g}, to pass>={numbers['target_pass']:.3f}: "
-                  f"{numbers[size + '_flops_to_target']:.3g}; failures "
-                  + " ".join(f"{c} {fails['eval_fail_' + c]:.2f}" for c in FAILURE_CATEGORIES))  # fmt: skip
-        for claim in evaluate_all(CLAIMS, numbers):
-            print(f"  {claim.id} {claim.status} {claim.name}")
-        if args.record:
-            recorded.record("ch03", seed, CLAIMS, numbers, results["minutes"], curves=curves(results))
+        return None
+    return CHAPTER
+
+
+def main(argv: list[str] | None = None) -> None:
+    skeleton.main(CHAPTER, argv, arguments=_options, configure=_configure)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import random
 import statistics
 import time
@@ -39,10 +40,8 @@ from course_lib.train import (
     GiGPOConfig,
     GRPOConfig,
     SFTConfig,
-    demonstration_examples,
     evaluate_policy,
     train_grpo,
-    warm_start_and_save,
 )
 
 ENV_NAME = "key_door"
@@ -183,12 +182,8 @@ def build_base(
 ) -> list[dict]:
     """Warm-start a fresh model on the noisy expert's steps and save it with `save_pretrained`."""
     config = config or preset(scale)
-    tokenizer = build_tokenizer_for_chapter()
-
-    def examples():
-        return demonstration_examples(tokenizer, demonstration_texts(config.demonstrations, seed, config))
-
-    return warm_start_and_save(out_dir, tokenizer, config.model_preset, 48, examples, config.sft, seed, progress)
+    texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
+    return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 48, texts, config.sft, seed, progress)
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
