@@ -273,21 +273,28 @@ def verdict_table(chapter: str) -> str:
     return "\n".join(lines)
 
 
+def _by_seed(loaded: Mapping) -> list[tuple[str, dict]]:
+    return sorted(loaded["seeds"].items(), key=lambda item: int(item[0]))
+
+
+def own_numbers(loaded: Mapping, prefix: str) -> list[dict[str, float]]:
+    """Each recorded seed's numbers in seed order (`loaded` from `load`), without those pooled over seeds
+    (names starting with `prefix`): what a pooled claim pools."""
+    return [{k: v for k, v in record["numbers"].items() if not k.startswith(prefix)} for _, record in _by_seed(loaded)]
+
+
 def repool(chapter: str, specs: Sequence[ClaimSpec], pool: Callable[[list[dict]], dict], prefix: str) -> dict:
     """Recompute the numbers pooled over seeds (their names start with `prefix`) of every recorded seed of
     `chapter` from all its recorded seeds (`pool(per-seed numbers) -> pooled numbers`) and rewrite the records
     (same provenance, minutes and curves), so that each record's verdicts follow from its own numbers. Returns
     the pooled numbers."""
     loaded = load(chapter)
-    own = {
-        seed: {k: v for k, v in record["numbers"].items() if not k.startswith(prefix)}
-        for seed, record in sorted(loaded["seeds"].items(), key=lambda item: int(item[0]))
-    }
-    pooled = pool(list(own.values()))
+    own = own_numbers(loaded, prefix)
+    pooled = pool(own)
     rewritten = []
-    for seed, record in loaded["seeds"].items():
+    for (seed, record), numbers in zip(_by_seed(loaded), own, strict=True):
         curves = {name: [tuple(p) for p in points] for name, points in record.get("curves", {}).items()}
-        made = make_record(int(seed), specs, own[seed] | pooled, record["minutes"], curves or None)
+        made = make_record(int(seed), specs, numbers | pooled, record["minutes"], curves or None)
         rewritten.append({**made, "provenance": record["provenance"]})
     write(chapter, rewritten)
     return pooled

@@ -173,3 +173,10 @@ def test_recorded_numbers_follow_numeric_seed_order_and_skip_missing():
     loaded = {"seeds": {"10": {"numbers": {"gain": 0.3}}, "2": {"numbers": {"gain": 0.1}}, "3": {"numbers": {}}}}
     assert results.recorded_numbers(loaded, "gain") == [0.1, 0.3]
     assert results.recorded_numbers(loaded, "cost") == []
+
+
+def test_own_numbers_drop_pooled_ones_in_seed_order():
+    from course_lib.results import own_numbers
+
+    loaded = {"seeds": {"10": {"numbers": {"a": 3.0, "p_x": 9.0}}, "2": {"numbers": {"a": 1.0, "p_x": 9.0}}}}
+    assert own_numbers(loaded, "p_") == [{"a": 1.0}, {"a": 3.0}]

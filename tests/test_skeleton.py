@@ -95,3 +95,15 @@ def test_by_scale_rejects_unknown_scales():
     assert skeleton.by_scale("c", "g", "gpu") == "g"
     with pytest.raises(ValueError):
         skeleton.by_scale("c", "g", "tpu")
+
+
+def test_designed_experiment_runs_instead_of_the_chapter():
+    """The `--flag` hook runs the experiment with the seeds and --record, and the chapter's seed loop does not run."""
+    import argparse
+
+    calls = []
+    chapter = object()
+    configure = skeleton.designed_experiment(chapter, "special", lambda seeds, record: calls.append((seeds, record)))
+    assert configure(argparse.Namespace(special=False, seeds=[0], record=False), None) is chapter and calls == []
+    assert configure(argparse.Namespace(special=True, seeds=[3, 4], record=True), None) is None
+    assert calls == [([3, 4], True)]

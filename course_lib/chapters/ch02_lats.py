@@ -438,16 +438,13 @@ def _options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> skeleton.Chapter | None:
-    """`--imperfect-world-model`: the designed experiment instead (None: done); else the chapter."""
-    if args.imperfect_world_model:
-        imperfect_world_model(args.seeds, record=args.record)
-        return None
-    return CHAPTER
-
-
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv, arguments=_options, configure=_configure)
+    skeleton.main(
+        CHAPTER,
+        argv,
+        arguments=_options,
+        configure=skeleton.designed_experiment(CHAPTER, "imperfect_world_model", imperfect_world_model),
+    )
 
 
 if __name__ == "__main__":

@@ -664,16 +664,10 @@ def _options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> skeleton.Chapter | None:
-    """`--rare-success`: the designed experiment instead (None: done); else the chapter."""
-    if args.rare_success:
-        rare_success(args.seeds, record=args.record)
-        return None
-    return CHAPTER
-
-
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv, arguments=_options, configure=_configure)
+    skeleton.main(
+        CHAPTER, argv, arguments=_options, configure=skeleton.designed_experiment(CHAPTER, "rare_success", rare_success)
+    )
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ from course_lib.envs.function_calling import (
 )
 from course_lib.envs.toolrl_reward import RewardSpec, think_words
 from course_lib.models import add_lora, count_parameters
-from course_lib.results import recorded_numbers
+from course_lib.results import own_numbers, recorded_numbers
 from course_lib.rollout import SamplingConfig
 from course_lib.stats import interval
 from course_lib.tokenizer import build_tokenizer, encode
@@ -456,10 +456,7 @@ def seed_numbers(results: Mapping) -> dict[str, float]:
 
 def recorded_seed_numbers(recorded: Mapping) -> list[dict[str, float]]:
     """Each recorded seed's own numbers (`recorded` is `results.load("ch05")`), without the pooled ones."""
-    return [
-        {k: v for k, v in record["numbers"].items() if not k.startswith(POOLED)}
-        for _, record in sorted(recorded["seeds"].items(), key=lambda item: int(item[0]))
-    ]
+    return own_numbers(recorded, POOLED)
 
 
 def claim_numbers(results: Mapping, recorded: Mapping | None = None) -> dict[str, float]:

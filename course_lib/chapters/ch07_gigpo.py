@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib import config as course_config
-from course_lib import data, envs
+from course_lib import data, envs, loop
 from course_lib import results as recorded
 from course_lib.algos.gigpo import step_group_sizes
 from course_lib.chapters import skeleton
@@ -34,8 +34,6 @@ from course_lib.envs.base import distinct_seeds
 from course_lib.envs.key_door import ACTIONS, expert_action, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig
 from course_lib.stats import interval
-from course_lib.step_mode import rollout_steps
-from course_lib.tokenizer import build_tokenizer
 from course_lib.train import (
     GiGPOConfig,
     GRPOConfig,
@@ -173,10 +171,6 @@ def demonstration_texts(count: int, seed: int, config: Chapter07Config | None = 
     return texts
 
 
-def build_tokenizer_for_chapter():
-    return build_tokenizer(vocabulary())
-
-
 def build_base(
     out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter07Config | None = None
 ) -> list[dict]:
@@ -193,8 +187,14 @@ def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
 
 # Measurements -----------------------------------------------------------------------------------
 def test_seeds(count: int, config: Chapter07Config) -> list[int]:
-    """Seeds of `count` distinct held-out tasks (`envs.base.distinct_seeds`)."""
-    return distinct_seeds(EnvFactory("test", config), count)
+    """Seeds of `count` distinct held-out tasks (`envs.base.distinct_seeds`); they depend on the grid size only."""
+    return _held_out(count, config.size)
+
+
+@functools.lru_cache(maxsize=8)
+def _held_out(count: int, size: int) -> list[int]:
+    """Cached: every evaluation during training asks again."""
+    return distinct_seeds(lambda: envs.make(ENV_NAME, split="test", size=size), count)
 
 
 def evaluate(model, tokenizer, config: Chapter07Config, seed: int) -> dict[str, float]:
@@ -229,11 +229,9 @@ def step_group_histogram(model, tokenizer, config: Chapter07Config, seed: int, v
     factory = EnvFactory("train", config, view)
     made = [factory() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
     task_seeds = [10_000_000 + seed * 1_000 + p for p in range(grpo.prompts_per_iteration)]
-    seeds = [s for s in task_seeds for _ in range(grpo.group_size)]
-    groups = [p for p in range(grpo.prompts_per_iteration) for _ in range(grpo.group_size)]
     engine = RolloutEngine(model, tokenizer, config.sampling)
     generator = course_config.seed_everything(seed + 2)
-    episodes = rollout_steps(engine, made, seeds, groups, generator, grpo.history_window, grpo.anchor_source)
+    episodes = loop.independent_groups(engine, made, task_seeds, grpo, generator).episodes
     anchors = [anchor for episode in episodes for anchor in episode.anchors]
     group_ids = [episode.group_id for episode in episodes for _ in episode.anchors]
     counts = Counter(size_bin(size, grpo.group_size) for size in step_group_sizes(anchors, group_ids))
@@ -313,11 +311,7 @@ def claim_numbers(results: Mapping, recorded_seeds: Mapping | None = None) -> di
     """Every number chapter 07's claims use, flat: this run's own, and GiGPO's lead pooled over the seeds of
     `recorded_seeds` (`results.load("ch07")`) when given, else over this run alone (no interval)."""
     own = seed_numbers(results)
-    pool = (
-        [{k: v for k, v in r["numbers"].items() if not k.startswith(POOLED)} for r in recorded_seeds["seeds"].values()]
-        if recorded_seeds is not None
-        else [own]
-    )
+    pool = recorded.own_numbers(recorded_seeds, POOLED) if recorded_seeds is not None else [own]
     return own | pooled_numbers(pool)
 
 

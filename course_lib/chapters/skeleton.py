@@ -86,6 +86,19 @@ Configure = Callable[[argparse.Namespace, argparse.ArgumentParser], Chapter | No
 """`(args, parser)` -> the chapter to run with these arguments, or None when it did the work itself."""
 
 
+def designed_experiment(chapter: Chapter, flag: str, experiment: Callable[..., object]) -> Configure:
+    """A `configure` hook for a chapter whose command line can run a pre-registered experiment instead: when
+    `args.<flag>` is set it calls `experiment(args.seeds, record=args.record)` and the chapter does not run."""
+
+    def configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Chapter | None:
+        if getattr(args, flag):
+            experiment(args.seeds, record=args.record)
+            return None
+        return chapter
+
+    return configure
+
+
 def main(
     chapter: Chapter,
     argv: list[str] | None = None,
