@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -282,13 +282,20 @@ def train(
     }
 
 
-def run(seed: int, config: Chapter04Config | None = None, variants: list[str] | None = None) -> dict:
-    """The whole chapter for one seed: evaluate the base, then train each variant from it."""
+def run(
+    seed: int, config: Chapter04Config | None = None, variants: Sequence[str] | None = None,
+    base_stats: Mapping | None = None,
+) -> dict:  # fmt: skip
+    """The whole chapter for one seed: evaluate the base, then train each variant of `variants` (default: all of
+    `VARIANTS`) from it. `base_stats` (`evaluate(base, ..., seed)`, e.g. what a notebook already showed) saves
+    evaluating the base again; the evaluation has its own generator and every variant reseeds, so the results are
+    the same either way."""
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
     base, tokenizer = data.load_base(BASE_NAME, course_config.device())
-    results: dict = {"base": evaluate(base, tokenizer, config, seed), "runs": {}}
+    stats = base_stats if base_stats is not None else evaluate(base, tokenizer, config, seed)
+    results: dict = {"base": stats, "runs": {}}
     for name in variants or list(VARIANTS):
         course_config.seed_everything(seed)
         results["runs"][name] = train(copy.deepcopy(base), tokenizer, config, seed, **VARIANTS[name])
