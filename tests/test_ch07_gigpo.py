@@ -105,6 +105,24 @@ def test_claim_numbers_and_verdicts_on_hand_made_results():
     assert {c.id: c.passed for c in moved}["C7.2"] is False
 
 
+def test_confirmation_pools_the_fresh_seeds_alone(monkeypatch, capsys):
+    """`--confirm` (without `--record`): each seed's own numbers, pooled over the seeds it ran and nothing else."""
+    leads = {10: 0.08, 11: 0.02, 12: 0.05}
+
+    def fake_run(seed):
+        results = fake_results()
+        results["final"]["gigpo"] = {"eval_success": 0.70 + leads[seed]}
+        return results | {"minutes": 0.1}
+
+    monkeypatch.setattr(ch, "run", fake_run)
+    pooled = ch.confirm([10, 11, 12])
+    assert pooled["pooled_seeds"] == 3 and pooled["pooled_lead_mean"] == pytest.approx(0.05)
+    assert pooled["pooled_lead_low"] == pytest.approx(0.05 - 4.302653 * 0.03 / 3**0.5, abs=1e-5)
+    printed = capsys.readouterr().out
+    assert "C7.1 (at least 5 points) holds on 2 of 3 fresh seeds" in printed  # 0.08 and 0.05 (float: 0.75 - 0.70)
+    assert "C7.1b not reproduced" in printed
+
+
 @pytest.fixture(scope="module")
 def base():
     return data.load_base(ch.BASE_NAME)

@@ -13,6 +13,7 @@ episode the same return), mean-only normalisation, and a noisy view in which no 
 
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
 import functools
@@ -430,8 +431,60 @@ def summary_lines(results: Mapping) -> list[str]:
 CHAPTER = skeleton.Chapter("ch07", "Chapter 07, GiGPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines)
 
 
+# Confirming C7.1b on fresh seeds (docs/experiments/ch07-fresh-seeds.md) ---------------------------------------
+CONFIRMATION_RESULTS = "ch07_confirmation"
+"""`results/ch07_confirmation.json`: the chapter's own setting on seeds run only after C7.1b was written (10-19)."""
+CONFIRMATION_CLAIMS: tuple[ClaimSpec, ...] = (
+    dataclasses.replace(CLAIMS[0], statement="on fresh seeds: " + CLAIMS[0].statement),
+    dataclasses.replace(
+        CLAIMS[1],
+        statement="on fresh seeds alone (pre-registered), GiGPO's lead over GRPO is positive: its 95% t-interval, "
+        "paired over these seeds, lies above 0",
+    ),
+)
+"""C7.1 and C7.1b with the chapter's checks, read on the confirmation seeds only (`required=False`, as in `CLAIMS`)."""
+
+
+def confirm(seeds: Sequence[int], record: bool = False) -> dict[str, float]:
+    """The pre-registered confirmation: `run` the chapter's own setting on `seeds`, print each seed's final success
+    per arm and C7.1's check, then GiGPO's lead pooled over these seeds (with `record`, over every seed recorded in
+    `results/ch07_confirmation.json`, whose records are rewritten with it) and C7.1b's verdict on it."""
+    per_seed = []
+    for seed in seeds:
+        results = run(seed)
+        numbers = seed_numbers(results)
+        per_seed.append(numbers)
+        print(f"seed {seed} ({results['minutes']:.1f} min): " + ", ".join(summary_lines(results)[:3]))
+        if record:
+            own = numbers | pooled_numbers([numbers])
+            recorded.record(CONFIRMATION_RESULTS, seed, CONFIRMATION_CLAIMS, own, results["minutes"], curves(results))
+    if record:
+        pooled = recorded.repool(CONFIRMATION_RESULTS, CONFIRMATION_CLAIMS, pooled_numbers, POOLED)
+        per_seed = recorded.own_numbers(recorded.load(CONFIRMATION_RESULTS), POOLED)
+    else:
+        pooled = pooled_numbers(per_seed)
+    print(f"GiGPO - GRPO over {pooled[POOLED + 'seeds']:.0f} fresh seeds: {pooled[POOLED + 'lead_mean']:+.3f} "
+          f"[{pooled[POOLED + 'lead_low']:+.3f}, {pooled[POOLED + 'lead_high']:+.3f}]")  # fmt: skip
+    per_seed_passes = sum(claim.passed for n in per_seed for claim in evaluate_all(CONFIRMATION_CLAIMS[:1], n))
+    print(f"C7.1 (at least 5 points) holds on {per_seed_passes} of {len(per_seed)} fresh seeds")
+    for claim in evaluate_all(CONFIRMATION_CLAIMS[1:], per_seed[-1] | pooled):
+        print(f"{claim.id} {claim.status} {claim.name}")
+    return pooled
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--confirm", action="store_true",
+        help="run the pre-registered confirmation on fresh seeds instead (--record writes "
+        f"results/{CONFIRMATION_RESULTS}.json)",
+    )  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv, finish=pool_and_report, print_claims=False)
+    skeleton.main(
+        CHAPTER, argv, arguments=_options, configure=skeleton.designed_experiment(CHAPTER, "confirm", confirm),
+        finish=pool_and_report, print_claims=False,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
