@@ -18,6 +18,7 @@ _BUILT_IN = {
     "mini_travel": "mini_travel",
     "price_tools": "price_tools",
     "tool_arithmetic": "arithmetic",
+    "two_hop_qa": "two_hop_qa",
     "word_math": "word_math",
 }
 """Environment name -> the module of this package that registers it on import."""
