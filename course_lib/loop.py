@@ -3,7 +3,7 @@ advantage estimators):
 
 | seam | config field | signature | entries |
 |---|---|---|---|
-| sampler | `sampler` | `(engine, envs, task_seeds, config, generator) -> Rollouts` | `groups` |
+| sampler | `sampler` | `(engine, envs, task_seeds, config, generator) -> Rollouts` | `groups`, `tree` |
 | advantage estimator | `advantage` | `(batch, config) -> (advantages [B] or [B, T], stats)` | `grpo`, `gigpo` |
 | batch filter | `batch_filter` | `(batch, advantages, config) -> keep [B] bool` | `none` |
 | policy loss | `policy_loss` | `(logprobs, old_logprobs, advantages, loss_mask, config) -> (loss, stats)` | `clipped` |
@@ -17,7 +17,7 @@ called, so that importing the loop does not load every method.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -37,6 +37,8 @@ class Rollouts:
 
     rows: list[Trajectory]
     episodes: list[Any]
+    stats: dict[str, float] = field(default_factory=dict)
+    """What the sampler did, for the training history (the tree sampler's branches and refills)."""
 
 
 # Samplers ----------------------------------------------------------------------------------------
@@ -51,6 +53,19 @@ def independent_groups(engine, envs, task_seeds: list[int], config: GRPOConfig, 
 
     episodes = rollout_steps(engine, envs, seeds, groups, generator, config.history_window, config.anchor_source)
     return Rollouts(rows=[row for episode in episodes for row in episode.rows], episodes=episodes)
+
+
+def tree_groups(engine, envs, task_seeds: list[int], config: GRPOConfig, generator) -> Rollouts:
+    """ARPO's entropy-guided tree (`course_lib.tree_rollout`): `config.group_size` leaves per task, of which
+    `config.tree.global_samples` independent and the rest branched after tool responses or refilled
+    (trajectory mode)."""
+    from course_lib.tree_rollout import sample_trees
+
+    if config.rollout_mode != "trajectory":
+        raise ValueError("the tree sampler forks growing sequences: it needs rollout_mode='trajectory'")
+    trajectories, tree = sample_trees(engine, envs, task_seeds, config.group_size, config.tree, generator)
+    stats = tree.counts(config.group_size, len(task_seeds))
+    return Rollouts(rows=trajectories, episodes=trajectories, stats=stats)
 
 
 # Advantage estimators ----------------------------------------------------------------------------
@@ -133,7 +148,7 @@ def clipped(logprobs, old_logprobs, advantages, loss_mask, config: GRPOConfig) -
 
 
 SEAMS: dict[str, dict[str, Callable]] = {
-    "sampler": {"groups": independent_groups},
+    "sampler": {"groups": independent_groups, "tree": tree_groups},
     "advantage": {"grpo": grpo, "gigpo": gigpo},
     "batch_filter": {"none": keep_all},
     "policy_loss": {"clipped": clipped},

@@ -262,33 +262,33 @@ class RolloutEngine:
         generator: torch.Generator | None = None,
     ) -> list[Trajectory]:  # fmt: skip
         """`n` new trajectories sharing `trajectory`'s tokens up to the end of step `steps`."""
+        return self.run([self.fork(trajectory, steps, parent) for _ in range(n)], generator)
+
+    def fork(self, trajectory: Trajectory, steps: int, parent: int | None = None) -> Trajectory:
+        """A copy of `trajectory` cut at the end of step `steps` (its observation included), with its own copy of
+        the environment as it was then, ready for `run` to continue; not yet sampled (a sampler that branches many
+        trajectories collects their forks and continues them in one batch)."""
         if not self.config.snapshot_envs:
             raise RuntimeError("branching needs SamplingConfig(snapshot_envs=True)")
         if not 0 <= steps < len(trajectory.snapshots) or trajectory.snapshots[steps].done:
             raise ValueError(f"cannot branch after step {steps} of a {trajectory.num_turns}-step trajectory")
         cut = trajectory.prefix_length(steps)
-        copies = []
-        for _ in range(n):
-            env = copy.deepcopy(trajectory.snapshots[steps])
-            copies.append(
-                Trajectory(
-                    env=env,
-                    token_ids=trajectory.token_ids[:cut],
-                    loss_mask=trajectory.loss_mask[:cut],
-                    logprobs=trajectory.logprobs[:cut],
-                    entropies=trajectory.entropies[:cut],
-                    turn_ids=trajectory.turn_ids[:cut],
-                    group_id=trajectory.group_id,
-                    seed=trajectory.seed,
-                    rewards=trajectory.rewards[:steps],
-                    infos=trajectory.infos[:steps],
-                    anchors=trajectory.anchors[:steps],
-                    snapshots=[copy.deepcopy(s) for s in trajectory.snapshots[: steps + 1]],
-                    parent=parent,
-                    branch_position=cut,
-                )  # fmt: skip
-            )
-        return self.run(copies, generator)
+        return Trajectory(
+            env=copy.deepcopy(trajectory.snapshots[steps]),
+            token_ids=trajectory.token_ids[:cut],
+            loss_mask=trajectory.loss_mask[:cut],
+            logprobs=trajectory.logprobs[:cut],
+            entropies=trajectory.entropies[:cut],
+            turn_ids=trajectory.turn_ids[:cut],
+            group_id=trajectory.group_id,
+            seed=trajectory.seed,
+            rewards=trajectory.rewards[:steps],
+            infos=trajectory.infos[:steps],
+            anchors=trajectory.anchors[:steps],
+            snapshots=[copy.deepcopy(s) for s in trajectory.snapshots[: steps + 1]],
+            parent=parent,
+            branch_position=cut,
+        )
 
     @torch.no_grad()
     def run(self, trajectories: list[Trajectory], generator: torch.Generator | None = None) -> list[Trajectory]:

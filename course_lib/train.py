@@ -26,6 +26,7 @@ from course_lib.envs.base import TextEnv
 from course_lib.models import build_model, reference_policy, save
 from course_lib.rollout import RolloutEngine, SamplingConfig, collate
 from course_lib.tokenizer import encode
+from course_lib.tree_rollout import TreeConfig
 
 
 def token_logprobs(
@@ -212,6 +213,8 @@ class GRPOConfig:
     return), step-local and after discounting, as verl-agent's invalid-action penalty (0.1 there)."""
     gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)
     """GiGPO's settings (used when `advantage="gigpo"`)."""
+    tree: TreeConfig = field(default_factory=TreeConfig)
+    """ARPO's tree sampler's settings (used when `sampler="tree"`; `group_size` is its budget M)."""
 
 
 def train_grpo(
@@ -334,6 +337,7 @@ def policy_iteration(
         **stats,
         **per_update,
         **estimator_stats,
+        **rollouts.stats,
         **kept,
         "time_rollout": rolled - start,
         "time_advantage": advantaged - rolled,

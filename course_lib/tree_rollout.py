@@ -1,0 +1,243 @@
+"""ARPO's entropy-guided tree rollout (Dong et al. 2025, arXiv 2507.19849, Sec. 3.1), a sampler of the RL loop.
+
+Per prompt the budget is M trajectories (`GRPOConfig.group_size`). The sampler starts N of them as independent
+global samples (`TreeConfig.global_samples`), then spends the rest on branches, in rounds, one round per
+environment step s = 1, 2, ...: every trajectory whose step s was a tool call that the episode survived is a
+candidate branch point. Its entropy right after the tool response, H_s (mean full-vocabulary entropy of the first
+k tokens the policy wrote after it, normalised by log |V|), is compared with the trajectory's initial entropy H_0
+(the same over its first turn), and with probability `algos.arpo.branch_probability(H_s, H_0, alpha, beta)` =
+clip(alpha + beta (H_s - H_0), 0, 1) the trajectory forks there: a new trajectory shares its tokens up to and
+including that tool response and samples the rest anew. At most one branch per trajectory per round (the
+released script's beam size 2: the source plus one branch), and never beyond the budget. A branch joins the
+pool and may branch itself at its own later tool calls. When no trajectory of a prompt can branch any more and
+its budget is not spent, the sampler adds global samples ("refills", one per prompt per round, as the code does),
+which may branch in turn. Every prompt ends with exactly M leaves: GRPO's group, trained with tool-response
+tokens masked, so tokens of a shared prefix appear in several leaves ("soft" credit, implicit in the tree).
+
+Where this follows the paper and where the released code (`vllm_rollout_with_tools.py`):
+
+- **Look-ahead.** The paper branches on the entropy of the k tokens generated after a tool response, and the
+  branch resamples them; so does this sampler (it reads them from the source trajectory, already sampled). The
+  code uses the entropy of the segment that *ended* with the tool call, one call late, and no look-ahead.
+- **Entropy.** Exact full-vocabulary entropy per token, averaged over the first `entropy_tokens` tokens; the
+  code sums top-10 log-prob terms over the first 20 positions, a length-dependent proxy (`algos.arpo`).
+- **Initial entropy.** Each trajectory's own first turn, so every batch starts fresh; the code keeps a
+  dictionary keyed by batch index that it never resets, so from the second batch on it compares with the
+  first turn of whatever sequence held that index first.
+- **Budget.** Exactly M leaves per prompt, with branches and refills counted (`TreeStats`); the code cuts or
+  duplicates to M at the end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from course_lib.algos.arpo import branch_probability, should_branch
+from course_lib.rollout import RolloutEngine, Trajectory
+
+
+@dataclass
+class TreeConfig:
+    """The tree sampler's settings; the defaults are ARPO's released script's where it has them."""
+
+    global_samples: int = 8
+    """N: independent samples per prompt at the start (`initial_rollouts`, 8 of a budget of 16 in the script).
+    Equal to the group size, the sampler is GRPO's (the maintainers' recipe for the GRPO baseline)."""
+    alpha: float = 0.5
+    """Branch probability when the entropy did not change (`BRANCH_PROBABILITY`)."""
+    beta: float = 0.2
+    """Weight of the entropy change (`Entropy_weight`)."""
+    entropy_tokens: int = 20
+    """k: how many of the first tokens of a turn its entropy averages (the code reads the first 20 positions)."""
+
+
+@dataclass
+class TreeNode:
+    """One candidate branch point that was considered: trajectory `index` after its step `step`."""
+
+    index: int
+    step: int
+    entropy: float
+    initial_entropy: float
+    probability: float
+    branched: bool
+    child: int | None = None
+    """Index of the branch created here (None if none was: no draw, or no budget left)."""
+
+
+@dataclass
+class TreeStats:
+    """What a tree rollout did: every trajectory's parent and fork position, and every branch point considered."""
+
+    parents: list[int | None] = field(default_factory=list)
+    """Per trajectory: the index of the trajectory it branched from (None for a global sample)."""
+    fork_steps: list[int] = field(default_factory=list)
+    """Per trajectory: the step after which it forked from its parent (0 for a global sample)."""
+    refill: list[bool] = field(default_factory=list)
+    """Per trajectory: a global sample added because the budget was not spent."""
+    nodes: list[TreeNode] = field(default_factory=list)
+
+    def counts(self, group_size: int, groups: int) -> dict[str, float]:
+        """Per-batch numbers for the training history: branches, refills and the realised share of branches."""
+        branches = sum(parent is not None for parent in self.parents)
+        refills = sum(self.refill)
+        total = max(group_size * groups, 1)
+        return {
+            "tree_branches": float(branches),
+            "tree_refills": float(refills),
+            "tree_branch_share": branches / total,
+            "tree_branch_points": float(len(self.nodes)),
+        }
+
+
+def turn_entropy(trajectory: Trajectory, turn: int, tokens: int, vocabulary: int) -> float | None:
+    """Mean entropy of the first `tokens` policy tokens of `turn` (0: the first action), normalised by log
+    `vocabulary`, or None if the turn has no policy token (the episode ended before it)."""
+    values = [
+        entropy
+        for entropy, turn_id, mask in zip(trajectory.entropies, trajectory.turn_ids, trajectory.loss_mask, strict=True)
+        if turn_id == turn and mask
+    ][:tokens]
+    if not values:
+        return None
+    return sum(values) / len(values) / math.log(vocabulary)
+
+
+def branch_points(trajectory: Trajectory, after_step: int) -> list[int]:
+    """Steps s > `after_step` after which `trajectory` could fork: the episode went on after step s (the
+    environment answered it) and the policy wrote a next turn. In a tool environment these are the tool calls."""
+    return [
+        step
+        for step in range(max(after_step, 0) + 1, trajectory.num_turns)
+        if not trajectory.snapshots[step].done and any(t == step for t in trajectory.turn_ids)
+    ]
+
+
+def sample_trees(
+    engine: RolloutEngine,
+    envs: Sequence,
+    task_seeds: Sequence[int],
+    group_size: int,
+    tree: TreeConfig,
+    generator: torch.Generator | None = None,
+) -> tuple[list[Trajectory], TreeStats]:
+    """`group_size` leaves per task: `tree.global_samples` global samples, then entropy-guided branches and
+    refills as in the module docstring. `envs` holds `group_size` environments per task (global samples and
+    refills use them in order; branches copy their parent's). Returns the trajectories grouped by task (group id
+    = the task's position) in creation order within each group, and what the sampler did."""
+    if not engine.config.snapshot_envs:
+        raise ValueError("the tree sampler forks trajectories: its SamplingConfig needs snapshot_envs=True")
+    if not 1 <= tree.global_samples <= group_size:
+        raise ValueError(f"global_samples must lie in [1, group_size={group_size}], got {tree.global_samples}")
+    if len(envs) < group_size * len(task_seeds):
+        raise ValueError(f"need {group_size} environments per task, got {len(envs)} for {len(task_seeds)} tasks")
+    generator = generator if generator is not None else torch.Generator().manual_seed(0)
+    vocabulary = len(engine.tokenizer)
+    trajectories: list[Trajectory] = []
+    stats = TreeStats()
+    used_envs = [0] * len(task_seeds)
+    # Round r considers, for each trajectory, the branch point it reaches in round r: a global sample started
+    # in round 0 reaches its own step s in round s; a trajectory that starts in round r0 after its step f (a
+    # branch: f = its fork step; a refill: f = 0) reaches its step s in round r0 + s - f.
+    schedule: dict[int, dict[int, int]] = {}  # trajectory -> {round: own step}
+
+    def enter(index: int, round_: int, after_step: int) -> None:
+        points = branch_points(trajectories[index], after_step)
+        if points:
+            schedule[index] = {round_ + point - after_step: point for point in points}
+
+    def start_globals(prompts: list[int], count: int, refill: bool, round_: int) -> None:
+        made, seeds, groups = [], [], []
+        for prompt in prompts:
+            for _ in range(count):
+                made.append(envs[prompt * group_size + used_envs[prompt]])
+                used_envs[prompt] += 1
+                seeds.append(task_seeds[prompt])
+                groups.append(prompt)
+        first = len(trajectories)
+        trajectories.extend(engine.rollout(made, seeds, groups, generator))
+        for index in range(first, len(trajectories)):
+            stats.parents.append(None)
+            stats.fork_steps.append(0)
+            stats.refill.append(refill)
+            enter(index, round_, 0)
+
+    start_globals(list(range(len(task_seeds))), tree.global_samples, refill=False, round_=0)
+    round_ = 0
+    while True:
+        round_ += 1
+        leaves = _leaves(trajectories, len(task_seeds))
+        forks, sources = [], []
+        for index in sorted(schedule):
+            step = schedule[index].get(round_)
+            t = trajectories[index]
+            if step is None or leaves[t.group_id] >= group_size:
+                continue
+            initial = turn_entropy(t, 0, tree.entropy_tokens, vocabulary)
+            after = turn_entropy(t, step, tree.entropy_tokens, vocabulary)
+            probability = float(branch_probability(after, initial, tree.alpha, tree.beta))
+            branched = should_branch(probability, generator)
+            stats.nodes.append(TreeNode(index, step, after, initial, probability, branched))
+            if branched:  # at most one branch per trajectory per round: the source and one copy
+                leaves[t.group_id] += 1
+                forks.append(engine.fork(t, step, parent=index))
+                sources.append((step, len(stats.nodes) - 1))
+        if forks:
+            first = len(trajectories)
+            trajectories.extend(engine.run(forks, generator))
+            for offset, (fork_step, node) in enumerate(sources):
+                stats.parents.append(stats.nodes[node].index)
+                stats.fork_steps.append(fork_step)
+                stats.refill.append(False)
+                stats.nodes[node].child = first + offset
+                enter(first + offset, round_, fork_step)
+        for index in list(schedule):  # rounds already played are over
+            schedule[index] = {r: s for r, s in schedule[index].items() if r > round_}
+            if not schedule[index]:
+                del schedule[index]
+        # A prompt none of whose trajectories can still branch gets one more global sample per round until full.
+        open_prompts = {trajectories[i].group_id for i in schedule}
+        short = [p for p in range(len(task_seeds)) if leaves[p] < group_size and p not in open_prompts]
+        if short:
+            start_globals(short, 1, refill=True, round_=round_)
+        if not schedule and min(_leaves(trajectories, len(task_seeds))) >= group_size:
+            break
+    order = sorted(range(len(trajectories)), key=lambda i: (trajectories[i].group_id, i))
+    return _reindex(trajectories, stats, order)
+
+
+def _leaves(trajectories: Sequence[Trajectory], groups: int) -> list[int]:
+    counts = [0] * groups
+    for t in trajectories:
+        counts[t.group_id] += 1
+    return counts
+
+
+def _reindex(trajectories: list[Trajectory], stats: TreeStats, order: list[int]) -> tuple[list[Trajectory], TreeStats]:
+    """Trajectories in `order`, with parents, children and node indices renumbered to match."""
+    position = {old: new for new, old in enumerate(order)}
+    renumbered = TreeStats(
+        parents=[None if stats.parents[i] is None else position[stats.parents[i]] for i in order],
+        fork_steps=[stats.fork_steps[i] for i in order],
+        refill=[stats.refill[i] for i in order],
+        nodes=[
+            TreeNode(
+                position[n.index],
+                n.step,
+                n.entropy,
+                n.initial_entropy,
+                n.probability,
+                n.branched,
+                None if n.child is None else position[n.child],
+            )  # fmt: skip
+            for n in stats.nodes
+        ],
+    )
+    for new, old in enumerate(order):
+        parent = renumbered.parents[new]
+        trajectories[old].parent = parent
+    return [trajectories[i] for i in order], renumbered

@@ -1,0 +1,129 @@
+"""ARPO's tree sampler: budget accounting, prefix sharing, masks, the branch rule's extremes, GRPO as its special
+case, and the loop's `tree` sampler."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from test_rollout import rebuild
+
+from course_lib import envs, loop
+from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory, alignment_errors
+from course_lib.train import GRPOConfig
+from course_lib.tree_rollout import TreeConfig, branch_points, sample_trees, turn_entropy
+
+GROUP, TASKS = 6, 3
+
+
+def tree(model, tokenizer, group=GROUP, seed=0, **settings):
+    engine = RolloutEngine(model, tokenizer, SamplingConfig(snapshot_envs=True))
+    made = [envs.make("tool_arithmetic") for _ in range(group * TASKS)]
+    config = TreeConfig(**{"global_samples": 2, **settings})
+    return sample_trees(engine, made, [10, 11, 12], group, config, torch.Generator().manual_seed(seed))
+
+
+def test_every_task_gets_exactly_the_budget_and_the_counts_add_up(warm_model, tokenizer):
+    trajectories, stats = tree(warm_model, tokenizer)
+    groups = [t.group_id for t in trajectories]
+    assert groups == sorted(groups) and [groups.count(g) for g in range(TASKS)] == [GROUP] * TASKS
+    assert all(t.seed == 10 + t.group_id for t in trajectories)
+    for group in range(TASKS):
+        members = [i for i, t in enumerate(trajectories) if t.group_id == group]
+        first_globals = [i for i in members if stats.parents[i] is None and not stats.refill[i]]
+        branches = [i for i in members if stats.parents[i] is not None]
+        refills = [i for i in members if stats.refill[i]]
+        assert len(first_globals) == 2 and len(first_globals) + len(branches) + len(refills) == GROUP
+    counts = stats.counts(GROUP, TASKS)
+    assert counts["tree_branches"] == sum(p is not None for p in stats.parents)
+    assert counts["tree_refills"] == sum(stats.refill)
+    assert counts["tree_branch_share"] == pytest.approx(counts["tree_branches"] / (GROUP * TASKS))
+    assert counts["tree_branches"] == sum(node.child is not None for node in stats.nodes)
+    assert counts["tree_branches"] > 0  # a warm model that calls the tool branches at alpha 0.5
+
+
+def test_branches_share_their_parent_prefix_token_for_token(warm_model, tokenizer):
+    trajectories, stats = tree(warm_model, tokenizer, alpha=1.0, beta=0.0)
+    branched = [i for i, parent in enumerate(stats.parents) if parent is not None]
+    assert branched
+    for index in branched:
+        child, parent = trajectories[index], trajectories[stats.parents[index]]
+        cut = parent.prefix_length(stats.fork_steps[index])
+        assert child.parent == stats.parents[index] and child.branch_position == cut
+        assert child.group_id == parent.group_id and child.seed == parent.seed
+        assert child.token_ids[:cut] == parent.token_ids[:cut]
+        assert child.loss_mask[:cut] == parent.loss_mask[:cut] and child.logprobs[:cut] == parent.logprobs[:cut]
+        # the shared prefix ends with the tool response (masked 0); the branch then writes its own turn (mask 1)
+        assert child.loss_mask[cut - 1] == 0 and child.turn_ids[cut - 1] == stats.fork_steps[index] - 1
+        assert child.loss_mask[cut] == 1 and child.turn_ids[cut] == stats.fork_steps[index]
+        assert alignment_errors(child, tokenizer) == []
+        assert (child.token_ids, child.loss_mask) == rebuild(child, tokenizer)  # tool tokens masked, actions not
+
+
+def test_probability_one_branches_until_the_budget_is_spent_and_zero_never(warm_model, tokenizer):
+    _, always = tree(warm_model, tokenizer, alpha=1.0, beta=0.0)
+    assert all(node.branched and node.probability == 1.0 for node in always.nodes)
+    _, never = tree(warm_model, tokenizer, alpha=0.0, beta=0.0)
+    assert never.nodes and not any(node.branched for node in never.nodes)
+    assert all(parent is None for parent in never.parents)
+    assert sum(never.refill) == (GROUP - 2) * TASKS  # the whole remaining budget is refilled
+
+
+def test_with_the_whole_budget_global_the_sampler_is_grpos(warm_model, tokenizer):
+    """`global_samples == group size` (the maintainers' GRPO baseline): the same trajectories, token for token,
+    as independent groups sampled with the same generator, and no branch point is even considered."""
+    trajectories, stats = tree(warm_model, tokenizer, global_samples=GROUP)
+    engine = RolloutEngine(warm_model, tokenizer, SamplingConfig(snapshot_envs=True))
+    made = [envs.make("tool_arithmetic") for _ in range(GROUP * TASKS)]
+    config = GRPOConfig(group_size=GROUP)
+    independent = loop.independent_groups(engine, made, [10, 11, 12], config, torch.Generator().manual_seed(0))
+    assert [t.token_ids for t in trajectories] == [t.token_ids for t in independent.rows]
+    assert stats.nodes == [] and not any(stats.refill)
+
+
+def test_same_generator_same_tree(warm_model, tokenizer):
+    first, first_stats = tree(warm_model, tokenizer, seed=3)
+    again, again_stats = tree(warm_model, tokenizer, seed=3)
+    assert [t.token_ids for t in first] == [t.token_ids for t in again]
+    assert first_stats.parents == again_stats.parents and first_stats.nodes == again_stats.nodes
+
+
+def test_entropy_and_branch_points_on_a_hand_made_trajectory():
+    """Turn 0 has entropies 1 and 3 nats, turn 1 has 2; the prompt's 9 (mask 0) is ignored."""
+    env = envs.make("tool_arithmetic")
+    env.reset(seed=0)
+    t = Trajectory(
+        env=env, token_ids=[1, 2, 3, 4, 5, 6], loss_mask=[0, 1, 1, 0, 1, 1], logprobs=[0.0] * 6,
+        entropies=[9.0, 1.0, 3.0, 9.0, 2.0, 2.0], turn_ids=[-1, 0, 0, 0, 1, 1],
+    )  # fmt: skip
+    assert turn_entropy(t, 0, 20, 100) == pytest.approx(2.0 / math.log(100))
+    assert turn_entropy(t, 0, 1, 100) == pytest.approx(1.0 / math.log(100))
+    assert turn_entropy(t, 1, 20, 100) == pytest.approx(2.0 / math.log(100))
+    assert turn_entropy(t, 2, 20, 100) is None
+    t.rewards, t.snapshots = [0.0, 1.0], [env, env, env]  # two steps; the env after step 1 is still running
+    assert branch_points(t, 0) == [1] and branch_points(t, 1) == []
+
+
+def test_bad_settings_are_refused(warm_model, tokenizer):
+    with pytest.raises(ValueError, match="snapshot_envs"):
+        sample_trees(RolloutEngine(warm_model, tokenizer), [], [0], 2, TreeConfig(global_samples=1))
+    with pytest.raises(ValueError, match="global_samples"):
+        tree(warm_model, tokenizer, global_samples=GROUP + 1)
+    engine = RolloutEngine(warm_model, tokenizer, SamplingConfig(snapshot_envs=True))
+    with pytest.raises(ValueError, match="trajectory"):
+        loop.tree_groups(engine, [], [0], GRPOConfig(rollout_mode="step"), None)
+
+
+def test_the_loop_trains_on_a_tree_and_logs_what_it_did(warm_model, tokenizer):
+    from course_lib.train import train_grpo
+
+    config = GRPOConfig(
+        iterations=1, prompts_per_iteration=2, group_size=4, sampler="tree", tree=TreeConfig(global_samples=2)
+    )
+    history = train_grpo(
+        warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), SamplingConfig(snapshot_envs=True), config, 0
+    )
+    record = history[0]
+    assert record["tree_branches"] + record["tree_refills"] == 2 * 2  # the budget beyond the 2 x 2 global samples
+    assert math.isfinite(record["loss"])
