@@ -127,3 +127,23 @@ def test_the_loop_trains_on_a_tree_and_logs_what_it_did(warm_model, tokenizer):
     record = history[0]
     assert record["tree_branches"] + record["tree_refills"] == 2 * 2  # the budget beyond the 2 x 2 global samples
     assert math.isfinite(record["loss"])
+
+
+def test_the_tree_graph_draws_shared_steps_once(warm_model, tokenizer):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from course_lib.tree_view import ROOT, draw_tree, tree_graph
+
+    trajectories, stats = tree(warm_model, tokenizer, alpha=1.0, beta=0.0)
+    graph = tree_graph(trajectories, stats, 0, tokenizer)
+    members = [i for i, t in enumerate(trajectories) if t.group_id == 0]
+    own_steps = sum(trajectories[i].num_turns - stats.fork_steps[i] for i in members)
+    assert graph.number_of_nodes() == 1 + own_steps  # every step once, shared ones not repeated
+    leaves = [n for n in graph.nodes if graph.out_degree(n) == 0]
+    assert len(leaves) == GROUP and all("reward" in graph.nodes[n] for n in leaves)
+    assert graph.out_degree(ROOT) == sum(stats.parents[i] is None for i in members)
+    branched = [n for n in graph.nodes if graph.nodes[n].get("branched")]
+    assert len(branched) == sum(stats.parents[i] is not None for i in members)
+    assert all(graph.out_degree(n) == 2 for n in branched)  # the source goes on, and one branch
+    draw_tree(graph, title="group 0")
