@@ -28,24 +28,31 @@ from course_lib.train import token_logprobs
 from course_lib.tree_rollout import TreeStats
 
 
-def shared_prefix(trajectories: Sequence[Trajectory], stats: TreeStats) -> tuple[list[int], int]:
-    """The largest set of leaves of one group that share a prefix containing policy tokens, and the prefix's
-    length: over every realised branch, the leaves whose first `cut` tokens equal the branch's source's,
-    `cut` being the end of the tool response it forked after. ([], 0) if nothing branched."""
-    best: tuple[list[int], int] = ([], 0)
+def shared_prefixes(trajectories: Sequence[Trajectory], stats: TreeStats) -> list[tuple[list[int], int]]:
+    """Every set of leaves of one group that share a prefix containing policy tokens, with the prefix's length,
+    largest first: per realised branch, the leaves whose first `cut` tokens equal the branch's source's, `cut`
+    being the end of the tool response it forked after."""
+    found = []
     for child, parent in enumerate(stats.parents):
         if parent is None:
             continue
         source, cut = trajectories[parent], trajectories[child].branch_position
+        if not any(source.loss_mask[:cut]):
+            continue
         prefix = source.token_ids[:cut]
         leaves = [
             i
             for i, t in enumerate(trajectories)
             if t.group_id == source.group_id and t.token_ids[:cut] == prefix and len(t.token_ids) > cut
         ]
-        if len(leaves) > len(best[0]) and any(source.loss_mask[:cut]):
-            best = (leaves, cut)
-    return best
+        found.append((leaves, cut))
+    return sorted(found, key=lambda entry: -len(entry[0]))
+
+
+def shared_prefix(trajectories: Sequence[Trajectory], stats: TreeStats) -> tuple[list[int], int]:
+    """The largest of `shared_prefixes`, or ([], 0) if nothing branched."""
+    found = shared_prefixes(trajectories, stats)
+    return found[0] if found else ([], 0)
 
 
 def token_weights(trajectories: Sequence[Trajectory], leaves: Sequence[int], aggregation: str) -> list[float]:

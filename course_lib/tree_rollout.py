@@ -90,6 +90,7 @@ class TreeStats:
             "tree_branches": float(branches),
             "tree_refills": float(refills),
             "tree_branch_share": branches / total,
+            "tree_refill_share": refills / total,
             "tree_branch_points": float(len(self.nodes)),
         }
 
