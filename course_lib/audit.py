@@ -376,6 +376,42 @@ def audit_ch07() -> list[SplitAudit]:
     return [_split("ch07", "test", keys, overlaps)]
 
 
+def question_lookups(questions: Iterable) -> set[tuple[str, str]]:
+    """Both hops of each `two_hop_qa` question, as `(entity, relation)` lookups: its sub-problems. For an
+    ambiguous question the wrong candidate's hop 2 is a lookup a policy may make, so it counts too."""
+    lookups = set()
+    for question in questions:
+        (name, role), (bridge, attribute) = question.hop_lookups()
+        lookups.add((name, role))
+        lookups.update((person, attribute) for person in question.candidates)
+        lookups.add((bridge, attribute))
+    return lookups
+
+
+def audit_ch08() -> list[SplitAudit]:
+    from course_lib.chapters import ch08_arpo as ch
+
+    config = ch.preset("cpu")
+    keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.eval_tasks))
+    grpo = config.grpo
+    training_seeds = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration)
+    variance = range(config.variance_prompts)
+    training_seeds += [ch.VARIANCE_SEED + seed * 1_000 + p for seed in RUN_SEEDS for p in variance]
+    training = problem_keys(lambda: ch.make_env("train", config), training_seeds)
+    demos = problem_keys(
+        lambda: ch.make_env("train", config), ch.demonstration_seeds(config.demonstrations, base_seed(ch.BASE_NAME))
+    )
+    held_out_lookups = question_lookups(set(keys))
+    overlaps = _problem_overlaps(keys, set(training), set(demos))
+    overlaps += [
+        Overlap("RL training draws", "hop lookups of held-out questions (sub-problems)",
+                count_overlap(held_out_lookups, question_lookups(set(training))), len(held_out_lookups)),
+        Overlap("warm-start demonstrations", "hop lookups of held-out questions (sub-problems)",
+                count_overlap(held_out_lookups, question_lookups(set(demos))), len(held_out_lookups)),
+    ]  # fmt: skip
+    return [_split("ch08", "test", keys, overlaps)]
+
+
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch00": audit_ch00,
     "ch01": audit_ch01,
@@ -385,6 +421,7 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch05": audit_ch05,
     "ch06": audit_ch06,
     "ch07": audit_ch07,
+    "ch08": audit_ch08,
 }
 
 

@@ -1,5 +1,6 @@
-"""`two_hop_qa` and its `search` tool (chapter 08, ARPO): the knowledge base, episodes by hand, ambiguity,
-hostile actions, the tool budget, splits without shared sub-problems, and the vocabulary."""
+"""`two_hop_qa` and its `search` tool (chapter 08, ARPO): the knowledge base, the precise and imprecise company
+queries, episodes by hand, ambiguity, hostile actions, the tool budget, splits without shared sub-problems, and
+the vocabulary."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from course_lib.tools.knowledge_base import (
     ROLES,
     SUFFIXES,
     build_knowledge_base,
+    company_in_city,
+    is_precise,
     search,
 )
 
@@ -97,13 +100,42 @@ def test_search_tool_results_and_errors():
     assert tools.call("search", "arvex works founder") == (
         "arvex works in penrith founder dov falk ; arvex works in brenna founder jonas holm"
     )
+    # the precise query lists only the company in that city, the imprecise one's fact for it
+    assert tools.call("search", "arvex works in brenna founder") == "arvex works in brenna founder jonas holm"
+    assert tools.call("search", "arvex works in penrith founder") == "arvex works in penrith founder dov falk"
+    assert tools.call("search", " arvex  labs in brenna   ceo ") == tools.call("search", "arvex labs ceo")
     assert tools.call("search", "  jonas holm   born_in ") == "jonas holm born_in ismere"
     assert tools.call("search", "arvex labs ceo").count(";") == 0  # one company, one fact
-    for unknown in ("nobody here born_in", "arvex works born_in", "jonas holm founder", "jonas holm age", "x y"):
-        assert tools.call("search", unknown) == "no result"
+    unknowns = (
+        "nobody here born_in", "arvex works born_in", "jonas holm founder", "jonas holm age", "x y",
+        "arvex works in ashby founder",  # no arvex works in ashby: the precise query with a wrong city
+        "arvex labs in penrith ceo", "arvex works in brenna born_in", "in brenna founder", "zork in brenna ceo",
+        "jonas holm in ismere born_in",
+    )  # fmt: skip
+    for unknown in unknowns:
+        assert tools.call("search", unknown) == "no result", unknown
     assert tools.call("search", "founder").startswith("error")
     assert tools.call("search", "").startswith("error")
     assert search(None).startswith("error")  # type: ignore[arg-type]
+
+
+def test_precise_query_form():
+    assert company_in_city("arvex works in brenna") == ("arvex works", "brenna")
+    assert company_in_city("arvex works") is None and company_in_city("in brenna") is None
+    assert is_precise("arvex works in brenna founder") and is_precise("arvex works in ashby ceo")  # found or not
+    for other in (
+        "arvex works founder",
+        "arvex works in brenna",
+        "jonas holm born_in",
+        "arvex works in brenna born_in",
+    ):
+        assert not is_precise(other), other
+    # every company's precise query finds exactly that company's fact, twins included
+    for company in KB.companies:
+        for role in ROLES:
+            fact = f"{company.name} in {company.city} {role} {company.staff[role]}"
+            assert search(f"{company.name} in {company.city} {role}") == fact
+            assert fact in search(f"{company.name} {role}").split(" ; ")
 
 
 @given(st.text(max_size=120))
@@ -118,21 +150,19 @@ def test_solved_ambiguous_episode_by_hand():
     obs, info = env.reset(options={"question": AMBIGUOUS})
     assert obs == "<question> where was the founder of arvex works in brenna born ? </question>"
     assert info["answer"] == "ismere" and info["bridge"] == "jonas holm" and info["ambiguous"]
-    assert AMBIGUOUS.hop_lookups() == (("arvex works", "founder"), ("jonas holm", "born_in"))
+    assert AMBIGUOUS.hop_lookups() == (("arvex works in brenna", "founder"), ("jonas holm", "born_in"))
     assert (info["success"], info["tool_calls"]) == (False, 0)
     assert expert_actions(AMBIGUOUS) == [
-        "<tool_call> search arvex works founder </tool_call>",
+        "<tool_call> search arvex works in brenna founder </tool_call>",
         "<tool_call> search jonas holm born_in </tool_call>",
         "<answer> ismere </answer>",
     ]
     (o1, r1, t1, _, i1), (o2, r2, t2, _, i2), (o3, r3, t3, tr3, i3) = play(env, expert_actions(AMBIGUOUS))
-    # hop 1 returns BOTH companies called arvex works: two candidates
-    assert o1 == (
-        "<tool_response> arvex works in penrith founder dov falk ; arvex works in brenna founder jonas holm "
-        "</tool_response>"
-    )
+    # the precise hop 1 (name and city copied from the question) lists only the company in brenna
+    assert o1 == "<tool_response> arvex works in brenna founder jonas holm </tool_response>"
     assert o2 == "<tool_response> jonas holm born_in ismere </tool_response>"
     assert (r1, t1, r2, t2) == (0.0, False, 0.0, False) and i1["valid"] and i2["valid"] and i2["tool_calls"] == 2
+    assert i1["tool_result"] == "arvex works in brenna founder jonas holm" and i1["precise"] and not i2["precise"]
     assert (o3, r3, t3, tr3) == ("", 1.0, True, False)
     assert i3["success"] and i3["tool_calls"] == 2 and i3["answer"] == "ismere" and i3["ambiguous"]
     assert env.transcript.actions == expert_actions(AMBIGUOUS) and len(env.transcript.observations) == 4
@@ -144,7 +174,14 @@ def test_wrong_candidate_gives_a_wrong_answer():
     env.reset(options={"question": AMBIGUOUS})
     wrong = [a for a in AMBIGUOUS.candidates if a != AMBIGUOUS.bridge]
     assert AMBIGUOUS.candidates == ["dov falk", "jonas holm"] and wrong == ["dov falk"]
-    env.step("<tool_call> search arvex works founder </tool_call>")
+    obs, *_, info = env.step("<tool_call> search arvex works founder </tool_call>")
+    # the imprecise hop 1 returns BOTH companies called arvex works: two candidates
+    assert obs == (
+        "<tool_response> arvex works in penrith founder dov falk ; arvex works in brenna founder jonas holm "
+        "</tool_response>"
+    )
+    assert info["valid"] and not info["precise"]
+    assert naive_actions(AMBIGUOUS, random.Random(0))[0] == "<tool_call> search arvex works founder </tool_call>"
     obs, *_ = env.step("<tool_call> search dov falk born_in </tool_call>")
     assert obs == "<tool_response> dov falk born_in farrowby </tool_response>"
     _, reward, terminated, _, info = env.step("<answer> farrowby </answer>")
@@ -225,13 +262,19 @@ def test_random_text_never_raises(action):
 
 
 def test_unknown_entities_are_valid_calls_with_no_result():
-    env = make()
+    env = make(max_tool_calls=4, max_turns=5)
     env.reset(options={"question": AMBIGUOUS})
-    for call in ("search zork industries founder", "search jonas holm shoe_size", "search arvex works born_in"):
+    calls = (
+        "search zork industries founder",
+        "search jonas holm shoe_size",
+        "search arvex works born_in",
+        "search arvex works in ashby founder",  # precise, but no arvex works is in ashby
+    )
+    for call in calls:
         obs, reward, terminated, _, info = env.step(f"<tool_call> {call} </tool_call>")
         assert obs == "<tool_response> no result </tool_response>" and info["valid"]
-        assert (reward, terminated) == (0.0, False)
-    assert info["tool_calls"] == 3
+        assert (reward, terminated, info["precise"]) == (0.0, False, call.endswith("ashby founder"))
+    assert info["tool_calls"] == 4
 
 
 def test_tool_call_limit_gives_feedback_and_the_episode_goes_on():
@@ -280,8 +323,12 @@ def test_ambiguous_share():
 
 
 def lookups(question: Question) -> set[tuple[str, str]]:
-    """Every lookup a question's episodes can make: hop 1, and hop 2 for each candidate (right or wrong)."""
-    return {(question.name, question.role)} | {(person, question.attribute) for person in question.candidates}
+    """Every lookup a question's episodes can make: hop 1 imprecise and precise (for its own city and for its
+    twin's), and hop 2 for each candidate (right or wrong)."""
+    hop1 = {(question.name, question.role)} | {
+        (f"{c.name} in {c.city}", question.role) for c in KB.by_name[question.name]
+    }
+    return hop1 | {(person, question.attribute) for person in question.candidates}
 
 
 def test_pools_and_splits_are_disjoint_with_no_shared_sub_problems():
@@ -297,6 +344,7 @@ def test_pools_and_splits_are_disjoint_with_no_shared_sub_problems():
     # over the whole pools too
     pool_lookups = {split: {x for q in question_pool(split) for x in lookups(q)} for split in ("train", "test")}
     assert not pool_lookups["train"] & pool_lookups["test"]
+    assert all(q.hop_lookups()[0] in lookups(q) for q in all_questions())
     with pytest.raises(ValueError, match="no company"):
         split_of("acme corp")
 

@@ -13,8 +13,15 @@ attribute of one of its role holders:
     <answer> ismere </answer>
 
 The facts live in the `search` tool (`course_lib.tools.knowledge_base`), so the policy must search
-twice: hop 1 finds the role holder (the *bridge* entity), hop 2 that person's attribute. Three
-templates, one per attribute, each with the role `founder` or `ceo`:
+twice: hop 1 finds the role holder (the *bridge* entity), hop 2 that person's attribute. Hop 1 has
+two forms. The imprecise `search NAME ROLE` (above) lists every company of that name; the precise
+`search NAME in CITY ROLE` copies the name and the city from the question and lists only that
+company:
+
+    <tool_call> search arvex works in brenna founder </tool_call>
+        -> <tool_response> arvex works in brenna founder jonas holm </tool_response>
+
+Three templates, one per attribute, each with the role `founder` or `ceo`:
 
     where was the ROLE of NAME in CITY born ?     (born_in)
     where does the ROLE of NAME in CITY live ?    (lives_in)
@@ -22,17 +29,24 @@ templates, one per attribute, each with the role `founder` or `ceo`:
 
 Ambiguity is induced by construction. A third of the company names are held by two companies in
 different cities (so half of the companies, and half of the questions, are ambiguous), and the
-search is by name: for a question about such a name hop 1 returns TWO candidates, each listed with
-its company's city. Only the one in the city the question names is right, and the twins' role
+imprecise search is by name: for a question about such a name it returns TWO candidates, each listed
+with its company's city. Only the one in the city the question names is right, and the twins' role
 holders differ on every attribute, so following the other always gives a wrong answer. The
 question's `in CITY` is the disambiguating attribute; every question carries it, so the question's
-form does not tell which questions are ambiguous, only the tool response does. A policy that has not
-learned to match the city (e.g. one imitating `naive_actions`, which picks a candidate at random) is
-uncertain exactly at the tokens after that tool response: the rise in entropy ARPO branches on, here
-caused on purpose rather than observed in the wild. Candidates come in the tool's fixed order, and
-over the twins' questions the right one is first as often as second, so position does not give it
-away. `ambiguous_share` (default 0.5) is the probability that a drawn question is ambiguous (it is
-drawn from the ambiguous pool, else from the unambiguous one).
+form does not tell which questions are ambiguous, only the imprecise search's response does. A policy
+that has not learned to match the city (e.g. one imitating `naive_actions`, which searches imprecisely
+and picks a candidate at random) is uncertain exactly at the tokens after that tool response: the rise
+in entropy ARPO branches on, here caused on purpose rather than observed in the wild. Candidates come
+in the tool's fixed order, and over the twins' questions the right one is first as often as second, so
+position does not give it away. `ambiguous_share` (default 0.5) is the probability that a drawn
+question is ambiguous (it is drawn from the ambiguous pool, else from the unambiguous one).
+
+The precise search removes the ambiguity before it arises: it lists one candidate, the right one, on
+every question. It exists because a tiny model cannot learn the other way out, matching the city in a
+two-candidate response and copying that candidate's two-word name: that was measured to fail on
+held-out companies and people (the model memorises the training ones), while copying words from the
+question and copying a single listed name generalise. A policy that learns, by RL, to search precisely
+therefore solves held-out ambiguous questions too; `expert_actions` does so.
 
 Reward: 1.0 for the right final answer, 0 otherwise (no format term): the outcome reward of the
 GRPO-style training ARPO builds on. An answer ends the episode; no answer within `max_turns` earns 0.
@@ -41,22 +55,27 @@ At most `max_tool_calls` searches (default 3: two are needed, one is spare). A m
 the limit never raises: the observation is feedback, `info["valid"]` is False, the reward is
 `invalid_penalty` (0.0 by default: a training loop that wants a penalty applies it, as with
 `key_door`), and the turn counts. A well-formed search for an unknown entity or relation is valid
-and returns `<tool_response> no result </tool_response>`.
+and returns `<tool_response> no result </tool_response>`, as does a precise search whose city is not
+that of any company of the name.
 
-Split: by company NAME (`split_of`). A fifth of the names, chosen by hash separately among the shared
-and the unshared names so that both splits stay half ambiguous, are held out together with all the
-companies that bear them, their people, and every question about them. A split by question would
-leak sub-problems: the hop-1 search `NAME ROLE` of a held-out question would be that of a training
-question about the same company (another attribute) or its twin, and its hop-2 search `PERSON
-ATTRIBUTE` could be asked in training too. Split by name, no hop-1 or hop-2 lookup of a held-out
-question (the bridge's or the wrong candidate's) is made by any training question. Entity *words*
-are shared by both splits (a held-out company or person is a new combination of training words), so
-the model never meets an untrained token. 1,278 questions (213 companies x 2 roles x 3 attributes):
-1,020 for training (504 ambiguous, 516 not), 258 held out (132 ambiguous, 126 not).
+Split: by company NAME (`split_of`). A fifth of the names, chosen by hash separately among the
+shared and the unshared names so that both splits stay half ambiguous, are held out together with
+all the companies that bear them, their people, and every question about them. A split by question
+would leak sub-problems: the hop-1 search of a held-out question, `NAME ROLE` or `NAME in CITY
+ROLE`, would be that of a training question about the same company (another attribute) or,
+imprecise, its twin, and its hop-2 search `PERSON ATTRIBUTE` could be asked in training too. Split
+by name, no hop-1 lookup of a held-out question (precise or imprecise) and no hop-2 lookup (the
+bridge's or the wrong candidate's) is made by any training question. Entity *words* are shared by
+both splits (a held-out company or person is a new combination of training words), so the model
+never meets an untrained token. 1,278 questions (213 companies x 2 roles x 3 attributes): 1,020 for
+training (504 ambiguous, 516 not), 258 held out (132 ambiguous, 126 not).
 
-`info` carries `answer` (the right one), `bridge`, `ambiguous`, `success` and `tool_calls` at reset
-and at every step. `expert_actions` and `naive_actions` give demonstrations; `vocabulary()` lists
-every word the environment emits or accepts (114), besides the tokenizer's tags.
+`info` carries `answer` (the right one), `bridge`, `ambiguous` (whether the question's company name is
+shared, so that an imprecise hop 1 lists two candidates), `success` and `tool_calls` at reset and at
+every step; a search step adds `tool_result` (the response's text) and `precise` (whether the call
+was a precise company query). `expert_actions` (precise hop 1) and `naive_actions` (imprecise hop 1, a
+random candidate) give demonstrations; `vocabulary()` lists every word the environment emits or
+accepts (114: the precise query's words are the question's), besides the tokenizer's tags.
 """
 
 from __future__ import annotations
@@ -115,8 +134,9 @@ class Question:
         return len(KB.by_name[self.name]) > 1
 
     def hop_lookups(self) -> tuple[tuple[str, str], tuple[str, str]]:
-        """Its sub-problems: the (entity, relation) of hop 1 and of hop 2."""
-        return (self.name, self.role), (self.bridge, self.attribute)
+        """Its sub-problems as `expert_actions` solves them: the (entity, relation) of hop 1 (the precise
+        company query) and of hop 2."""
+        return (f"{self.name} in {self.city}", self.role), (self.bridge, self.attribute)
 
 
 def vocabulary() -> list[str]:
@@ -196,20 +216,21 @@ def check_question(question: Question | tuple | list) -> Question:
 
 
 def expert_actions(question: Question) -> list[str]:
-    """The shortest solution: hop 1, hop 2 with the right candidate, the answer."""
-    return _actions(question, question.bridge)
+    """The shortest solution, which copies only single names: hop 1 precise (the company's name and city
+    copied from the question), hop 2 on the one person it lists, the answer."""
+    return _actions(f"{question.name} in {question.city}", question, question.bridge)
 
 
 def naive_actions(question: Question, rng: random.Random) -> list[str]:
-    """Like `expert_actions`, but hop 2 searches a candidate drawn uniformly from hop 1's results,
-    ignoring the question's city, and answers with what that search returns: right on every
-    unambiguous question, on half of the ambiguous ones."""
-    return _actions(question, rng.choice(question.candidates))
+    """Hop 1 imprecise (the name only), hop 2 on a candidate drawn uniformly from hop 1's results, ignoring
+    the question's city, and the answer that search returns: right on every unambiguous question, on half
+    of the ambiguous ones."""
+    return _actions(question.name, question, rng.choice(question.candidates))
 
 
-def _actions(question: Question, person: str) -> list[str]:
+def _actions(company: str, question: Question, person: str) -> list[str]:
     return [
-        f"<tool_call> {TOOL} {question.name} {question.role} </tool_call>",
+        f"<tool_call> {TOOL} {company} {question.role} </tool_call>",
         f"<tool_call> {TOOL} {person} {question.attribute} </tool_call>",
         f"<answer> {KB.people[person][question.attribute]} </answer>",
     ]
@@ -277,7 +298,8 @@ class TwoHopQAEnv(TextEnv):
         if result.startswith("error"):  # cannot happen with 2+ argument words; kept out of the vocabulary
             return self._invalid("invalid action")
         self.calls.append((arguments, result))
-        return f"<tool_response> {result} </tool_response>", 0.0, False, self._info(tool_result=result)
+        info = self._info(tool_result=result, precise=knowledge_base.is_precise(arguments))
+        return f"<tool_response> {result} </tool_response>", 0.0, False, info
 
     def _invalid(self, message: str) -> tuple[str, float, bool, dict[str, Any]]:
         # Returned rather than raised as InvalidAction so that info carries the same keys as every step.

@@ -17,13 +17,21 @@ Words are reused across entities on purpose: a held-out entity is a new combinat
 training has shown, never an unseen token (a tiny model cannot emit a token it never trained on).
 
 The argument is `ENTITY RELATION` (the last word is the relation). The result lists every fact that
-matches, as `subject relation object` triples joined by ` ; `, a company subject qualified by its city:
+matches, as `subject relation object` triples joined by ` ; `, a company subject qualified by its city.
+A company has two query forms: the imprecise `NAME ROLE` lists every company of that name, and the
+precise `NAME in CITY ROLE` only the one in that city (`no result` if no company of that name is
+there). Person queries have one form, `PERSON ATTRIBUTE`:
 
-    search arvex works founder  ->  arvex works in penrith founder dov falk ; arvex works in brenna founder jonas holm
-    search dov falk born_in     ->  dov falk born_in farrowby
+    search arvex works founder
+        ->  arvex works in penrith founder dov falk ; arvex works in brenna founder jonas holm
+    search arvex works in brenna founder  ->  arvex works in brenna founder jonas holm
+    search arvex works in ashby founder   ->  no result
+    search dov falk born_in               ->  dov falk born_in farrowby
 
 An unknown entity or relation, or a relation that does not apply to the entity, gives `no result`;
-fewer than two words give `error: ...` text. The tool never raises and only reads the table.
+fewer than two words give `error: ...` text. The tool never raises and only reads the table. The
+precise form needs no new word: `in` is already the word that qualifies a company by its city (and
+no company name contains it).
 """
 
 from __future__ import annotations
@@ -61,6 +69,20 @@ the questions) are ambiguous."""
 NO_RESULT = "no result"
 
 
+def company_in_city(entity: str) -> tuple[str, str] | None:
+    """`(NAME, CITY)` if `entity` reads `NAME in CITY` (a precise company query), else None."""
+    words = entity.split()
+    if len(words) >= 3 and words[-2] == "in":
+        return " ".join(words[:-2]), words[-1]
+    return None
+
+
+def is_precise(arguments: str) -> bool:
+    """Whether `arguments` is a precise company query, `NAME in CITY ROLE` (whether or not it finds one)."""
+    words = arguments.split()
+    return len(words) >= 4 and words[-1] in ROLES and company_in_city(" ".join(words[:-1])) is not None
+
+
 @dataclass(frozen=True)
 class Company:
     name: str
@@ -83,9 +105,16 @@ class KnowledgeBase:
         return next((c for c in self.by_name.get(name, ()) if c.city == city), None)
 
     def facts(self, entity: str, relation: str) -> list[str]:
-        """Every `subject relation object` triple about `entity` and `relation` (empty if none)."""
+        """Every `subject relation object` triple about `entity` and `relation` (empty if none); a company
+        `entity` is a name (every company of that name) or `NAME in CITY` (the one in that city)."""
         if relation in ROLES:
-            return [f"{c.name} in {c.city} {relation} {c.staff[relation]}" for c in self.by_name.get(entity, ())]
+            located = company_in_city(entity)
+            if located:
+                found = self.company(*located)
+                companies: tuple[Company, ...] = (found,) if found else ()
+            else:
+                companies = self.by_name.get(entity, ())
+            return [f"{c.name} in {c.city} {relation} {c.staff[relation]}" for c in companies]
         if relation in ATTRIBUTES and entity in self.people:
             return [f"{entity} {relation} {self.people[entity][relation]}"]
         return []
@@ -127,7 +156,8 @@ def words() -> list[str]:
 
 
 def search(arguments: str) -> str:
-    """The facts about `ENTITY RELATION` (see the module docstring), as text."""
+    """The facts about `ENTITY RELATION`, `ENTITY` a company name (imprecise), `NAME in CITY` (precise) or a
+    person (see the module docstring), as text."""
     if not isinstance(arguments, str):
         return "error: arguments must be text"
     parts = arguments.split()
