@@ -19,12 +19,13 @@ the model on a real tree and returns their relative difference.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 from course_lib.rollout import Trajectory, collate
-from course_lib.train import token_logprobs
 from course_lib.tree_rollout import TreeStats
 
 
@@ -78,25 +79,33 @@ def prefix_gradient_gap(
     """Soft vs hard credit on the policy tokens of the first `cut` tokens shared by `leaves` (indices into
     `trajectories`; `advantages` and `weights` per leaf): the parameter gradients of
     sum_i A_i w_i sum_prefix -log pi (each leaf's own row) and of n mean(A) mean(w) sum_prefix -log pi (one
-    copy), and `relative_gap` = max |soft - hard| / max |hard| over all parameters."""
+    copy), and `relative_gap` = max |soft - hard| / max |hard| over all parameters, computed in float64 on a copy of
+    `model` (the model itself is left as it is)."""
     rows = [trajectories[i] for i in leaves]
     if any(t.token_ids[:cut] != rows[0].token_ids[:cut] for t in rows):
         raise ValueError("the leaves do not share their first `cut` tokens")
     batch = collate(rows, pad_id)
     prefix = batch.loss_mask.clone()
     prefix[:, cut:] = 0.0
+    prefix = prefix[:, 1:].double()  # aligned with the log-probs of tokens 1..T-1
+    # In float64, on a copy of the model, one leaf at a time (each its own unpadded sequence), and the gradient
+    # of the unweighted prefix log-likelihood, weighted afterwards: so what is left of the identity's rounding
+    # is float64's, not the float32 parts of the model's kernels or of a padded batch's masking.
+    model = copy.deepcopy(model).double()
     params = [p for p in model.parameters() if p.requires_grad]
 
-    def gradient(input_ids, attention, mask, coefficients) -> torch.Tensor:
-        logprobs, _ = token_logprobs(model, input_ids, attention)
-        loss = -(coefficients[:, None] * logprobs * mask).sum()
-        return torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)])
+    def prefix_gradient(row: _Row, length: int) -> torch.Tensor:
+        """Gradient of -sum over the prefix's policy tokens of log pi, for one unpadded leaf."""
+        ids = row.input_ids[None, :length]
+        logits = model(input_ids=ids, attention_mask=row.attention_mask[None, :length]).logits[:, :-1]
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        loss = -(logprobs * row.mask[None, : length - 1]).sum()
+        return torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)]).double()
 
-    coefficients = torch.tensor([a * w for a, w in zip(advantages, weights, strict=True)])
-    soft = gradient(batch.input_ids, batch.attention_mask, prefix, coefficients)
+    gradients = [prefix_gradient(row, length) for row, length in _rows(batch, prefix)]
+    soft = sum(a * w * g for a, w, g in zip(advantages, weights, gradients, strict=True))
     n = len(rows)
-    hard_coefficient = torch.tensor([n * (sum(advantages) / n) * (sum(weights) / n)])
-    hard = gradient(batch.input_ids[:1], batch.attention_mask[:1], prefix[:1], hard_coefficient)
+    hard = n * (sum(advantages) / n) * (sum(weights) / n) * gradients[0]
     scale = hard.abs().max().clamp(min=1e-30)
     lengths = [sum(t.loss_mask) for t in rows]
     return {
@@ -105,3 +114,17 @@ def prefix_gradient_gap(
         "prefix_policy_tokens": float(prefix[0].sum()),
         "equal_lengths": float(len(set(lengths)) == 1),
     }
+
+
+@dataclass
+class _Row:
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    mask: torch.Tensor
+
+
+def _rows(batch, prefix: torch.Tensor):
+    """Each row of `batch` with its prefix mask, and its unpadded length."""
+    for i in range(batch.input_ids.shape[0]):
+        length = int(batch.attention_mask[i].sum())
+        yield _Row(batch.input_ids[i], batch.attention_mask[i], prefix[i]), length
