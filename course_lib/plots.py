@@ -4,6 +4,7 @@
 - `curves_with_bands`: learning curves over seeds (mean line, min-max band), e.g. from `results.load_curves`.
 - `arm_comparison`: one bar per arm (mean over seeds) with an error bar and the seeds as dots.
 - `learning_curves`: per-metric panels from in-memory histories (one run or several seeds).
+- `tree_axes`: the frame the course's tree drawings share (MCTS's search tree, ARPO's rollout tree).
 
 Bands and error bars default to the min-max range over seeds: with 3-5 seeds a 95% t-interval is wide
 (t = 4.30 at 2 degrees of freedom) and rests on a normality assumption nobody can check on 3 points; the
@@ -175,3 +176,14 @@ def learning_curves(
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def tree_axes(ax: Axes, depths: Sequence[int], title: str, y_label: str) -> Axes:
+    """Frame a top-down tree drawn at y = -depth: a title, one y tick per depth, no box but the left axis."""
+    ax.set_title(title)
+    ax.set_ylabel(y_label)
+    ax.set_yticks([-d for d in depths], [str(d) for d in depths])
+    ax.tick_params(left=True, labelleft=True)
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+    return ax

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
-from course_lib.rollout import Trajectory, collate
+from course_lib.rollout import Trajectory
 from course_lib.tree_rollout import TreeStats
 
 
@@ -74,7 +73,6 @@ def prefix_gradient_gap(
     cut: int,
     advantages: Sequence[float],
     weights: Sequence[float],
-    pad_id: int,
 ) -> dict[str, float]:
     """Soft vs hard credit on the policy tokens of the first `cut` tokens shared by `leaves` (indices into
     `trajectories`; `advantages` and `weights` per leaf): the parameter gradients of
@@ -84,25 +82,22 @@ def prefix_gradient_gap(
     rows = [trajectories[i] for i in leaves]
     if any(t.token_ids[:cut] != rows[0].token_ids[:cut] for t in rows):
         raise ValueError("the leaves do not share their first `cut` tokens")
-    batch = collate(rows, pad_id)
-    prefix = batch.loss_mask.clone()
-    prefix[:, cut:] = 0.0
-    prefix = prefix[:, 1:].double()  # aligned with the log-probs of tokens 1..T-1
     # In float64, on a copy of the model, one leaf at a time (each its own unpadded sequence), and the gradient
     # of the unweighted prefix log-likelihood, weighted afterwards: so what is left of the identity's rounding
     # is float64's, not the float32 parts of the model's kernels or of a padded batch's masking.
     model = copy.deepcopy(model).double()
     params = [p for p in model.parameters() if p.requires_grad]
 
-    def prefix_gradient(row: _Row, length: int) -> torch.Tensor:
-        """Gradient of -sum over the prefix's policy tokens of log pi, for one unpadded leaf."""
-        ids = row.input_ids[None, :length]
-        logits = model(input_ids=ids, attention_mask=row.attention_mask[None, :length]).logits[:, :-1]
+    def prefix_gradient(leaf: Trajectory) -> torch.Tensor:
+        """Gradient of -sum over the prefix's policy tokens of log pi, for one leaf."""
+        ids = torch.tensor([leaf.token_ids])
+        mask = torch.tensor([leaf.loss_mask[1:cut] + [0] * (len(leaf.token_ids) - cut)], dtype=torch.float64)
+        logits = model(input_ids=ids).logits[:, :-1]
         logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-        loss = -(logprobs * row.mask[None, : length - 1]).sum()
+        loss = -(logprobs * mask).sum()
         return torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)]).double()
 
-    gradients = [prefix_gradient(row, length) for row, length in _rows(batch, prefix)]
+    gradients = [prefix_gradient(leaf) for leaf in rows]
     soft = sum(a * w * g for a, w, g in zip(advantages, weights, gradients, strict=True))
     n = len(rows)
     hard = n * (sum(advantages) / n) * (sum(weights) / n) * gradients[0]
@@ -111,20 +106,6 @@ def prefix_gradient_gap(
     return {
         "relative_gap": float((soft - hard).abs().max() / scale),
         "leaves": float(n),
-        "prefix_policy_tokens": float(prefix[0].sum()),
+        "prefix_policy_tokens": float(sum(rows[0].loss_mask[:cut])),
         "equal_lengths": float(len(set(lengths)) == 1),
     }
-
-
-@dataclass
-class _Row:
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    mask: torch.Tensor
-
-
-def _rows(batch, prefix: torch.Tensor):
-    """Each row of `batch` with its prefix mask, and its unpadded length."""
-    for i in range(batch.input_ids.shape[0]):
-        length = int(batch.attention_mask[i].sum())
-        yield _Row(batch.input_ids[i], batch.attention_mask[i], prefix[i]), length

@@ -88,10 +88,6 @@ def draw_tree(graph: nx.DiGraph, ax=None, title: str = ""):
         info = graph.nodes[node]
         ax.annotate(f"H {info['branch_entropy']:.2f}\np {info['probability']:.2f}", (x, y), xytext=(4, -12),
                     textcoords="offset points", fontsize=7)  # fmt: skip
-    ax.set_title(title)
-    ax.set_ylabel("step")
-    ax.set_yticks([-d for d in layers], [str(d) for d in layers])
-    ax.tick_params(left=True, labelleft=True)
-    for side in ("top", "right", "bottom"):
-        ax.spines[side].set_visible(False)
-    return ax
+    from course_lib.plots import tree_axes
+
+    return tree_axes(ax, list(layers), title, "step")

@@ -30,7 +30,7 @@ def test_soft_equals_hard_on_a_real_shared_prefix_under_token_mean(warm_model, t
     # the check needs a non-zero mean advantage over the leaves; make one if the draw gave a tie
     chosen = [float(advantages[i]) + 0.5 for i in leaves]
     weights = token_weights(trajectories, leaves, "token-mean")
-    gap = prefix_gradient_gap(warm_model, trajectories, leaves, cut, chosen, weights, tokenizer.pad_token_id)
+    gap = prefix_gradient_gap(warm_model, trajectories, leaves, cut, chosen, weights)
     assert gap["leaves"] == len(leaves) and gap["prefix_policy_tokens"] > 0
     assert gap["relative_gap"] < 1e-12
 
@@ -43,10 +43,10 @@ def test_per_sequence_means_break_the_identity_when_lengths_differ(warm_model, t
     assert {sum(trajectories[i].loss_mask) for i in leaves} == {6}
     chosen = [1.0 + i for i in range(len(leaves))]  # unequal advantages, so unequal weights tilt the sum
     weights = token_weights(trajectories, leaves, "seq-mean-token-mean")
-    gap = prefix_gradient_gap(warm_model, trajectories, leaves, cut, chosen, weights, tokenizer.pad_token_id)
+    gap = prefix_gradient_gap(warm_model, trajectories, leaves, cut, chosen, weights)
     assert gap["equal_lengths"] == 1.0 and gap["relative_gap"] < 1e-12
     unequal = [1 / (8 * (3 if k % 2 else 6)) for k in range(len(leaves))]
-    gap = prefix_gradient_gap(warm_model, trajectories, leaves, cut, chosen, unequal, tokenizer.pad_token_id)
+    gap = prefix_gradient_gap(warm_model, trajectories, leaves, cut, chosen, unequal)
     assert gap["relative_gap"] > 1e-3
 
 
@@ -65,4 +65,4 @@ def test_leaves_that_do_not_share_the_prefix_are_refused(warm_model, tokenizer, 
     outside = [i for i, t in enumerate(trajectories) if t.token_ids[:cut] != trajectories[leaves[0]].token_ids[:cut]]
     assert outside  # a refill or another global sample wrote something else
     with pytest.raises(ValueError, match="share"):
-        prefix_gradient_gap(warm_model, trajectories, [leaves[0], outside[0]], cut, [1.0, 1.0], [1.0, 1.0], 0)
+        prefix_gradient_gap(warm_model, trajectories, [leaves[0], outside[0]], cut, [1.0, 1.0], [1.0, 1.0])

@@ -46,7 +46,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import math
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -66,7 +65,7 @@ from course_lib.envs.two_hop_qa import expert_actions, naive_actions, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
 from course_lib.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights
-from course_lib.tree_rollout import TreeConfig, TreeStats, sample_trees
+from course_lib.tree_rollout import TreeConfig, TreeStats, sample_trees, turn_entropy
 
 ENV_NAME = "two_hop_qa"
 BASE_NAME = "ch08_base"
@@ -205,17 +204,12 @@ test_seeds = skeleton.held_out_seeds(lambda: make_env("test"))
 pairwise different questions; cached)."""
 
 
-def _turn_head(trajectory: Trajectory, turn: int, k: int) -> list[float]:
-    """Entropies (nats) of the first `k` policy tokens of `turn`."""
-    ids = zip(trajectory.entropies, trajectory.loss_mask, trajectory.turn_ids, strict=True)
-    return [entropy for entropy, mask, turn_id in ids if mask and turn_id == turn][:k]
-
-
 def entropy_after_tool(trajectories: Sequence[Trajectory], tokenizer, k: int) -> dict[str, float]:
     """Normalised token entropy at the start of the answer and right after the first and second tool responses.
 
     Per trajectory, the mean entropy of its first `k` policy tokens of a turn, divided by log |V| (|V| =
-    `len(tokenizer)`), so that it lies in [0, 1] as ARPO's entropies do; then the mean over trajectories:
+    `len(tokenizer)`; `tree_rollout.turn_entropy`, what the tree sampler branches on), so that it lies in
+    [0, 1] as ARPO's entropies do; then the mean over trajectories:
 
     - `initial`: the first turn (ARPO's initial entropy);
     - `after_tool_1`: the turn after the first tool response (a step whose info has `tool_result`), also
@@ -225,19 +219,19 @@ def entropy_after_tool(trajectories: Sequence[Trajectory], tokenizer, k: int) ->
     `count_<key>` is the number of trajectories behind each mean; a mean over none is NaN. A trajectory whose
     tool response was the last thing it saw (cut by the length cap) adds nothing after it.
     """
-    scale = math.log(len(tokenizer))
+    vocabulary = len(tokenizer)
     samples: dict[str, list[float]] = {"initial": []}
     for t in trajectories:
-        head = _turn_head(t, 0, k)
-        if head:
-            samples["initial"].append(float(np.mean(head)) / scale)
+        initial = turn_entropy(t, 0, k, vocabulary)
+        if initial is not None:
+            samples["initial"].append(initial)
         tool_steps = [step for step, info in enumerate(t.infos) if "tool_result" in info]
         ambiguous = "ambiguous" if t.infos and t.infos[0].get("ambiguous") else "unambiguous"
         for number, step in enumerate(tool_steps[:2], start=1):
-            head = _turn_head(t, step + 1, k)
-            if head:
+            after = turn_entropy(t, step + 1, k, vocabulary)
+            if after is not None:
                 for key in (f"after_tool_{number}", f"after_tool_{number}_{ambiguous}"):
-                    samples.setdefault(key, []).append(float(np.mean(head)) / scale)
+                    samples.setdefault(key, []).append(after)
     keys = ["initial"] + [f"after_tool_{n}{split}" for n in (1, 2) for split in ("", "_ambiguous", "_unambiguous")]
     means = {key: float(np.mean(samples[key])) if samples.get(key) else float("nan") for key in keys}
     return {**means, **{f"count_{key}": float(len(samples.get(key, []))) for key in keys}}
@@ -315,7 +309,7 @@ def sample_both(model, tokenizer, config: Chapter08Config, seed: int) -> dict:
     return out
 
 
-def credit_check(trajectories: Sequence[Trajectory], stats: TreeStats, pad_id: int, model) -> dict[str, float]:
+def credit_check(trajectories: Sequence[Trajectory], stats: TreeStats, model) -> dict[str, float]:
     """C8.4 on a real tree: the largest set of leaves that share a prefix and whose GRPO advantages (within their
     question's group) do not average to 0 (`tree_credit.shared_prefixes`), and the relative gap between soft and
     hard credit on that prefix, under token-mean (the loop's aggregation: exact) and under per-sequence means
@@ -336,7 +330,7 @@ def credit_check(trajectories: Sequence[Trajectory], stats: TreeStats, pad_id: i
     numbers = {"credit_leaves": float(len(leaves)), "credit_mean_advantage": float(np.mean(chosen))}
     for name, aggregation in (("token_mean", "token-mean"), ("seq_mean", "seq-mean-token-mean")):
         weights = token_weights(batch, local, aggregation)
-        gap = prefix_gradient_gap(model, batch, local, cut, chosen, weights, pad_id)
+        gap = prefix_gradient_gap(model, batch, local, cut, chosen, weights)
         numbers[f"credit_gap_{name}"] = gap["relative_gap"]
     numbers["credit_equal_lengths"] = gap["equal_lengths"]
     return numbers
@@ -360,7 +354,7 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
     results: dict = {"base": evaluate(base, tokenizer, config, seed + 1), "histories": {}, "final": {}}
     results["samplers"] = sample_both(base, tokenizer, config, seed)
     tree = results["samplers"]["tree"]
-    results["credit"] = credit_check(tree["trajectories"], tree["stats"], tokenizer.pad_token_id, base)
+    results["credit"] = credit_check(tree["trajectories"], tree["stats"], base)
     for arm in ARMS:
         model = copy.deepcopy(base)
         course_config.seed_everything(seed)
