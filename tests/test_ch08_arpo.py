@@ -303,11 +303,17 @@ def test_a_short_run_measures_every_claim_number():
     used the same budget, and the soft/hard credit identity holds on the base's tree (C8.4 is exact)."""
     config = ch08.preset()
     config = dataclasses.replace(
-        config, grpo=dataclasses.replace(config.grpo, iterations=2, eval_every=1), variance_prompts=8, eval_tasks=40
-    )
+        config, grpo=dataclasses.replace(config.grpo, iterations=2, eval_every=1), variance_prompts=8, eval_tasks=40,
+        ablations={"arpo_n2": config.ablations["arpo_n2"]},
+    )  # fmt: skip
     results = ch08.run(0, config)
     numbers = ch08.claim_numbers(results)
     assert all(math.isfinite(value) for value in numbers.values())
+    assert set(results["histories"]) == {"grpo", "arpo", "arpo_n2"}
+    for arm in ("grpo", "arpo", "arpo_n2"):
+        assert 0.0 <= numbers[f"{arm}_precise"] <= 1.0 and 0.0 <= numbers[f"{arm}_success"] <= 1.0
+    assert "arpo_n2_train_branch_share" in numbers and "grpo_train_branch_share" not in numbers
+    assert {key.split("/")[0] for key in ch08.curves(results)} == {"grpo", "arpo", "arpo_n2"}
     assert results["samplers"]["arpo"]["tree_branch_share"] + results["samplers"]["arpo"]["tree_refill_share"] == (
         pytest.approx(1 - config.grpo.tree.global_samples / config.grpo.group_size)
     )
@@ -315,3 +321,58 @@ def test_a_short_run_measures_every_claim_number():
     verdicts = {claim.id: claim.passed for claim in ch08.claims(results)}
     assert verdicts["C8.4"] and set(verdicts) == {"C8.1", "C8.2", "C8.3", "C8.4"}
     assert "tree_branches" in results["histories"]["arpo"][0] and "tree_branches" not in results["histories"]["grpo"][0]
+
+
+def test_ablation_arms_change_only_the_tree():
+    config = ch08.Chapter08Config()
+    assert ch08.arm_names(config) == ["grpo", "arpo", "arpo_n2", "arpo_n6", "arpo_entropy"]
+    arpo = ch08.arm_config(config, "arpo")
+    for arm, tree in config.ablations.items():
+        ablation = ch08.arm_config(config, arm)
+        assert ablation.sampler == "tree" and ablation.tree == tree
+        assert dataclasses.replace(ablation, tree=arpo.tree) == arpo
+    assert [config.ablations[arm].global_samples for arm in ("arpo_n2", "arpo_n6")] == [2, 6]
+    assert ch08.GLOBAL_SAMPLES_ARMS == {2: "arpo_n2", 4: "arpo", 6: "arpo_n6", 8: "grpo"}
+    assert arpo.tree.global_samples == 4 and ch08.arm_config(config, "grpo").sampler == "groups"
+
+
+def _step(**info) -> dict:
+    return {"ambiguous": True, **info}
+
+
+def test_precise_first_search_reads_the_first_search_only():
+    def make(infos: list[dict]) -> Trajectory:
+        return Trajectory(env=None, token_ids=[], loss_mask=[], logprobs=[], entropies=[], turn_ids=[], infos=infos)
+
+    # an invalid action first (feedback is no tool response), then the searches
+    precise_then_not = make([_step(), _step(tool_result="a", precise=True), _step(tool_result="b", precise=False)])
+    not_then_precise = make([_step(), _step(tool_result="a", precise=False), _step(tool_result="b", precise=True)])
+    no_search = make([_step(), _step()])
+    assert ch08.first_search_precise(precise_then_not)
+    assert not ch08.first_search_precise(not_then_precise) and not ch08.first_search_precise(no_search)
+    stats = ch08.episode_stats([precise_then_not, not_then_precise, no_search, precise_then_not])
+    assert stats["precise_first_search"] == pytest.approx(0.5)
+
+
+def _seed_numbers(success: list[float], precise: list[float]) -> dict[str, float]:
+    arms = ch08.GLOBAL_SAMPLES_ARMS.values()
+    return {f"{arm}_success": s for arm, s in zip(arms, success, strict=True)} | {
+        f"{arm}_precise": p for arm, p in zip(arms, precise, strict=True)
+    }
+
+
+def test_global_samples_trend_verdicts_by_hand():
+    rising = [0.1, 0.2, 0.3, 0.4]
+    # two seeds whose means rise strictly although one seed alone does not
+    seeds = [_seed_numbers([0.1, 0.3, 0.2, 0.5], rising), _seed_numbers([0.1, 0.1, 0.6, 0.5], rising)]
+    trend = ch08.global_samples_trend(seeds)
+    assert trend["success"] == pytest.approx([0.1, 0.2, 0.4, 0.5]) and trend["precise"] == pytest.approx(rising)
+    assert (trend["p1"], trend["p2"], trend["weak"], trend["verdict"]) == (True, True, True, "supported")
+    trend = ch08.global_samples_trend([_seed_numbers([0.1, 0.2, 0.5, 0.4], rising)])  # N=6 above N=8
+    assert (trend["p1"], trend["weak"], trend["verdict"]) == (False, True, "partly supported")
+    trend = ch08.global_samples_trend([_seed_numbers(rising, [0.1, 0.1, 0.3, 0.4])])  # a tie is not a rise
+    assert (trend["p2"], trend["weak"], trend["verdict"]) == (False, False, "not supported")
+    assert ch08.global_samples_trend([_seed_numbers([0.4, 0.3, 0.2, 0.1], rising)])["verdict"] == "not supported"
+    assert len(ch08.trend_lines(trend)) == 4
+    with pytest.raises(ValueError):
+        ch08.global_samples_trend([])

@@ -125,6 +125,18 @@ class Chapter08Config:
     after a tool response (the longest action is 6 tokens)."""
     variance_prompts: int = 64
     """Training questions sampled once by each sampler from the base, for C8.2."""
+    ablations: dict[str, TreeConfig] = field(
+        default_factory=lambda: {
+            "arpo_n2": TreeConfig(global_samples=2, alpha=0.5, beta=0.2, entropy_tokens=4),
+            "arpo_n6": TreeConfig(global_samples=6, alpha=0.5, beta=0.2, entropy_tokens=4),
+            "arpo_entropy": TreeConfig(global_samples=4, alpha=0.0, beta=10.0, entropy_tokens=4),
+        }
+    )
+    """Further tree arms, each ARPO's run with another `TreeConfig` (pre-registered in
+    `docs/experiments/ch08-global-samples.md`): N = 2 and N = 6 global samples test the chapter's explanation of
+    C8.3 (the tree samples the first turn, where the generalising decision is made, only N times); alpha 0 and
+    beta 10 branch on the entropy rise alone (on the base about 0.7 after a two-candidate response, under 0.1
+    elsewhere), an exploration without a prediction."""
 
 
 def preset(scale: str | None = None) -> Chapter08Config:
@@ -237,13 +249,21 @@ def entropy_after_tool(trajectories: Sequence[Trajectory], tokenizer, k: int) ->
     return {**means, **{f"count_{key}": float(len(samples.get(key, []))) for key in keys}}
 
 
+def first_search_precise(trajectory: Trajectory) -> bool:
+    """Whether the trajectory's first search was the precise company query (`search NAME in CITY ROLE`)."""
+    searches = [info for info in trajectory.infos if "tool_result" in info]
+    return bool(searches and searches[0].get("precise"))
+
+
 def episode_stats(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Success on ambiguous and unambiguous questions, and tool calls per episode and per solved one."""
+    """Success on ambiguous and unambiguous questions, tool calls per episode and per solved one, and the share
+    of episodes whose first search is precise (`precise_first_search`)."""
     calls = [sum("tool_result" in info for info in t.infos) for t in trajectories]
     solved = [c for c, t in zip(calls, trajectories, strict=True) if t.success]
     stats = {
         "tool_calls": float(np.mean(calls)),
         "tool_calls_per_solved": float(np.mean(solved)) if solved else float("nan"),
+        "precise_first_search": float(np.mean([first_search_precise(t) for t in trajectories])),
     }
     for name, wanted in (("ambiguous", True), ("unambiguous", False)):
         subset = [t.success for t in trajectories if bool(t.infos and t.infos[0].get("ambiguous")) == wanted]
@@ -268,8 +288,15 @@ ARMS: dict[str, str] = {"grpo": "groups", "arpo": "tree"}
 budget (`group_size` trajectories per question)."""
 
 
+def arm_names(config: Chapter08Config) -> list[str]:
+    """Every RL arm `run` trains: `ARMS`, then the tree ablations of `config.ablations`."""
+    return [*ARMS, *config.ablations]
+
+
 def arm_config(config: Chapter08Config, arm: str) -> GRPOConfig:
-    """The loop's configuration of `arm` (a key of `ARMS`)."""
+    """The loop's configuration of `arm` (a key of `ARMS` or of `config.ablations`)."""
+    if arm in config.ablations:
+        return dataclasses.replace(config.grpo, sampler="tree", tree=config.ablations[arm])
     return dataclasses.replace(config.grpo, sampler=ARMS[arm])
 
 
@@ -346,7 +373,8 @@ def train(model, tokenizer, config: Chapter08Config, seed: int, arm: str) -> lis
 
 def run(seed: int, config: Chapter08Config | None = None) -> dict:
     """The whole chapter for one seed: the base's entropies (C8.1), both samplers on the base (C8.2), the
-    soft/hard credit check on the base's tree (C8.4), then GRPO and ARPO from the base at the same budget (C8.3)."""
+    soft/hard credit check on the base's tree (C8.4), then GRPO, ARPO and the tree ablations from the base at the
+    same budget (C8.3)."""
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
@@ -355,7 +383,7 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
     results["samplers"] = sample_both(base, tokenizer, config, seed)
     tree = results["samplers"]["tree"]
     results["credit"] = credit_check(tree["trajectories"], tree["stats"], base)
-    for arm in ARMS:
+    for arm in arm_names(config):
         model = copy.deepcopy(base)
         course_config.seed_everything(seed)
         results["histories"][arm] = train(model, tokenizer, config, seed, arm)
@@ -373,6 +401,7 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
         "base_success": base["success"],
         "base_success_ambiguous": base["success_ambiguous"],
         "base_success_unambiguous": base["success_unambiguous"],
+        "base_precise": base["precise_first_search"],
         "entropy_initial": base["entropy_initial"],
         "entropy_after_ambiguous": base["entropy_after_tool_1_ambiguous"],
         "entropy_after_unambiguous": base["entropy_after_tool_1_unambiguous"],
@@ -385,9 +414,14 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
     for arm in ARMS:
         numbers[f"{arm}_varied_share"] = samplers[arm]["varied_share"]
         numbers[f"{arm}_policy_tokens"] = samplers[arm]["policy_tokens"]
+    for arm, history in results["histories"].items():
         numbers[f"{arm}_success"] = final[arm]["eval_success"]
         numbers[f"{arm}_tool_calls_per_solved"] = final[arm]["eval_tool_calls_per_solved"]
         numbers[f"{arm}_success_ambiguous"] = final[arm]["eval_success_ambiguous"]
+        numbers[f"{arm}_precise"] = final[arm]["eval_precise_first_search"]
+        shares = [row["tree_branch_share"] for row in history if "tree_branch_share" in row]
+        if shares:
+            numbers[f"{arm}_train_branch_share"] = float(np.mean(shares))
     numbers["tree_branch_share"] = samplers["arpo"]["tree_branch_share"]
     numbers["tree_refill_share"] = samplers["arpo"]["tree_refill_share"]
     numbers["varied_share_tree_minus_independent"] = numbers["arpo_varied_share"] - numbers["grpo_varied_share"]
@@ -448,7 +482,7 @@ CURVE_KEYS = ("success", "eval_success", "eval_success_ambiguous", "tool_calls",
 
 
 def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
-    return recorded.history_curves({arm: results["histories"][arm] for arm in ARMS}, CURVE_KEYS)
+    return recorded.history_curves(results["histories"], CURVE_KEYS)
 
 
 def summary_lines(results: Mapping) -> list[str]:
@@ -468,11 +502,11 @@ def summary_lines(results: Mapping) -> list[str]:
     lines.append(
         f"tree: branches {tree['tree_branch_share']:.3f} of the budget, refills {tree['tree_refill_share']:.3f}"
     )
-    for arm in ARMS:
-        final = results["final"][arm]
+    for arm, final in results["final"].items():
         lines.append(f"{arm} after RL: success {final['eval_success']:.3f} (ambiguous "
                      f"{final['eval_success_ambiguous']:.3f}), tool calls per solved "
-                     f"{final['eval_tool_calls_per_solved']:.2f}")  # fmt: skip
+                     f"{final['eval_tool_calls_per_solved']:.2f}, precise first search "
+                     f"{final['eval_precise_first_search']:.3f}")  # fmt: skip
     credit = results["credit"]
     lines.append(f"soft vs hard credit on {credit['credit_leaves']:.0f} leaves: gap "
                  f"{credit['credit_gap_token_mean']:.1e} (token-mean), {credit['credit_gap_seq_mean']:.1e} "
@@ -483,8 +517,85 @@ def summary_lines(results: Mapping) -> list[str]:
 CHAPTER = skeleton.Chapter("ch08", "Chapter 08, ARPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines)
 
 
+# The pre-registered test of the explanation of C8.3 ---------------------------------------------
+GLOBAL_SAMPLES_RESULTS = "ch08_global_samples"
+"""`results/ch08_global_samples.json`: `run` on fresh seeds (3-10), for `docs/experiments/ch08-global-samples.md`."""
+GLOBAL_SAMPLES_ARMS: dict[int, str] = {2: "arpo_n2", 4: "arpo", 6: "arpo_n6", 8: "grpo"}
+"""Global samples N at M = 8 -> the arm that has them (the tree with N = M is GRPO)."""
+
+
+def global_samples_trend(per_seed: Sequence[Mapping[str, float]]) -> dict[str, object]:
+    """The pre-registered verdict from per-seed `claim_numbers`: the mean final held-out success and precise
+    first-search share per N (`GLOBAL_SAMPLES_ARMS`), whether each strictly increases with N (P1, P2), whether
+    the weak order N=2 < N=4 < N=8 holds for both, and the verdict: `supported`, `partly supported` or `not
+    supported`."""
+    if not per_seed:
+        raise ValueError("no seeds to pool")
+    means = {
+        kind: [float(np.mean([n[f"{arm}_{kind}"] for n in per_seed])) for arm in GLOBAL_SAMPLES_ARMS.values()]
+        for kind in ("success", "precise")
+    }
+
+    def increasing(values: Sequence[float]) -> bool:
+        return all(a < b for a, b in zip(values, values[1:]))
+
+    strict = {kind: increasing(values) for kind, values in means.items()}
+    weak = all(increasing([values[0], values[1], values[3]]) for values in means.values())
+    verdict = "supported" if all(strict.values()) else "partly supported" if weak else "not supported"
+    return {
+        "seeds": len(per_seed), "n": list(GLOBAL_SAMPLES_ARMS), "success": means["success"],
+        "precise": means["precise"], "p1": strict["success"], "p2": strict["precise"], "weak": weak,
+        "verdict": verdict,
+    }  # fmt: skip
+
+
+def trend_lines(trend: Mapping[str, object]) -> list[str]:
+    """The trend of `global_samples_trend` as printed lines."""
+    header = "".join(f"{f'N={n}':>8}" for n in trend["n"])
+    return [
+        f"{'global samples (M=8)':28}{header}",
+        f"{'held-out success':28}" + "".join(f"{v:8.3f}" for v in trend["success"]),
+        f"{'precise first search':28}" + "".join(f"{v:8.3f}" for v in trend["precise"]),
+        f"over {trend['seeds']} seeds: P1 (success rises with N) {trend['p1']}, P2 (precise rises with N) "
+        f"{trend['p2']}, weak order {trend['weak']}: {trend['verdict']}",
+    ]
+
+
+def global_samples(seeds: Sequence[int], record: bool = False) -> dict[str, object]:
+    """The pre-registered experiment: `run` on `seeds`, print each seed's arms, then the trend over them (with
+    `record`, over every seed recorded in `results/ch08_global_samples.json`, after writing these to it)."""
+    per_seed = []
+    for seed in seeds:
+        results = run(seed)
+        numbers = claim_numbers(results)
+        per_seed.append(numbers)
+        print(f"seed {seed} ({results['minutes']:.2f} min)")
+        for line in summary_lines(results):
+            print(f"  {line}")
+        if record:
+            recorded.record(GLOBAL_SAMPLES_RESULTS, seed, CLAIMS, numbers, results["minutes"], curves(results))
+    if record:
+        loaded = recorded.load(GLOBAL_SAMPLES_RESULTS)
+        per_seed = [entry["numbers"] for _, entry in sorted(loaded["seeds"].items(), key=lambda kv: int(kv[0]))]
+    trend = global_samples_trend(per_seed)
+    for line in trend_lines(trend):
+        print(line)
+    return trend
+
+
+def _options(parser) -> None:
+    parser.add_argument(
+        "--global-samples", action="store_true", dest="global_samples",
+        help="run the pre-registered global-samples experiment instead (--record writes "
+        f"results/{GLOBAL_SAMPLES_RESULTS}.json)",
+    )  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv)
+    skeleton.main(
+        CHAPTER, argv, arguments=_options,
+        configure=skeleton.designed_experiment(CHAPTER, "global_samples", global_samples),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
