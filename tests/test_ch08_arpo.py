@@ -376,3 +376,50 @@ def test_global_samples_trend_verdicts_by_hand():
     assert len(ch08.trend_lines(trend)) == 4
     with pytest.raises(ValueError):
         ch08.global_samples_trend([])
+
+
+def test_entropy_traces_by_hand(tokenizer):
+    two = {"tool_result": "x in a ceo p q ; x in b ceo r s"}
+    one = {"tool_result": "x in a ceo p q"}
+    none = {"tool_result": "no result"}
+    trajectories = [
+        fake([([0.2, 0.4, 0.6], 2), ([1.0, 2.0], 1), ([0.5], 0)], [two, one, {}]),  # the second search is ignored
+        fake([([0.4], 2), ([3.0, 1.0, 5.0], 0)], [two, {}]),
+        fake([([0.6, 0.2], 2), ([0.1], 0)], [one, {}]),
+        fake([([0.0], 2), ([7.0], 0)], [none, {}]),  # a search that found no one: its next turn is left out
+        fake([([0.3], 0)], [{"valid": False}]),  # no search at all: only its first action counts
+    ]
+    log_v = math.log(len(tokenizer))
+    traces = ch08.entropy_traces(trajectories, tokenizer, positions=3)
+    expected = {
+        "first action": [(0.2 + 0.4 + 0.6 + 0.0 + 0.3) / 5, (0.4 + 0.2) / 2, 0.6],
+        "after two candidates": [(1.0 + 3.0) / 2, (2.0 + 1.0) / 2, 5.0],
+        "after one candidate": [0.1, math.nan, math.nan],
+    }
+    for kind, values in expected.items():
+        assert traces[kind] == pytest.approx([v / log_v for v in values], nan_ok=True), kind
+    assert [int(traces[f"count {kind}"]) for kind in ch08.TRACE_KINDS] == [5, 1, 2]
+
+
+def test_branch_decisions_by_hand():
+    from course_lib.tree_rollout import TreeNode, TreeStats
+
+    two = {"tool_result": "x in a ceo p q ; x in b ceo r s"}
+    one = {"tool_result": "x in a ceo p q"}
+    trajectories = [
+        fake([([0.1], 1), ([0.2], 1), ([0.3], 0)], [two, one, {}]),
+        fake([([0.1], 1), ([0.2], 0)], [one, {}]),
+    ]
+    node = lambda index, step, probability, branched: TreeNode(index, step, 0.0, 0.0, probability, branched)  # noqa: E731
+    # trajectory 0 after its first search (two candidates) and its second (one); trajectory 1 after its first (one)
+    stats = TreeStats(
+        nodes=[node(0, 1, 0.6, True), node(0, 2, 0.5, False), node(1, 1, 0.3, True), node(0, 1, 0.8, False)]
+    )
+    out = ch08.branch_decisions(trajectories, stats)
+    assert out["points_two_candidates"] == 2 and out["points_one_candidate"] == 2 and out["points_no_result"] == 0
+    assert out["probability_two_candidates"] == pytest.approx(0.7) and out["branched_two_candidates"] == 0.5
+    assert out["probability_one_candidate"] == pytest.approx(0.4) and out["branched_one_candidate"] == 0.5
+    assert math.isnan(out["probability_no_result"]) and math.isnan(out["branched_no_result"])
+    assert [ch08.response_kind(r) for r in ("no result", one["tool_result"], two["tool_result"])] == [
+        "no result", "one candidate", "two candidates"
+    ]  # fmt: skip

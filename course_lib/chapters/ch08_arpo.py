@@ -255,6 +255,52 @@ def first_search_precise(trajectory: Trajectory) -> bool:
     return bool(searches and searches[0].get("precise"))
 
 
+TRACE_KINDS = ("first action", "after one candidate", "after two candidates")
+"""The turns `entropy_traces` averages: the first action, and the action after a first search's response that
+listed one candidate or two (a response that found no one is left out)."""
+
+
+def entropy_traces(trajectories: Sequence[Trajectory], tokenizer, positions: int = 6) -> dict[str, np.ndarray]:
+    """Mean normalised entropy at each of the first `positions` policy tokens of a turn, per kind of turn
+    (`TRACE_KINDS`): `{kind: [positions]}` (NaN where no trajectory reached that position), plus `count <kind>`, the
+    number of turns behind each kind. The per-token picture behind `entropy_after_tool`'s first-k means."""
+    log_v = np.log(len(tokenizer))
+    turns: dict[str, list[list[float]]] = {kind: [] for kind in TRACE_KINDS}
+    for t in trajectories:
+        searches = [step for step, info in enumerate(t.infos) if "tool_result" in info]
+        chosen = [(0, TRACE_KINDS[0])]
+        kind = response_kind(t.infos[searches[0]]["tool_result"]) if searches else "no result"
+        if kind != "no result":
+            chosen.append((searches[0] + 1, f"after {kind}"))
+        for turn, kind in chosen:
+            values = [e for e, tid, m in zip(t.entropies, t.turn_ids, t.loss_mask, strict=True) if tid == turn and m]
+            if values:
+                turns[kind].append(values[:positions])
+    out: dict[str, np.ndarray] = {}
+    for kind, rows in turns.items():
+        trace = np.full(positions, np.nan)
+        for position in range(positions):
+            at = [row[position] for row in rows if len(row) > position]
+            if at:
+                trace[position] = np.mean(at) / log_v
+        out[kind], out[f"count {kind}"] = trace, np.array(len(rows))
+    return out
+
+
+def plot_entropy_traces(traces: Mapping[str, np.ndarray], ax=None, title: str = ""):
+    """The traces of `entropy_traces`, one line per kind of turn, against the token's position in its turn."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(5, 3.4))[1]
+    for kind in TRACE_KINDS:
+        ax.plot(
+            range(1, len(traces[kind]) + 1), traces[kind], marker="o", label=f"{kind} ({int(traces[f'count {kind}'])})"
+        )
+    ax.set(xlabel="policy token of the turn", ylabel="entropy / log |V|", title=title)
+    ax.legend(fontsize=8)
+    return ax
+
+
 def episode_stats(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """Success on ambiguous and unambiguous questions, tool calls per episode and per solved one, and the share
     of episodes whose first search is precise (`precise_first_search`)."""
@@ -312,7 +358,8 @@ VARIANCE_SEED = 20_000_000
 def sample_both(model, tokenizer, config: Chapter08Config, seed: int) -> dict:
     """C8.2 on `model`: `variance_prompts` training questions, each sampled by both samplers at the same budget
     (`group_size` trajectories); per sampler the share of groups whose rewards vary, the success rate and the
-    policy tokens written (a branch re-uses its source's prefix). Also the tree itself, for C8.4 and the drawing."""
+    policy tokens written (a branch re-uses its source's prefix). Also both samples themselves: `tree` (its
+    trajectories and `TreeStats`, for C8.4 and the drawing) and `groups` (the independent trajectories)."""
     grpo, engine = config.grpo, tree_engine(model, tokenizer, config)
     task_seeds = [VARIANCE_SEED + seed * 1_000 + p for p in range(config.variance_prompts)]
     out: dict = {}
@@ -325,6 +372,7 @@ def sample_both(model, tokenizer, config: Chapter08Config, seed: int) -> dict:
             counts = tree.counts(grpo.group_size, len(task_seeds))
         else:
             rows, counts = loop.independent_groups(engine, made, task_seeds, grpo, generator).rows, {}
+            out["groups"] = {"trajectories": rows}
         groups = [[t.total_reward for t in rows if t.group_id == g] for g in range(len(task_seeds))]
         written = sum(sum(t.loss_mask[t.branch_position or 0 :]) for t in rows)
         out[arm] = {
@@ -334,6 +382,44 @@ def sample_both(model, tokenizer, config: Chapter08Config, seed: int) -> dict:
             **counts,
         }
     return out
+
+
+def response_kind(response: str) -> str:
+    """`two candidates`, `one candidate` or `no result`: what a search's response listed."""
+    return "no result" if "no result" in response else "two candidates" if " ; " in response else "one candidate"
+
+
+def branch_decisions(trajectories: Sequence[Trajectory], stats: TreeStats) -> dict[str, float]:
+    """The tree's branch points by the tool response they follow (`response_kind`): per kind, `points_<kind>` (how
+    many the sampler considered), `probability_<kind>` (the mean branch probability it computed there) and
+    `branched_<kind>` (the share it branched at, NaN with no points). Kinds are written with underscores."""
+    by_kind: dict[str, list] = {"one_candidate": [], "two_candidates": [], "no_result": []}
+    for node in stats.nodes:
+        response = trajectories[node.index].infos[node.step - 1].get("tool_result", "")
+        by_kind[response_kind(response).replace(" ", "_")].append(node)
+    out = {}
+    for kind, nodes in by_kind.items():
+        out[f"points_{kind}"] = float(len(nodes))
+        out[f"probability_{kind}"] = float(np.mean([n.probability for n in nodes])) if nodes else float("nan")
+        out[f"branched_{kind}"] = float(np.mean([n.branched for n in nodes])) if nodes else float("nan")
+    return out
+
+
+def showcase_group(trajectories: Sequence[Trajectory], stats: TreeStats) -> int:
+    """A group worth drawing: one whose rewards vary, with the most branches after a two-candidate response (then
+    the most branches of any kind; ties to the lowest group id). The first group if none has varying rewards."""
+
+    def score(group: int) -> tuple:
+        members = [t for t in trajectories if t.group_id == group]
+        varied = len({t.total_reward for t in members}) > 1
+        branches = [n for n in stats.nodes if n.branched and trajectories[n.index].group_id == group]
+        after_two = sum(
+            response_kind(trajectories[n.index].infos[n.step - 1].get("tool_result", "")) == "two candidates"
+            for n in branches
+        )
+        return (varied, after_two, len(branches), -group)
+
+    return max(sorted({t.group_id for t in trajectories}), key=score)
 
 
 def credit_check(trajectories: Sequence[Trajectory], stats: TreeStats, model) -> dict[str, float]:
@@ -423,6 +509,11 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
         if shares:
             numbers[f"{arm}_train_branch_share"] = float(np.mean(shares))
     numbers["tree_branch_share"] = samplers["arpo"]["tree_branch_share"]
+    tree = samplers["tree"]
+    decisions = branch_decisions(tree["trajectories"], tree["stats"])
+    for kind in ("one_candidate", "two_candidates"):
+        numbers[f"tree_probability_{kind}"] = decisions[f"probability_{kind}"]
+        numbers[f"tree_points_{kind}"] = decisions[f"points_{kind}"]
     numbers["tree_refill_share"] = samplers["arpo"]["tree_refill_share"]
     numbers["varied_share_tree_minus_independent"] = numbers["arpo_varied_share"] - numbers["grpo_varied_share"]
     numbers["arpo_minus_grpo"] = numbers["arpo_success"] - numbers["grpo_success"]
