@@ -314,6 +314,9 @@ def test_a_short_run_measures_every_claim_number():
         assert 0.0 <= numbers[f"{arm}_precise"] <= 1.0 and 0.0 <= numbers[f"{arm}_success"] <= 1.0
     assert "arpo_n2_train_branch_share" in numbers and "grpo_train_branch_share" not in numbers
     assert {key.split("/")[0] for key in ch08.curves(results)} == {"grpo", "arpo", "arpo_n2"}
+    n2 = results["samplers"]["arpo_n2"]
+    assert n2["tree_branch_share"] + n2["tree_refill_share"] == pytest.approx(1 - 2 / config.grpo.group_size)
+    assert "arpo_n2_varied_share" in numbers and len(ch08.sampler_lines(results["samplers"])) == 3
     assert results["samplers"]["arpo"]["tree_branch_share"] + results["samplers"]["arpo"]["tree_refill_share"] == (
         pytest.approx(1 - config.grpo.tree.global_samples / config.grpo.group_size)
     )

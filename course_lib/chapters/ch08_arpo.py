@@ -32,13 +32,12 @@ single-candidate response and 0.071-0.075 right after a two-candidate one (0.066
 ambiguous questions, which include the few precise searches): ARPO's branch points.
 
 `run(seed)` measures the four claims: the base's entropies (C8.1); both samplers on the base at the same budget,
-groups with varying rewards and tokens written (C8.2); GRPO and ARPO trained from the base (C8.3); and the
-soft/hard credit identity on a real tree (C8.4, `tree_credit`). A first run (seed 0, cpu preset, 20 seconds):
-GRPO raises held-out success from 0.589 to 0.717 (ambiguous 0.197 to 0.523), ARPO only to 0.612 (0.288), and
-the tree gives fewer groups with varied rewards than independent sampling (0.42 vs 0.48). The tree branches
-after the two-candidate responses, re-sampling the candidate choice that does not generalise, while the
-decision that does, the hop-1 query, is made in the first turn, which its groups sample only in their N = 4
-global samples (GRPO: all 8).
+groups with varying rewards and tokens written (C8.2); GRPO and ARPO trained from the base (C8.3), with three more
+tree arms (`Chapter08Config.ablations`); and the soft/hard credit identity on a real tree (C8.4, `tree_credit`).
+On the recorded seeds GRPO ends above ARPO, and `--global-samples` runs the pre-registered test of the chapter's
+explanation (`docs/experiments/ch08-global-samples.md`): the tree samples the first turn, where the generalising
+decision is made, only in its N global samples, while its branches re-sample the candidate choice, which does not
+generalise. The notebook reads both records.
 """
 
 from __future__ import annotations
@@ -63,6 +62,7 @@ from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.envs.two_hop_qa import expert_actions, naive_actions, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
+from course_lib.stats import interval
 from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
 from course_lib.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights
 from course_lib.tree_rollout import TreeConfig, TreeStats, sample_trees, turn_entropy
@@ -358,17 +358,20 @@ VARIANCE_SEED = 20_000_000
 def sample_both(model, tokenizer, config: Chapter08Config, seed: int) -> dict:
     """C8.2 on `model`: `variance_prompts` training questions, each sampled by both samplers at the same budget
     (`group_size` trajectories); per sampler the share of groups whose rewards vary, the success rate and the
-    policy tokens written (a branch re-uses its source's prefix). Also both samples themselves: `tree` (its
-    trajectories and `TreeStats`, for C8.4 and the drawing) and `groups` (the independent trajectories)."""
+    policy tokens written (a branch re-uses its source's prefix); likewise for each tree of `config.ablations`
+    (keyed by its arm; exploratory). Also both samples themselves: `tree` (ARPO's trajectories and `TreeStats`, for
+    C8.4 and the drawing) and `groups` (the independent trajectories)."""
     grpo, engine = config.grpo, tree_engine(model, tokenizer, config)
     task_seeds = [VARIANCE_SEED + seed * 1_000 + p for p in range(config.variance_prompts)]
+    trees = {"arpo": grpo.tree, **config.ablations}
     out: dict = {}
-    for arm in ARMS:
+    for arm in [*ARMS, *config.ablations]:
         made = [make_env("train", config) for _ in range(len(task_seeds) * grpo.group_size)]
         generator = torch.Generator().manual_seed(seed + 3)
-        if arm == "arpo":
-            rows, tree = sample_trees(engine, made, task_seeds, grpo.group_size, grpo.tree, generator)
-            out["tree"] = {"trajectories": rows, "stats": tree}
+        if arm in trees:
+            rows, tree = sample_trees(engine, made, task_seeds, grpo.group_size, trees[arm], generator)
+            if arm == "arpo":
+                out["tree"] = {"trajectories": rows, "stats": tree}
             counts = tree.counts(grpo.group_size, len(task_seeds))
         else:
             rows, counts = loop.independent_groups(engine, made, task_seeds, grpo, generator).rows, {}
@@ -497,7 +500,7 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
     numbers["entropy_ambiguous_minus_unambiguous"] = (
         numbers["entropy_after_ambiguous"] - numbers["entropy_after_unambiguous"]
     )
-    for arm in ARMS:
+    for arm in (arm for arm in results["histories"] if arm in samplers):
         numbers[f"{arm}_varied_share"] = samplers[arm]["varied_share"]
         numbers[f"{arm}_policy_tokens"] = samplers[arm]["policy_tokens"]
     for arm, history in results["histories"].items():
@@ -585,24 +588,68 @@ def summary_lines(results: Mapping) -> list[str]:
         f"response {base['entropy_after_tool_1_ambiguous']:.3f}, an unambiguous one "
         f"{base['entropy_after_tool_1_unambiguous']:.3f}"
     ]
-    for arm in ARMS:
-        s = samplers[arm]
-        lines.append(f"{arm} sampler on the base: varied groups {s['varied_share']:.3f}, success {s['success']:.3f}, "
-                     f"policy tokens {s['policy_tokens']:.0f}")  # fmt: skip
-    tree = samplers["arpo"]
-    lines.append(
-        f"tree: branches {tree['tree_branch_share']:.3f} of the budget, refills {tree['tree_refill_share']:.3f}"
-    )
+    lines += sampler_lines(samplers)
     for arm, final in results["final"].items():
         lines.append(f"{arm} after RL: success {final['eval_success']:.3f} (ambiguous "
                      f"{final['eval_success_ambiguous']:.3f}), tool calls per solved "
                      f"{final['eval_tool_calls_per_solved']:.2f}, precise first search "
                      f"{final['eval_precise_first_search']:.3f}")  # fmt: skip
-    credit = results["credit"]
-    lines.append(f"soft vs hard credit on {credit['credit_leaves']:.0f} leaves: gap "
-                 f"{credit['credit_gap_token_mean']:.1e} (token-mean), {credit['credit_gap_seq_mean']:.1e} "
-                 "(per-sequence means)")  # fmt: skip
+    return [*lines, credit_line(results["credit"])]
+
+
+def sampler_lines(samplers: Mapping) -> list[str]:
+    """C8.2's numbers (`sample_both`'s output) as printed lines."""
+    lines = []
+    for arm, s in samplers.items():
+        if "varied_share" not in s:
+            continue
+        tree = f", branches {s['tree_branch_share']:.3f}, refills {s['tree_refill_share']:.3f}" if arm != "grpo" else ""
+        lines.append(f"{arm:12} sampler on the base: varied groups {s['varied_share']:.3f}, success "
+                     f"{s['success']:.3f}, policy tokens {s['policy_tokens']:.0f}{tree}")  # fmt: skip
     return lines
+
+
+def credit_line(credit: Mapping) -> str:
+    """C8.4's check (`credit_check`'s output) as one line."""
+    return (
+        f"soft vs hard credit on {credit['credit_leaves']:.0f} leaves (equal lengths: "
+        f"{bool(credit.get('credit_equal_lengths', 0.0))}): gap {credit['credit_gap_token_mean']:.1e} (token-mean), "
+        f"{credit['credit_gap_seq_mean']:.1e} (per-sequence means)"
+    )
+
+
+def decision_lines(decisions: Mapping[str, float]) -> list[str]:
+    """`branch_decisions`' output as printed lines, one per kind of response with branch points."""
+    return [
+        f"after {kind.replace('_', ' ')}: {decisions[f'points_{kind}']:.0f} branch points, mean branch probability "
+        f"{decisions[f'probability_{kind}']:.3f}, branched at {decisions[f'branched_{kind}']:.2f}"
+        for kind in ("one_candidate", "two_candidates", "no_result")
+        if decisions[f"points_{kind}"]
+    ]
+
+
+def lead_lines(seed_sets: Mapping[str, Sequence[Mapping[str, float]]]) -> list[str]:
+    """ARPO's final success minus GRPO's per set of seeds (`label -> per-seed claim numbers`): the mean, its 95%
+    t-interval and how often ARPO was ahead."""
+    lines = []
+    for label, seeds in seed_sets.items():
+        leads = [n["arpo_success"] - n["grpo_success"] for n in seeds]
+        mean, low, high = interval(leads, "t95")
+        lines.append(f"{label:12} ARPO - GRPO {mean:+.3f}, 95% interval [{low:+.3f}, {high:+.3f}], ARPO ahead on "
+                     f"{sum(lead > 0 for lead in leads)} of {len(leads)}")  # fmt: skip
+    return lines
+
+
+def plot_precise_vs_success(seeds: Sequence[Mapping[str, float]], arms: Sequence[str], ax=None, title: str = ""):
+    """Each run's held-out share of precise first searches against its held-out success, one colour per arm."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(5, 3.4))[1]
+    for arm in arms:
+        ax.scatter([n[f"{arm}_precise"] for n in seeds], [n[f"{arm}_success"] for n in seeds], s=14, label=arm)
+    ax.set(xlabel="held-out share of precise first searches", ylabel="held-out success", title=title)
+    ax.legend(fontsize=7)
+    return ax
 
 
 CHAPTER = skeleton.Chapter("ch08", "Chapter 08, ARPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines)
