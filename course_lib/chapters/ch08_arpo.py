@@ -531,8 +531,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
     ClaimSpec(
         "C8.1",
         "right after an ambiguous tool response (two candidates; ambiguity planted by the task) the base's "
-        "normalised token entropy is at least 0.01 above its initial entropy and above that after an unambiguous "
-        "response",
+        "normalised token entropy (a share of log |V|) is at least 1 percentage point above its initial entropy and "
+        "above that after an unambiguous response",
         "ARPO: entropy rises in the first 10-50 tokens after each tool call (Qwen2.5-3B/7B, search and Python)",
         "entropy_rise_ambiguous",
         lambda n: n["entropy_rise_ambiguous"] >= 0.01 and n["entropy_ambiguous_minus_unambiguous"] >= 0.01,
