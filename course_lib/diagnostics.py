@@ -1,15 +1,31 @@
 """Measurements of rollouts and of the policy (all RL chapters).
 
 Summaries of a list of trajectories (success, reward, tool use, length, entropy) and of a batch
-of groups (within-group reward spread), the numbers the chapters plot and their claims test.
+of groups (within-group reward spread), the numbers the chapters plot and their claims test; and
+RAGEN-2's test of whether reasoning still depends on the input (chapter 10).
+
+**Mutual information between input and reasoning** (RAGEN-2, arXiv 2604.06268; code
+`collapse_metrics.py`). Entropy says how varied the reasoning z is; it cannot say whether z still
+depends on the prompt x. A policy can write diverse text that is the same for every input ("template
+collapse"). RAGEN-2 scores every sampled z_i under every prompt x_j of the batch, l[i, j] = log p(z_i | x_j),
+and estimates, with x uniform over the P prompts,
+
+    I(x; z) ~ mean_i ( l[i, own(i)] - log (1/P) sum_j exp l[i, j] )
+
+which is 0 when z is independent of x and log P when z identifies its prompt. Retrieval accuracy, the
+share of z whose best-scoring prompt is their own, is its discrete cousin (chance 1/P). The code's headline
+uses the per-token mean log-probability of z (length-normalised); the sequence sum is its
+`mi_seq_estimate`. `teacher_forced_logp` builds l by teacher forcing.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
 from course_lib.rollout import Trajectory
 
@@ -43,3 +59,88 @@ def group_reward_std(trajectories: Sequence[Trajectory]) -> float:
         groups[t.group_id].append(t.total_reward)
     spreads = [np.std(r, ddof=1) for r in groups.values() if len(r) > 1]
     return float(np.mean(spreads)) if spreads else 0.0
+
+
+def mutual_information(
+    logp: torch.Tensor, prompt_index: Sequence[int] | torch.Tensor, prompt_keys: Sequence | None = None
+) -> dict[str, float]:
+    """RAGEN-2's input-reasoning mutual information from cross-scored log-probabilities.
+
+    logp: [Z, P], logp[i, j] = log p(z_i | x_j); prompt_index: [Z], the prompt that produced z_i. With
+    `prompt_keys` ([P]), prompts with equal keys are the same input, and retrieving a twin of one's own prompt
+    counts as correct (as the code does). Returns, in nats:
+
+    - `mi`: mean_i (logp[i, own] - logsumexp_j logp[i, j] + log P), in [0, log P] up to sampling noise;
+    - `retrieval_accuracy`: the share of rows whose argmax over j is their own prompt (ties to the lowest j);
+    - `conditional_entropy`: -mean_i logp[i, own], an estimate of H(z | x);
+    - `marginal_entropy`: -mean_i (logsumexp_j logp[i, j] - log P), an estimate of H(z);
+    - `mi_zscore`: mean_i of (matched - marginal) / (std_i(marginal) + 1e-3), the population std, as the code;
+    - `chance`: 1 / P, the retrieval accuracy of a policy whose z ignores x; `prompts`: P.
+    """
+    if logp.dim() != 2:
+        raise ValueError(f"logp must be [Z, P], got shape {tuple(logp.shape)}")
+    own = torch.as_tensor(prompt_index, dtype=torch.long)
+    rows, prompts = logp.shape
+    if own.shape != (rows,) or rows == 0:
+        raise ValueError(f"prompt_index must hold one prompt per row of logp ({rows}), got {tuple(own.shape)}")
+    if own.min() < 0 or own.max() >= prompts:
+        raise ValueError(f"prompt_index must lie in [0, {prompts})")
+    logp = logp.double()
+    matched = logp[torch.arange(rows), own]
+    marginal = torch.logsumexp(logp, dim=1) - math.log(prompts)
+    best = logp.argmax(dim=1)
+    if prompt_keys is None:
+        correct = best == own
+    else:
+        if len(prompt_keys) != prompts:
+            raise ValueError(f"{len(prompt_keys)} prompt keys for {prompts} prompts")
+        correct = torch.tensor([prompt_keys[b] == prompt_keys[o] for b, o in zip(best.tolist(), own.tolist())])
+    spread = marginal.std(unbiased=False) if rows > 1 else torch.tensor(0.0, dtype=torch.float64)
+    return {
+        "mi": float((matched - marginal).mean()),
+        "retrieval_accuracy": float(correct.double().mean()),
+        "conditional_entropy": float(-matched.mean()),
+        "marginal_entropy": float(-marginal.mean()),
+        "mi_zscore": float(((matched - marginal) / (spread + 1e-3)).mean()),
+        "chance": 1.0 / prompts,
+        "prompts": float(prompts),
+    }
+
+
+@torch.no_grad()
+def teacher_forced_logp(
+    model,
+    prompts: Sequence[Sequence[int]],
+    reasonings: Sequence[Sequence[int]],
+    aggregate: str = "mean",
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """logp[i, j] = log p(z_i | x_j): every reasoning scored under every prompt by teacher forcing.
+
+    prompts: P token lists (everything before the reasoning, e.g. the observation and the opening `<think>` tag);
+    reasonings: Z token lists (the reasoning's content only, tags excluded), each non-empty. `aggregate`: `mean`
+    (per-token mean, RAGEN-2's headline) or `sum` (the sequence's log-probability). Returns [Z, P], float64.
+    """  # fmt: skip
+    if aggregate not in ("mean", "sum"):
+        raise ValueError(f"aggregate must be 'mean' or 'sum', got {aggregate!r}")
+    if not prompts or not reasonings or any(not z for z in reasonings) or any(not x for x in prompts):
+        raise ValueError("teacher_forced_logp needs non-empty prompts and reasonings")
+    pairs = [(i, j) for i in range(len(reasonings)) for j in range(len(prompts))]
+    out = torch.empty(len(reasonings), len(prompts), dtype=torch.float64)
+    device = next(model.parameters()).device
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start : start + batch_size]
+        sequences = [list(prompts[j]) + list(reasonings[i]) for i, j in chunk]
+        width = max(len(s) for s in sequences)
+        ids = torch.zeros(len(chunk), width, dtype=torch.long)
+        attention = torch.zeros(len(chunk), width, dtype=torch.long)
+        for row, sequence in enumerate(sequences):  # right padding: positions are those of an unpadded forward
+            ids[row, : len(sequence)] = torch.tensor(sequence)
+            attention[row, : len(sequence)] = 1
+        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits.double().cpu()
+        logprobs = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        for row, (i, j) in enumerate(chunk):
+            first = len(prompts[j]) - 1  # the logit at position p predicts token p + 1
+            scores = logprobs[row, first : first + len(reasonings[i])]
+            out[i, j] = scores.mean() if aggregate == "mean" else scores.sum()
+    return out

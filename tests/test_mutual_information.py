@@ -1,0 +1,103 @@
+"""RAGEN-2's input-reasoning mutual information and its teacher-forced scoring (course_lib.diagnostics)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from course_lib.diagnostics import mutual_information, teacher_forced_logp
+from course_lib.models import build_model
+from course_lib.tokenizer import build_tokenizer
+
+
+def test_reasoning_independent_of_the_input_has_zero_information():
+    generator = torch.Generator().manual_seed(0)
+    per_row = torch.randn(12, 1, generator=generator, dtype=torch.float64) - 3.0
+    logp = per_row.expand(12, 4)  # the same log p(z_i | x_j) under every prompt
+    out = mutual_information(logp, [i % 4 for i in range(12)])
+    assert out["mi"] == pytest.approx(0.0, abs=1e-12)
+    assert out["conditional_entropy"] == pytest.approx(out["marginal_entropy"])
+    assert out["retrieval_accuracy"] == pytest.approx(3 / 12)  # every argmax ties to prompt 0: chance, 1/P
+    assert out["chance"] == 0.25 and out["prompts"] == 4
+
+
+def test_reasoning_that_identifies_its_prompt_has_log_p():
+    own = [0, 0, 1, 1, 2, 2, 3, 3]
+    logp = torch.full((8, 4), -1e9, dtype=torch.float64)
+    logp[torch.arange(8), torch.tensor(own)] = 0.0  # z_i is certain under its own prompt, impossible elsewhere
+    out = mutual_information(logp, own)
+    assert out["mi"] == pytest.approx(math.log(4))
+    assert out["retrieval_accuracy"] == 1.0 and out["conditional_entropy"] == pytest.approx(0.0)
+    assert out["marginal_entropy"] == pytest.approx(math.log(4))
+
+
+def test_a_noisy_copy_of_the_input_by_hand():
+    """x uniform over two prompts, z a copy of x flipped with probability 0.2 (a binary symmetric channel): the
+    true MI is log 2 - H(0.2); ten samples per prompt in exact proportion give the estimator exactly that."""
+    rows, own = [], []
+    for prompt in (0, 1):
+        for flipped in [False] * 8 + [True] * 2:
+            z = 1 - prompt if flipped else prompt
+            rows.append([math.log(0.8 if z == x else 0.2) for x in (0, 1)])
+            own.append(prompt)
+    out = mutual_information(torch.tensor(rows, dtype=torch.float64), own)
+    binary_entropy = -(0.8 * math.log(0.8) + 0.2 * math.log(0.2))
+    assert out["mi"] == pytest.approx(math.log(2) - binary_entropy)
+    assert out["retrieval_accuracy"] == pytest.approx(0.8)
+    assert out["conditional_entropy"] == pytest.approx(binary_entropy)  # -mean log p(z|x) = H(z|x) here
+    # the z-score: every marginal is log 0.5, so its spread is 0 and the score is the mean difference / 1e-3
+    assert out["mi_zscore"] == pytest.approx(out["mi"] / 1e-3)
+
+
+def test_identical_prompts_count_as_retrieved():
+    logp = torch.tensor([[-1.0, -1.0, -5.0], [-1.0, -1.0, -5.0], [-4.0, -4.0, -0.5]])
+    own = [0, 1, 2]
+    assert mutual_information(logp, own)["retrieval_accuracy"] == pytest.approx(2 / 3)  # row 1's argmax ties to 0
+    assert mutual_information(logp, own, prompt_keys=["a", "a", "b"])["retrieval_accuracy"] == 1.0
+
+
+def test_mutual_information_rejects_bad_input():
+    with pytest.raises(ValueError):
+        mutual_information(torch.zeros(3), [0, 0, 0])
+    with pytest.raises(ValueError):
+        mutual_information(torch.zeros(3, 2), [0, 1])
+    with pytest.raises(ValueError):
+        mutual_information(torch.zeros(2, 2), [0, 2])
+    with pytest.raises(ValueError):
+        mutual_information(torch.zeros(2, 2), [0, 1], prompt_keys=["a"])
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    tokenizer = build_tokenizer([f"w{k}" for k in range(12)])
+    torch.manual_seed(0)
+    return build_model(tokenizer, "micro", max_positions=32).eval(), tokenizer
+
+
+def one_pair(model, prompt: list[int], reasoning: list[int]) -> torch.Tensor:
+    """log p of each reasoning token after the prompt, from one unpadded forward pass."""
+    ids = torch.tensor([prompt + reasoning])
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(input_ids=ids).logits.double(), dim=-1)[0]
+    return torch.stack([logprobs[len(prompt) - 1 + t, token] for t, token in enumerate(reasoning)])
+
+
+def test_teacher_forced_logp_matches_one_forward_per_pair(scorer):
+    model, tokenizer = scorer
+    ids = [tokenizer.convert_tokens_to_ids(f"w{k}") for k in range(12)]
+    prompts = [ids[:3], ids[3:8], ids[8:10]]  # different lengths: the batch pads them
+    reasonings = [ids[1:2], ids[4:7], ids[9:12], ids[0:4]]
+    means = teacher_forced_logp(model, prompts, reasonings, batch_size=5)  # 12 pairs in three batches
+    sums = teacher_forced_logp(model, prompts, reasonings, aggregate="sum")
+    assert means.shape == (4, 3) and means.dtype == torch.float64
+    for i, z in enumerate(reasonings):
+        for j, x in enumerate(prompts):
+            expected = one_pair(model, x, z)
+            assert sums[i, j].item() == pytest.approx(expected.sum().item(), abs=1e-5)
+            assert means[i, j].item() == pytest.approx(expected.mean().item(), abs=1e-5)
+    with pytest.raises(ValueError):
+        teacher_forced_logp(model, prompts, [[]])
+    with pytest.raises(ValueError):
+        teacher_forced_logp(model, prompts, reasonings, aggregate="max")
