@@ -5,7 +5,7 @@ advantage estimators):
 |---|---|---|---|
 | sampler | `sampler` | `(engine, envs, task_seeds, config, generator) -> Rollouts` | `groups`, `tree` |
 | advantage estimator | `advantage` | `(batch, config) -> (advantages [B] or [B, T], stats)` | `grpo`, `gigpo` |
-| batch filter | `batch_filter` | `(batch, advantages, config) -> keep [B] bool` | `none` |
+| batch filter | `batch_filter` | `(batch, advantages, config) -> keep [B] bool` | `none`, `starpo_s`, `snr_top_p` |
 | policy loss | `policy_loss` | `(logprobs, old_logprobs, advantages, loss_mask, config) -> (loss, stats)` | `clipped` |
 
 `train.policy_iteration` calls them in this order; a method adds one function and registers it
@@ -136,6 +136,38 @@ def keep_all(batch: RolloutBatch, advantages: torch.Tensor, config: GRPOConfig) 
     return torch.ones(batch.input_ids.shape[0], dtype=torch.bool, device=batch.input_ids.device)
 
 
+def _episode_filter(batch: RolloutBatch, select: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """Apply a group filter to the batch's episodes (one reward per episode, also in step mode, where several
+    rows share an episode) and map its verdict back to the rows."""
+    traj = batch.traj_ids.tolist()
+    first = {t: row for row, t in reversed(list(enumerate(traj)))}
+    episodes = sorted(first, key=first.get)
+    rows = torch.tensor([first[t] for t in episodes])
+    keep = select(batch.rewards[rows].detach().cpu(), batch.group_ids[rows].detach().cpu())
+    verdict = dict(zip(episodes, keep.tolist(), strict=True))
+    return torch.tensor([verdict[t] for t in traj], dtype=torch.bool, device=batch.input_ids.device)
+
+
+def starpo_s(batch: RolloutBatch, advantages: torch.Tensor, config: GRPOConfig) -> torch.Tensor:
+    """RAGEN's StarPO-S: keep the top `config.filter.keep_fraction` of groups by the std of their episodes'
+    rewards (`algos.filters.top_groups_by_reward_std`)."""
+    from course_lib.algos.filters import top_groups_by_reward_std
+
+    fraction = config.filter.keep_fraction
+    return _episode_filter(batch, lambda rewards, groups: top_groups_by_reward_std(rewards, groups, fraction))
+
+
+def snr_top_p(batch: RolloutBatch, advantages: torch.Tensor, config: GRPOConfig) -> torch.Tensor:
+    """RAGEN-2's SNR-aware filter: the fewest groups, by reward std, that hold `config.filter.top_p` of it
+    (`algos.filters.top_p_groups_by_reward_std`); may keep nothing, and the loop then skips the update."""
+    from course_lib.algos.filters import top_p_groups_by_reward_std
+
+    f = config.filter
+    return _episode_filter(
+        batch, lambda rewards, groups: top_p_groups_by_reward_std(rewards, groups, f.top_p, f.mode, f.include_zero)
+    )
+
+
 # Policy losses -----------------------------------------------------------------------------------
 def clipped(logprobs, old_logprobs, advantages, loss_mask, config: GRPOConfig) -> tuple[torch.Tensor, dict]:
     """PPO's clipped surrogate with separate low and high clip (DAPO's clip-higher when high > low),
@@ -150,7 +182,7 @@ def clipped(logprobs, old_logprobs, advantages, loss_mask, config: GRPOConfig) -
 SEAMS: dict[str, dict[str, Callable]] = {
     "sampler": {"groups": independent_groups, "tree": tree_groups},
     "advantage": {"grpo": grpo, "gigpo": gigpo},
-    "batch_filter": {"none": keep_all},
+    "batch_filter": {"none": keep_all, "starpo_s": starpo_s, "snr_top_p": snr_top_p},
     "policy_loss": {"clipped": clipped},
 }
 

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from course_lib import config as course_config
 from course_lib import loop
+from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import kl_k3, masked_aggregate
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.envs.base import TextEnv
@@ -199,7 +200,8 @@ class GRPOConfig:
     advantage: str = "grpo"
     """The advantage-estimator seam: `grpo` or `gigpo`."""
     batch_filter: str = "none"
-    """The batch-filter seam: `none` trains on every row."""
+    """The batch-filter seam: `none` trains on every row; `starpo_s` and `snr_top_p` keep whole groups by their
+    reward spread (`filter`). A batch with no row kept is not trained on (`skipped_update` 1)."""
     policy_loss: str = "clipped"
     """The policy-loss seam: `clipped` is the clipped surrogate with `clip_low` and `clip_high`."""
     rollout_mode: str = "trajectory"
@@ -215,6 +217,8 @@ class GRPOConfig:
     """GiGPO's settings (used when `advantage="gigpo"`)."""
     tree: TreeConfig = field(default_factory=TreeConfig)
     """ARPO's tree sampler's settings (used when `sampler="tree"`; `group_size` is its budget M)."""
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    """The batch filters' settings (used when `batch_filter` is `starpo_s` or `snr_top_p`)."""
 
 
 def train_grpo(
@@ -289,6 +293,14 @@ def policy_iteration(
     batch = collate(rollouts.rows, engine.tokenizer.pad_token_id).to(device)
     advantages, estimator_stats = estimate(batch, config)
     keep = keep_rows(batch, advantages, config)
+    kept = {"kept_rows": float(keep.float().mean())} if config.batch_filter != "none" else {}
+    if not bool(keep.any()):  # nothing informative to train on (RAGEN-2 skips such a step)
+        advantaged = time.perf_counter()
+        return {
+            **rollout_stats(rollouts.episodes), "reward_std": group_reward_std(rollouts.episodes), **estimator_stats,
+            **rollouts.stats, **kept, "skipped_update": 1.0, "time_rollout": rolled - start,
+            "time_advantage": advantaged - rolled, "time_update": 0.0,
+        }  # fmt: skip
     if not bool(keep.all()):
         batch, advantages = batch.select(keep), advantages[keep]
     loss_mask = (
@@ -328,7 +340,6 @@ def policy_iteration(
         optimizer.step()
     model.eval()
     updated = time.perf_counter()
-    kept = {"kept_rows": float(keep.float().mean())} if config.batch_filter != "none" else {}
     return {
         **rollout_stats(rollouts.episodes),
         "reward_std": group_reward_std(rollouts.episodes),
@@ -339,6 +350,7 @@ def policy_iteration(
         **estimator_stats,
         **rollouts.stats,
         **kept,
+        **({"skipped_update": 0.0} if config.batch_filter != "none" else {}),
         "time_rollout": rolled - start,
         "time_advantage": advantaged - rolled,
         "time_update": updated - advantaged,

@@ -178,3 +178,38 @@ def test_importing_the_loop_loads_no_environment_or_method_module():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "course_lib.envs.word_math" not in loaded and "course_lib.algos.gigpo" not in loaded
     assert "course_lib.tools" not in loaded and "course_lib.step_mode" not in loaded
+
+
+def test_group_filters_score_episodes_not_step_rows():
+    """In step mode an episode has several rows; the filters score each episode once. Here group 0 has episodes of
+    reward 1 (three step rows) and 0 (one row): per episode its std is 0.707, per row 0.5. Group 1 has one-row
+    episodes of reward 1 and 0.1: std 0.636 either way. By episode group 0 ranks first, by row it would not."""
+    rows = [
+        row([1, 2], [0, 1], [-1, 0], [0.0], [True], ["a"], group=0, traj_id=0, step_index=k, episode_reward=1.0)
+        for k in range(3)
+    ]
+    rows.append(row([1, 3], [0, 1], [-1, 0], [0.0], [True], ["b"], group=0, traj_id=1, episode_reward=0.0))
+    rows.append(row([1, 4], [0, 1], [-1, 0], [1.0], [True], ["c"], group=1, traj_id=2, episode_reward=1.0))
+    rows.append(row([1, 5], [0, 1], [-1, 0], [0.1], [True], ["d"], group=1, traj_id=3, episode_reward=0.1))
+    batch = collate(rows, pad_id=0)
+    advantages = torch.zeros(len(rows))
+    config = GRPOConfig(batch_filter="starpo_s")
+    config.filter.keep_fraction = 0.5
+    assert loop.starpo_s(batch, advantages, config).tolist() == [True, True, True, True, False, False]
+    config.filter.top_p = 0.5  # 0.707 alone holds more than half of 0.707 + 0.636
+    assert loop.snr_top_p(batch, advantages, config).tolist() == [True, True, True, True, False, False]
+    config.filter.top_p = 0.9
+    assert loop.snr_top_p(batch, advantages, config).all()
+
+
+def test_a_filter_that_keeps_nothing_skips_the_update(monkeypatch, warm_model, tokenizer):
+    monkeypatch.setitem(loop.SEAMS["batch_filter"], "nothing", lambda batch, a, c: torch.zeros(len(a), dtype=bool))
+    before = copy.deepcopy(warm_model.state_dict())
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2, batch_filter="nothing")
+    history = train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), SAMPLING, config, seed=0)
+    assert history[0]["skipped_update"] == 1.0 and history[0]["kept_rows"] == 0.0 and "loss" not in history[0]
+    assert all(torch.equal(before[k], v) for k, v in warm_model.state_dict().items())
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2, batch_filter="starpo_s")
+    config.filter.keep_fraction = 1.0
+    history = train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), SAMPLING, config, seed=0)
+    assert history[0]["skipped_update"] == 0.0 and history[0]["kept_rows"] == 1.0

@@ -18,8 +18,23 @@ whole groups; advantages are computed afterwards, on the kept rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
+
+
+@dataclass
+class FilterConfig:
+    """The batch filters' settings (`GRPOConfig.filter`), with the papers' defaults."""
+
+    keep_fraction: float = 0.25
+    """StarPO-S (`batch_filter="starpo_s"`): the share of groups kept, RAGEN v1's `rollout_filter_ratio`."""
+    top_p: float = 0.9
+    """SNR-aware (`batch_filter="snr_top_p"`): the share of the summed reward std the kept groups hold."""
+    mode: str = "linear"
+    """SNR-aware: `linear` (RAGEN-2's docs) or `softmax` (its published main-table recipe)."""
+    include_zero: bool = False
+    """SNR-aware: whether zero-std groups are candidates (the docs: no; the main-table recipe: yes)."""
 
 
 def group_reward_std(rewards: torch.Tensor, group_ids: Sequence[int] | torch.Tensor) -> tuple[list[int], torch.Tensor]:
