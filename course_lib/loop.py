@@ -5,11 +5,12 @@ advantage estimators):
 |---|---|---|---|
 | sampler | `sampler` | `(engine, envs, task_seeds, config, generator) -> Rollouts` | `groups`, `tree` |
 | advantage estimator | `advantage` | `(batch, config) -> (advantages [B] or [B, T], stats)` | `grpo`, `gigpo` |
-| batch filter | `batch_filter` | `(batch, advantages, config) -> keep [B] bool` | `none`, `starpo_s`, `snr_top_p` |
+| batch filter | `batch_filter` | `(batch, config) -> keep [B] bool` | `none`, `starpo_s`, `snr_top_p` |
 | policy loss | `policy_loss` | `(logprobs, old_logprobs, advantages, loss_mask, config) -> (loss, stats)` | `clipped` |
 
-`train.policy_iteration` calls them in this order; a method adds one function and registers it
-(`register("advantage", "gae", my_gae)`), and the loop does not change. The functions here are thin
+`train.policy_iteration` calls the sampler, then the batch filter (whole groups are kept, and advantages are
+computed on what is kept, as RAGEN-2 does), then the estimator and the policy loss; a method adds one function
+and registers it (`register("advantage", "gae", my_gae)`), and the loop does not change. The functions here are thin
 adapters from a `RolloutBatch` to the tensor functions of `algos/`, which they import when first
 called, so that importing the loop does not load every method.
 """
@@ -131,7 +132,7 @@ def gigpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[s
 
 
 # Batch filters -----------------------------------------------------------------------------------
-def keep_all(batch: RolloutBatch, advantages: torch.Tensor, config: GRPOConfig) -> torch.Tensor:
+def keep_all(batch: RolloutBatch, config: GRPOConfig) -> torch.Tensor:
     """Train on every row."""
     return torch.ones(batch.input_ids.shape[0], dtype=torch.bool, device=batch.input_ids.device)
 
@@ -148,7 +149,7 @@ def _episode_filter(batch: RolloutBatch, select: Callable[[torch.Tensor, torch.T
     return torch.tensor([verdict[t] for t in traj], dtype=torch.bool, device=batch.input_ids.device)
 
 
-def starpo_s(batch: RolloutBatch, advantages: torch.Tensor, config: GRPOConfig) -> torch.Tensor:
+def starpo_s(batch: RolloutBatch, config: GRPOConfig) -> torch.Tensor:
     """RAGEN's StarPO-S: keep the top `config.filter.keep_fraction` of groups by the std of their episodes'
     rewards (`algos.filters.top_groups_by_reward_std`)."""
     from course_lib.algos.filters import top_groups_by_reward_std
@@ -157,7 +158,7 @@ def starpo_s(batch: RolloutBatch, advantages: torch.Tensor, config: GRPOConfig) 
     return _episode_filter(batch, lambda rewards, groups: top_groups_by_reward_std(rewards, groups, fraction))
 
 
-def snr_top_p(batch: RolloutBatch, advantages: torch.Tensor, config: GRPOConfig) -> torch.Tensor:
+def snr_top_p(batch: RolloutBatch, config: GRPOConfig) -> torch.Tensor:
     """RAGEN-2's SNR-aware filter: the fewest groups, by reward std, that hold `config.filter.top_p` of it
     (`algos.filters.top_p_groups_by_reward_std`); may keep nothing, and the loop then skips the update."""
     from course_lib.algos.filters import top_p_groups_by_reward_std

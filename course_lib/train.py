@@ -271,7 +271,7 @@ def policy_iteration(
     generator: torch.Generator,
     optimizer: torch.optim.Optimizer,
 ) -> dict[str, float]:
-    """One sample-estimate-filter-update iteration through the four seams of `config` (`course_lib.loop`);
+    """One sample-filter-estimate-update iteration through the four seams of `config` (`course_lib.loop`);
     returns its metrics and phase timings (seconds).
 
     `clip_fraction` and `ratio_mean` are those of the last update; with `updates_per_batch > 1` the
@@ -291,18 +291,17 @@ def policy_iteration(
     rolled = time.perf_counter()
 
     batch = collate(rollouts.rows, engine.tokenizer.pad_token_id).to(device)
-    advantages, estimator_stats = estimate(batch, config)
-    keep = keep_rows(batch, advantages, config)
+    keep = keep_rows(batch, config)
     kept = {"kept_rows": float(keep.float().mean())} if config.batch_filter != "none" else {}
     if not bool(keep.any()):  # nothing informative to train on (RAGEN-2 skips such a step)
-        advantaged = time.perf_counter()
         return {
-            **rollout_stats(rollouts.episodes), "reward_std": group_reward_std(rollouts.episodes), **estimator_stats,
-            **rollouts.stats, **kept, "skipped_update": 1.0, "time_rollout": rolled - start,
-            "time_advantage": advantaged - rolled, "time_update": 0.0,
+            **rollout_stats(rollouts.episodes), "reward_std": group_reward_std(rollouts.episodes), **rollouts.stats,
+            **kept, "skipped_update": 1.0, "time_rollout": rolled - start,
+            "time_advantage": time.perf_counter() - rolled, "time_update": 0.0,
         }  # fmt: skip
     if not bool(keep.all()):
-        batch, advantages = batch.select(keep), advantages[keep]
+        batch = batch.select(keep)
+    advantages, estimator_stats = estimate(batch, config)
     loss_mask = (
         batch.loss_mask
         if config.mask_observations

@@ -192,18 +192,19 @@ def test_group_filters_score_episodes_not_step_rows():
     rows.append(row([1, 4], [0, 1], [-1, 0], [1.0], [True], ["c"], group=1, traj_id=2, episode_reward=1.0))
     rows.append(row([1, 5], [0, 1], [-1, 0], [0.1], [True], ["d"], group=1, traj_id=3, episode_reward=0.1))
     batch = collate(rows, pad_id=0)
-    advantages = torch.zeros(len(rows))
     config = GRPOConfig(batch_filter="starpo_s")
     config.filter.keep_fraction = 0.5
-    assert loop.starpo_s(batch, advantages, config).tolist() == [True, True, True, True, False, False]
+    assert loop.starpo_s(batch, config).tolist() == [True, True, True, True, False, False]
     config.filter.top_p = 0.5  # 0.707 alone holds more than half of 0.707 + 0.636
-    assert loop.snr_top_p(batch, advantages, config).tolist() == [True, True, True, True, False, False]
+    assert loop.snr_top_p(batch, config).tolist() == [True, True, True, True, False, False]
     config.filter.top_p = 0.9
-    assert loop.snr_top_p(batch, advantages, config).all()
+    assert loop.snr_top_p(batch, config).all()
 
 
 def test_a_filter_that_keeps_nothing_skips_the_update(monkeypatch, warm_model, tokenizer):
-    monkeypatch.setitem(loop.SEAMS["batch_filter"], "nothing", lambda batch, a, c: torch.zeros(len(a), dtype=bool))
+    monkeypatch.setitem(
+        loop.SEAMS["batch_filter"], "nothing", lambda batch, c: torch.zeros(len(batch.rewards), dtype=bool)
+    )
     before = copy.deepcopy(warm_model.state_dict())
     config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2, batch_filter="nothing")
     history = train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), SAMPLING, config, seed=0)

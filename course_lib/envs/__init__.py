@@ -12,11 +12,14 @@ from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
 
 _REGISTRY: dict[str, Callable[..., TextEnv]] = {}
 _BUILT_IN = {
+    "bandit": "bandit",
     "blocksworld": "blocksworld",
+    "frozen_lake": "frozen_lake",
     "function_calling": "function_calling",
     "key_door": "key_door",
     "mini_travel": "mini_travel",
     "price_tools": "price_tools",
+    "sokoban": "sokoban",
     "tool_arithmetic": "arithmetic",
     "two_hop_qa": "two_hop_qa",
     "word_math": "word_math",
