@@ -144,3 +144,47 @@ def teacher_forced_logp(
             scores = logprobs[row, first : first + len(reasonings[i])]
             out[i, j] = scores.mean() if aggregate == "mean" else scores.sum()
     return out
+
+
+def first_turn_reasoning(
+    trajectory: Trajectory, think_id: int, end_think_id: int
+) -> tuple[list[int], list[int]] | None:
+    """`(x, z)` token lists of a trajectory's first turn: x is everything before the reasoning (the prompt and the
+    `<think>` tag), z the reasoning's content (tags excluded). None if the first turn has no `<think> ... </think>`
+    with at least one token inside (RAGEN-2 samples only valid, non-empty reasoning)."""
+    first = [k for k, turn in enumerate(trajectory.turn_ids) if turn == 0 and trajectory.loss_mask[k]]
+    tokens = [trajectory.token_ids[k] for k in first]
+    if think_id not in tokens or end_think_id not in tokens:
+        return None
+    opening = tokens.index(think_id)
+    closing = tokens.index(end_think_id)
+    if closing <= opening + 1:
+        return None
+    return trajectory.token_ids[: first[opening] + 1], tokens[opening + 1 : closing]
+
+
+def reasoning_mutual_information(
+    model,
+    tokenizer,
+    trajectories: Sequence[Trajectory],
+    samples: int = 64,
+    aggregate: str = "mean",
+    generator: torch.Generator | None = None,
+) -> dict[str, float]:
+    """RAGEN-2's first-turn estimate on a batch: up to `samples` first-turn reasonings drawn uniformly without
+    replacement from the valid ones, each scored under the prompt of every group of the batch that has valid
+    reasoning (one representative prompt per group: a group's episodes share their task), then
+    `mutual_information` (its keys, plus `samples`, the pairs used).
+    Returns NaNs with `samples` 0 when fewer than two groups have valid reasoning (MI needs two inputs)."""  # fmt: skip
+    think, end_think = tokenizer.convert_tokens_to_ids("<think>"), tokenizer.convert_tokens_to_ids("</think>")
+    pairs = [(t.group_id, found) for t in trajectories if (found := first_turn_reasoning(t, think, end_think))]
+    groups = sorted({group for group, _ in pairs})
+    if len(groups) < 2:
+        keys = ("mi", "retrieval_accuracy", "conditional_entropy", "marginal_entropy", "mi_zscore", "chance", "prompts")
+        return {**dict.fromkeys(keys, float("nan")), "samples": 0.0}
+    order = torch.randperm(len(pairs), generator=generator)[:samples].tolist()
+    chosen = [pairs[k] for k in sorted(order)]
+    prompts = {group: x for group, (x, _) in reversed(pairs)}  # the group's first valid prompt
+    columns = {group: j for j, group in enumerate(groups)}
+    logp = teacher_forced_logp(model, [prompts[g] for g in groups], [z for _, (_, z) in chosen], aggregate)
+    return {**mutual_information(logp, [columns[g] for g, _ in chosen]), "samples": float(len(chosen))}

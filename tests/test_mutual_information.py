@@ -101,3 +101,45 @@ def test_teacher_forced_logp_matches_one_forward_per_pair(scorer):
         teacher_forced_logp(model, prompts, [[]])
     with pytest.raises(ValueError):
         teacher_forced_logp(model, prompts, reasonings, aggregate="max")
+
+
+def fake_turn(tokens: list[int], prompt_length: int, group: int):
+    from course_lib.rollout import Trajectory
+
+    turns = [-1] * prompt_length + [0] * (len(tokens) - prompt_length)
+    mask = [0] * prompt_length + [1] * (len(tokens) - prompt_length)
+    return Trajectory(
+        env=None, token_ids=tokens, loss_mask=mask, logprobs=[0.0] * len(tokens), entropies=[0.0] * len(tokens),
+        turn_ids=turns, group_id=group,
+    )  # fmt: skip
+
+
+def test_first_turn_reasoning_and_its_batch_estimate(scorer):
+    from course_lib.diagnostics import first_turn_reasoning, reasoning_mutual_information
+
+    model, tokenizer = scorer
+    ids = {w: tokenizer.convert_tokens_to_ids(w) for w in ("<think>", "</think>", "<answer>", "</answer>")}
+    w = [tokenizer.convert_tokens_to_ids(f"w{k}") for k in range(12)]
+    think, end, answer, end_answer = ids["<think>"], ids["</think>"], ids["<answer>"], ids["</answer>"]
+    tail = [answer, w[0], end_answer]
+    trajectories = [
+        fake_turn([w[1], w[2], think, w[3], w[4], end, *tail], 2, group=0),
+        fake_turn([w[1], w[2], think, w[5], end, *tail], 2, group=0),
+        fake_turn([w[6], think, w[7], end, *tail], 1, group=1),
+        fake_turn([w[6], think, end, *tail], 1, group=1),  # empty reasoning: not sampled
+        fake_turn([w[8], w[9], *tail], 2, group=2),  # no reasoning at all: its group is no input
+    ]
+    assert first_turn_reasoning(trajectories[0], think, end) == ([w[1], w[2], think], [w[3], w[4]])
+    assert first_turn_reasoning(trajectories[3], think, end) is None
+    assert first_turn_reasoning(trajectories[4], think, end) is None
+    out = reasoning_mutual_information(model, tokenizer, trajectories, samples=64)
+    logp = teacher_forced_logp(model, [[w[1], w[2], think], [w[6], think]], [[w[3], w[4]], [w[5]], [w[7]]])
+    expected = mutual_information(logp, [0, 0, 1])
+    assert out["samples"] == 3 and out["prompts"] == 2
+    assert out["mi"] == pytest.approx(expected["mi"]) and out["retrieval_accuracy"] == expected["retrieval_accuracy"]
+    lonely = reasoning_mutual_information(model, tokenizer, trajectories[:2])
+    assert lonely["samples"] == 0 and math.isnan(lonely["mi"])
+    two = reasoning_mutual_information(
+        model, tokenizer, trajectories, samples=2, generator=torch.Generator().manual_seed(0)
+    )
+    assert two["samples"] == 2
