@@ -31,6 +31,8 @@ MODULES = {
     "ch04": "ch04_torl",
     "ch05": "ch05_toolrl",
     "ch06": "ch06_artist",
+    "ch07": "ch07_gigpo",
+    "ch08": "ch08_arpo",
 }
 """Chapter key -> module under `course_lib.chapters`."""
 LIBRARIES = ("torch", "transformers", "peft", "datasets", "numpy")

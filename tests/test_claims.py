@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import math
 
 import pytest
 
@@ -272,3 +273,16 @@ def test_ch06_verdicts():
     results = ch06_results()
     results["trained"] |= {"success": 0.40, "retry_rate": 0.40}
     assert statuses(ch06.claims(results)) == {"C6.1": "FAIL", "C6.2": "FAIL"}
+
+
+def test_checks_do_not_turn_on_float_residues():
+    from course_lib.claims import ClaimSpec, settled
+
+    margin = ClaimSpec("C0.9", "lead of at least 5 points", "-", "lead", lambda n: n["lead"] >= 0.05)
+    assert 0.85 - 0.80 < 0.05 and 0.905 - 0.855 > 0.05  # what plain floats would decide
+    assert margin.evaluate({"lead": 0.85 - 0.80}).passed and margin.evaluate({"lead": 0.905 - 0.855}).passed
+    assert not margin.evaluate({"lead": 0.0499}).passed
+    positive = ClaimSpec("C0.8", "above 0", "-", "x", lambda n: n["x"] > 0)
+    assert not positive.evaluate({"x": 0.3 - 0.1 - 0.2 + 1e-17}).passed  # a residue is not a lead
+    out = settled({"a": 1e-16, "b": float("nan"), "c": 3, "d": 0.1 + 0.2})
+    assert out["a"] == 0.0 and math.isnan(out["b"]) and out["c"] == 3 and out["d"] == 0.3
