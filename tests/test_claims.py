@@ -136,8 +136,9 @@ SYNTHETIC = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("key", sorted(MODULES))
+@pytest.mark.parametrize("key", sorted(SYNTHETIC))
 def test_specs_are_well_formed(key):
+    """On hand-built results (chapters 07 and 08 check theirs on a short real run, in their own tests)."""
     module = chapter(key)
     ids = [spec.id for spec in module.CLAIMS]
     assert len(ids) == len(set(ids)), ids
