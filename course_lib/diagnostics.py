@@ -188,3 +188,49 @@ def reasoning_mutual_information(
     columns = {group: j for j, group in enumerate(groups)}
     logp = teacher_forced_logp(model, [prompts[g] for g in groups], [z for _, (_, z) in chosen], aggregate)
     return {**mutual_information(logp, [columns[g] for g, _ in chosen]), "samples": float(len(chosen))}
+
+
+def reward_std_buckets(rewards: torch.Tensor, group_ids: torch.Tensor, edges: Sequence[float]) -> torch.Tensor:
+    """[B] bucket index of each row: that of its group's within-group reward std (unbiased; 0 for a group of one)
+    among the half-open intervals set by the ascending `edges` (bucket k holds edges[k-1] <= std < edges[k];
+    `len(edges) + 1` buckets). RAGEN-2 bins groups this way to compare gradient terms at low and high reward
+    variance."""
+    from course_lib.algos.filters import group_reward_std
+
+    order, stds = group_reward_std(rewards, group_ids)
+    bucket_of = {group: int(torch.bucketize(std, torch.tensor(list(edges), dtype=stds.dtype), right=True))
+                 for group, std in zip(order, stds, strict=True)}  # fmt: skip
+    return torch.tensor([bucket_of[int(g)] for g in group_ids.tolist()])
+
+
+def term_gradient_norms(
+    model, batch, advantages: torch.Tensor, reference=None, temperature: float = 1.0
+) -> dict[str, float]:
+    """Norms of the gradients of the loss's three terms on `batch` at the current parameters: `task` (the policy
+    gradient term, token-mean of -A * log pi over policy tokens, its gradient at ratio 1), `entropy` (token-mean
+    entropy over policy tokens) and `kl` (token-mean k3 estimate of KL to `reference`, a frozen model; NaN
+    without one). Gradients are not applied; the model's `.grad` is left as it was. RAGEN-2 (C10.4) compares them
+    per reward-variance bucket: when a bucket's rewards hardly vary, the task term's gradient is small and the
+    regularisers' dominate."""
+    from course_lib.algos.grpo import kl_k3, masked_aggregate
+    from course_lib.train import token_logprobs
+
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    mask = batch.loss_mask
+    per_token = advantages if advantages.dim() == 2 else advantages[:, None].expand_as(mask)
+
+    def norm(loss: torch.Tensor) -> float:
+        grads = torch.autograd.grad(loss, parameters, retain_graph=True, allow_unused=True)
+        return float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None)))
+
+    logprobs, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, temperature)
+    out = {
+        "task": norm(masked_aggregate(-per_token * logprobs, mask, "token-mean")),
+        "entropy": norm(masked_aggregate(entropy, mask, "token-mean")),
+        "kl": float("nan"),
+    }
+    if reference is not None:
+        with torch.no_grad():
+            ref_logprobs, _ = token_logprobs(reference, batch.input_ids, batch.attention_mask, temperature)
+        out["kl"] = norm(masked_aggregate(kl_k3(logprobs, ref_logprobs), mask, "token-mean"))
+    return out
