@@ -279,10 +279,15 @@ def _by_seed(loaded: Mapping) -> list[tuple[str, dict]]:
     return sorted(loaded["seeds"].items(), key=lambda item: int(item[0]))
 
 
+def seed_numbers(loaded: Mapping) -> list[dict[str, float]]:
+    """Each recorded seed's numbers in seed order (`loaded` from `load`)."""
+    return [dict(record["numbers"]) for _, record in _by_seed(loaded)]
+
+
 def own_numbers(loaded: Mapping, prefix: str) -> list[dict[str, float]]:
     """Each recorded seed's numbers in seed order (`loaded` from `load`), without those pooled over seeds
     (names starting with `prefix`): what a pooled claim pools."""
-    return [{k: v for k, v in record["numbers"].items() if not k.startswith(prefix)} for _, record in _by_seed(loaded)]
+    return [{k: v for k, v in numbers.items() if not k.startswith(prefix)} for numbers in seed_numbers(loaded)]
 
 
 def repool(chapter: str, specs: Sequence[ClaimSpec], pool: Callable[[list[dict]], dict], prefix: str) -> dict:

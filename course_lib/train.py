@@ -292,13 +292,12 @@ def policy_iteration(
 
     batch = collate(rollouts.rows, engine.tokenizer.pad_token_id).to(device)
     keep = keep_rows(batch, config)
-    kept = {"kept_rows": float(keep.float().mean())} if config.batch_filter != "none" else {}
+    sampled = {**rollout_stats(rollouts.episodes), "reward_std": group_reward_std(rollouts.episodes), **rollouts.stats}
+    if config.batch_filter != "none":
+        sampled |= {"kept_rows": float(keep.float().mean()), "skipped_update": float(not keep.any())}
     if not bool(keep.any()):  # nothing informative to train on (RAGEN-2 skips such a step)
-        return {
-            **rollout_stats(rollouts.episodes), "reward_std": group_reward_std(rollouts.episodes), **rollouts.stats,
-            **kept, "skipped_update": 1.0, "time_rollout": rolled - start,
-            "time_advantage": time.perf_counter() - rolled, "time_update": 0.0,
-        }  # fmt: skip
+        return {**sampled, "time_rollout": rolled - start, "time_advantage": time.perf_counter() - rolled,
+                "time_update": 0.0}  # fmt: skip
     if not bool(keep.all()):
         batch = batch.select(keep)
     advantages, estimator_stats = estimate(batch, config)
@@ -340,16 +339,12 @@ def policy_iteration(
     model.eval()
     updated = time.perf_counter()
     return {
-        **rollout_stats(rollouts.episodes),
-        "reward_std": group_reward_std(rollouts.episodes),
+        **sampled,
         "loss": loss.item(),
         "grad_norm": float(grad_norm),
         **stats,
         **per_update,
         **estimator_stats,
-        **rollouts.stats,
-        **kept,
-        **({"skipped_update": 0.0} if config.batch_filter != "none" else {}),
         "time_rollout": rolled - start,
         "time_advantage": advantaged - rolled,
         "time_update": updated - advantaged,

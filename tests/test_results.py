@@ -180,3 +180,4 @@ def test_own_numbers_drop_pooled_ones_in_seed_order():
 
     loaded = {"seeds": {"10": {"numbers": {"a": 3.0, "p_x": 9.0}}, "2": {"numbers": {"a": 1.0, "p_x": 9.0}}}}
     assert own_numbers(loaded, "p_") == [{"a": 1.0}, {"a": 3.0}]
+    assert results.seed_numbers(loaded) == [{"a": 1.0, "p_x": 9.0}, {"a": 3.0, "p_x": 9.0}]  # seed 2 before 10

@@ -37,10 +37,14 @@ class FilterConfig:
     """SNR-aware: whether zero-std groups are candidates (the docs: no; the main-table recipe: yes)."""
 
 
+def _as_ids(group_ids: Sequence[int] | torch.Tensor) -> list[int]:
+    return [int(g) for g in (group_ids.tolist() if isinstance(group_ids, torch.Tensor) else group_ids)]
+
+
 def group_reward_std(rewards: torch.Tensor, group_ids: Sequence[int] | torch.Tensor) -> tuple[list[int], torch.Tensor]:
     """The groups in order of first appearance and the unbiased std of each one's rewards ([G]; 0 for a group of
     one). rewards: [B] episode rewards; group_ids: [B], any integers, rows of a group need not be adjacent."""
-    ids = [int(g) for g in (group_ids.tolist() if isinstance(group_ids, torch.Tensor) else group_ids)]
+    ids = _as_ids(group_ids)
     if len(ids) != rewards.shape[0]:
         raise ValueError(f"{len(ids)} group ids for {rewards.shape[0]} rewards")
     order = list(dict.fromkeys(ids))
@@ -55,6 +59,11 @@ def _rows_of(groups: Sequence[int], kept: set[int]) -> torch.Tensor:
     return torch.tensor([g in kept for g in groups], dtype=torch.bool)
 
 
+def _ranked(stds: torch.Tensor) -> list[int]:
+    """Group positions by std, largest first; ties to the group seen first (a stable sort)."""
+    return sorted(range(len(stds)), key=lambda k: -stds[k].item())
+
+
 def top_groups_by_reward_std(
     rewards: torch.Tensor, group_ids: Sequence[int] | torch.Tensor, keep_fraction: float = 0.25
 ) -> torch.Tensor:
@@ -63,13 +72,11 @@ def top_groups_by_reward_std(
     rounds down to no group keeps none (as the code's `topk(0)`)."""
     if not 0.0 <= keep_fraction <= 1.0:
         raise ValueError(f"keep_fraction must lie in [0, 1], got {keep_fraction}")
-    order, stds = group_reward_std(rewards, group_ids)
-    ids = [int(g) for g in (group_ids.tolist() if isinstance(group_ids, torch.Tensor) else group_ids)]
+    ids = _as_ids(group_ids)
+    order, stds = group_reward_std(rewards, ids)
     if keep_fraction == 1.0:
         return torch.ones(len(ids), dtype=torch.bool)
-    count = int(keep_fraction * len(order))
-    ranked = sorted(range(len(order)), key=lambda k: (-stds[k].item(), k))  # stable: ties to the earlier group
-    return _rows_of(ids, {order[k] for k in ranked[:count]})
+    return _rows_of(ids, {order[k] for k in _ranked(stds)[: int(keep_fraction * len(order))]})
 
 
 def top_p_groups_by_reward_std(
@@ -91,9 +98,9 @@ def top_p_groups_by_reward_std(
     """
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must lie in (0, 1], got {top_p}")
-    order, stds = group_reward_std(rewards, group_ids)
-    ids = [int(g) for g in (group_ids.tolist() if isinstance(group_ids, torch.Tensor) else group_ids)]
-    ranked = sorted(range(len(order)), key=lambda k: (-stds[k].item(), k))
+    ids = _as_ids(group_ids)
+    order, stds = group_reward_std(rewards, ids)
+    ranked = _ranked(stds)
     if mode == "softmax":
         probabilities = torch.softmax(stds[ranked], dim=0)
         count = int(torch.searchsorted(probabilities.cumsum(0), torch.tensor(top_p, dtype=torch.float64))) + 1

@@ -65,7 +65,7 @@ from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.stats import interval
 from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
 from course_lib.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights
-from course_lib.tree_rollout import TreeConfig, TreeStats, sample_trees, turn_entropy
+from course_lib.tree_rollout import TreeConfig, TreeNode, TreeStats, sample_trees, turn_entropy
 
 ENV_NAME = "two_hop_qa"
 BASE_NAME = "ch08_base"
@@ -135,8 +135,8 @@ class Chapter08Config:
     """Further tree arms, each ARPO's run with another `TreeConfig` (pre-registered in
     `docs/experiments/ch08-global-samples.md`): N = 2 and N = 6 global samples test the chapter's explanation of
     C8.3 (the tree samples the first turn, where the generalising decision is made, only N times); alpha 0 and
-    beta 10 branch on the entropy rise alone (on the base about 0.7 after a two-candidate response, under 0.1
-    elsewhere), an exploration without a prediction."""
+    beta 10 branch on the entropy rise alone (on seed 0's base tree: mean branch probability 0.38 after a
+    two-candidate response, 0.02 after one), an exploration without a prediction."""
 
 
 def preset(scale: str | None = None) -> Chapter08Config:
@@ -392,14 +392,18 @@ def response_kind(response: str) -> str:
     return "no result" if "no result" in response else "two candidates" if " ; " in response else "one candidate"
 
 
+def node_kind(trajectories: Sequence[Trajectory], node: TreeNode) -> str:
+    """`response_kind` of the tool response a branch point follows."""
+    return response_kind(trajectories[node.index].infos[node.step - 1].get("tool_result", ""))
+
+
 def branch_decisions(trajectories: Sequence[Trajectory], stats: TreeStats) -> dict[str, float]:
     """The tree's branch points by the tool response they follow (`response_kind`): per kind, `points_<kind>` (how
     many the sampler considered), `probability_<kind>` (the mean branch probability it computed there) and
     `branched_<kind>` (the share it branched at, NaN with no points). Kinds are written with underscores."""
     by_kind: dict[str, list] = {"one_candidate": [], "two_candidates": [], "no_result": []}
     for node in stats.nodes:
-        response = trajectories[node.index].infos[node.step - 1].get("tool_result", "")
-        by_kind[response_kind(response).replace(" ", "_")].append(node)
+        by_kind[node_kind(trajectories, node).replace(" ", "_")].append(node)
     out = {}
     for kind, nodes in by_kind.items():
         out[f"points_{kind}"] = float(len(nodes))
@@ -416,10 +420,7 @@ def showcase_group(trajectories: Sequence[Trajectory], stats: TreeStats) -> int:
         members = [t for t in trajectories if t.group_id == group]
         varied = len({t.total_reward for t in members}) > 1
         branches = [n for n in stats.nodes if n.branched and trajectories[n.index].group_id == group]
-        after_two = sum(
-            response_kind(trajectories[n.index].infos[n.step - 1].get("tool_result", "")) == "two candidates"
-            for n in branches
-        )
+        after_two = sum(node_kind(trajectories, n) == "two candidates" for n in branches)
         return (varied, after_two, len(branches), -group)
 
     return max(sorted({t.group_id for t in trajectories}), key=score)
@@ -500,7 +501,7 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
     numbers["entropy_ambiguous_minus_unambiguous"] = (
         numbers["entropy_after_ambiguous"] - numbers["entropy_after_unambiguous"]
     )
-    for arm in (arm for arm in results["histories"] if arm in samplers):
+    for arm in results["histories"]:  # every trained arm's sampler was also run on the base
         numbers[f"{arm}_varied_share"] = samplers[arm]["varied_share"]
         numbers[f"{arm}_policy_tokens"] = samplers[arm]["policy_tokens"]
     for arm, history in results["histories"].items():
@@ -603,7 +604,11 @@ def sampler_lines(samplers: Mapping) -> list[str]:
     for arm, s in samplers.items():
         if "varied_share" not in s:
             continue
-        tree = f", branches {s['tree_branch_share']:.3f}, refills {s['tree_refill_share']:.3f}" if arm != "grpo" else ""
+        tree = (
+            f", branches {s['tree_branch_share']:.3f}, refills {s['tree_refill_share']:.3f}"
+            if "tree_branch_share" in s
+            else ""
+        )
         lines.append(f"{arm:12} sampler on the base: varied groups {s['varied_share']:.3f}, success "
                      f"{s['success']:.3f}, policy tokens {s['policy_tokens']:.0f}{tree}")  # fmt: skip
     return lines
@@ -713,8 +718,7 @@ def global_samples(seeds: Sequence[int], record: bool = False) -> dict[str, obje
         if record:
             recorded.record(GLOBAL_SAMPLES_RESULTS, seed, CLAIMS, numbers, results["minutes"], curves(results))
     if record:
-        loaded = recorded.load(GLOBAL_SAMPLES_RESULTS)
-        per_seed = [entry["numbers"] for _, entry in sorted(loaded["seeds"].items(), key=lambda kv: int(kv[0]))]
+        per_seed = recorded.seed_numbers(recorded.load(GLOBAL_SAMPLES_RESULTS))
     trend = global_samples_trend(per_seed)
     for line in trend_lines(trend):
         print(line)

@@ -114,7 +114,7 @@ class FrozenLakeEnv(TextEnv):
         return self.observation(), {"success": False}
 
     def observation(self) -> str:
-        start, goal, holes = self.lake
+        _, goal, holes = self.lake
         return f"you {cell_words(self.position)} goal {cell_words(goal)} holes " + " ".join(map(cell_words, holes))
 
     def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
@@ -145,7 +145,7 @@ class FrozenLakeEnv(TextEnv):
 
 def expert_move(env: FrozenLakeEnv) -> str:
     """The first move of a shortest hole-free path from the agent's cell to the goal."""
-    start, goal, holes = env.lake
+    _, goal, holes = env.lake
     path = shortest_path(env.position, goal, holes)
     if path is None or len(path) < 2:
         raise ValueError("no move: the agent is at the goal or cut off from it")
