@@ -412,6 +412,21 @@ def audit_ch08() -> list[SplitAudit]:
     return [_split("ch08", "test", keys, overlaps)]
 
 
+def audit_ch09() -> list[SplitAudit]:
+    from course_lib.chapters import ch09_ragen as ch
+
+    config = ch.preset("cpu")
+    keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
+    # every arm draws seed * 1_000_003 + iteration * prompts + p: the longest arms cover the others' draws
+    arms = [ch.arm_config(config, arm) for arm in [*ch.ARMS, *ch.budget_arms(config)]]
+    draws = max(grpo.iterations * grpo.prompts_per_iteration for grpo in arms)
+    training = set(problem_keys(lambda: ch.make_env("train"), grpo_task_seeds(1, draws)))
+    demos = problem_keys(
+        lambda: ch.make_env("train"), ch.demonstration_seeds(config.demonstrations, base_seed(ch.BASE_NAME))
+    )
+    return [_split("ch09", "test", keys, _problem_overlaps(keys, training, set(demos)))]
+
+
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch00": audit_ch00,
     "ch01": audit_ch01,
@@ -422,6 +437,7 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch06": audit_ch06,
     "ch07": audit_ch07,
     "ch08": audit_ch08,
+    "ch09": audit_ch09,
 }
 
 

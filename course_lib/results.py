@@ -33,6 +33,7 @@ MODULES = {
     "ch06": "ch06_artist",
     "ch07": "ch07_gigpo",
     "ch08": "ch08_arpo",
+    "ch09": "ch09_ragen",
 }
 """Chapter key -> module under `course_lib.chapters`."""
 LIBRARIES = ("torch", "transformers", "peft", "datasets", "numpy")

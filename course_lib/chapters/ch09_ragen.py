@@ -1,0 +1,562 @@
+"""Chapter 09: RAGEN, multi-turn RL that collapses (the Echo Trap) and StarPO-S (arXiv 2504.20073).
+
+A tiny policy plays a slippery 4x4 FrozenLake (`envs.frozen_lake`) in trajectory mode: every turn is
+`<think> you r2 c3 go down </think> <answer> down </answer>`, a short reasoning then a move, and the whole
+episode is one growing sequence whose environment tokens are masked out of the loss (StarPO). The base is
+warm-started on a noisy demonstrator whose reasoning names the agent's cell, so the reasoning carries the input
+and there is input dependence to lose. From it the chapter trains, at the same budget:
+
+- StarPO with GRPO's advantage and with PPO's (a critic and GAE, `course_lib.critic`);
+- StarPO-S: keep the top quarter of groups by reward std (`algos.filters.top_groups_by_reward_std`), clip-higher
+  (0.2/0.28), no KL, with and without the critic;
+- freshness and diversity at a fixed budget: rollouts reused for several updates against fresh ones at the same
+  number of updates; more distinct maps with fewer samples each against fewer maps with more.
+
+It reads the Echo Trap's warning signals from the runs' logs (within-group reward std, entropy, gradient norm),
+dates each one, and measures templated reasoning directly: the share of turns whose reasoning names the agent's
+true cell, and the share of distinct first-turn reasonings over distinct held-out maps. The base is built by
+`python -m course_lib.data build ch09`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course_lib import config as course_config
+from course_lib import data, envs, loop
+from course_lib import results as recorded
+from course_lib.algos.filters import FilterConfig
+from course_lib.chapters import skeleton
+from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.critic import Critic, CriticConfig, build_critic
+from course_lib.envs import frozen_lake
+from course_lib.envs.base import InvalidAction
+from course_lib.envs.reasoning import parse_turn, turn_text
+from course_lib.rollout import SamplingConfig, Trajectory
+from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
+
+ENV_NAME = "frozen_lake"
+BASE_NAME = "ch09_base"
+MAX_POSITIONS = 512
+"""Position table of the base (and the critic): an episode of 8 turns is at most about 170 tokens."""
+STOP = "</answer>"
+CRITIC = "ch09_critic"
+"""The advantage-seam name under which a run registers its own critic's estimator."""
+
+
+@dataclass
+class Chapter09Config:
+    """Everything chapter 09 varies, with the cpu preset's values as defaults."""
+
+    model_preset: str = "tiny"
+    """Model size, a key of `models.MODEL_PRESETS` (the critic has the same size, as in RAGEN)."""
+    demonstrations: int = 4000
+    """Warm-start episodes of the noisy demonstrator on training maps."""
+    expert_noise: float = 0.3
+    """Probability that a demonstration move is uniformly random instead of a shortest-path move (its reasoning
+    still names the cell and the move it makes): the base succeeds sometimes and leaves RL something to learn."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1200, batch_size=32, learning_rate=3e-3))
+    """Warm start. Chosen after seeing RL on a first base (disclosed in the chapter): warm-started for 600 steps
+    (loss already flat at about 0.12), it had held-out success 0.25 and every RL arm degraded it from the first
+    iterations at the course's learning rate; the base warm-started twice as long (0.21) first improves under
+    StarPO (seed 0 of a pilot: 0.21 to 0.31 within 10 iterations)."""
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(
+            temperature=1.0, max_turn_tokens=16, max_total_tokens=400, stop_tags=(STOP,)
+        )
+    )
+    """Rollout sampling at temperature 1 (training and evaluation). A demonstrated turn is 13 tokens
+    (`<think> you r2 c3 go down </think> <answer> down </answer>`); 16 leave room for a longer, invalid one."""
+    grpo: GRPOConfig = field(
+        default_factory=lambda: GRPOConfig(
+            iterations=60, prompts_per_iteration=8, group_size=8, learning_rate=5e-4, eval_every=10
+        )
+    )
+    """StarPO: trajectory-level updates, environment tokens masked, no KL, one on-policy update per batch of
+    8 maps x 8 episodes, clip 0.2/0.2, token-mean."""
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    """The PPO arms' critic (learning rate 2x the actor's here; RAGEN's is 10x, at 1e-5 against 1e-6)."""
+    critic_preset: str = "micro"
+    """The critic's size, a key of `models.MODEL_PRESETS`. RAGEN's critic is a copy of the actor; the course's is a
+    quarter of the policy's width (`micro`), trained from scratch, so the two critic arms fit the chapter's time."""
+    eval_tasks: int = 128
+    """Distinct held-out maps per evaluation."""
+    budget_iterations: int = 20
+    """Updates of the freshness and diversity arms (C9.4), compared with StarPO's evaluation at that update."""
+    reuse: int = 4
+    """The reused arm samples a batch every `reuse` updates (RAGEN's rollout-frequency ablation)."""
+    signal_window: int = 10
+    """Iterations per window when dating the warning signals (`signal_onsets`)."""
+    signal_drop: float = 0.2
+    """A signal has moved when its windowed mean falls this share below its first window's."""
+    collapse_drop: float = 0.05
+    """Success has collapsed when a held-out evaluation after the peak falls this far below the peak."""
+
+
+def preset(scale: str | None = None) -> Chapter09Config:
+    """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
+    gpu = Chapter09Config(
+        model_preset="small",
+        critic_preset="small",
+        demonstrations=10_000,
+        sft=SFTConfig(steps=1500, batch_size=64, learning_rate=2e-3),
+        grpo=dataclasses.replace(Chapter09Config().grpo, iterations=200, prompts_per_iteration=16),
+        budget_iterations=60,
+        eval_tasks=512,
+    )
+    return skeleton.by_scale(Chapter09Config(), gpu, scale)
+
+
+def make_env(split: str = "train") -> envs.TextEnv:
+    return envs.make(ENV_NAME, split=split)
+
+
+# Warm start -------------------------------------------------------------------------------------
+def demonstration_seeds(count: int, seed: int) -> list[int]:
+    """The training-split map seeds of the `count` demonstration episodes of a base built with `seed`."""
+    return [seed * 10_000_019 + episode for episode in range(count)]
+
+
+def demonstration_texts(count: int, seed: int, config: Chapter09Config | None = None) -> list[tuple[str, str]]:
+    """`(prompt, completion)` episodes of the noisy demonstrator on training maps, played in the environment
+    (so the observations are the environment's own, masked by `demonstration_examples` as a rollout's are).
+    Each move is a shortest-path move, or with probability `expert_noise` (or when no path is left) a uniformly
+    random one; the reasoning before it names the agent's cell and the move (`frozen_lake.reasoning`)."""
+    config = config or Chapter09Config()
+    rng = random.Random(seed)
+    env = make_env("train")
+    texts = []
+    for task_seed in demonstration_seeds(count, seed):
+        prompt, _ = env.reset(seed=task_seed)
+        parts = []
+        while not env.done:
+            try:
+                move = frozen_lake.expert_move(env) if rng.random() >= config.expert_noise else None
+            except ValueError:  # cut off from the goal by holes
+                move = None
+            move = move or rng.choice(list(frozen_lake.MOVES))
+            action = turn_text(frozen_lake.reasoning(env, move), move)
+            observation, *_ = env.step(action)
+            parts += [action, observation] if observation and not env.done else [action]
+        texts.append((prompt, " ".join(parts)))
+    return texts
+
+
+def build_base(
+    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter09Config | None = None
+) -> list[dict]:
+    """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
+    config = config or preset(scale)
+    texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
+    return skeleton.warm_start_base(
+        out_dir, frozen_lake.vocabulary(), config.model_preset, MAX_POSITIONS, texts, config.sft, seed, progress
+    )
+
+
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
+    """`python -m course_lib.data build ch09`: the warm-started base."""
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
+
+
+# Measurements -----------------------------------------------------------------------------------
+test_seeds = skeleton.held_out_seeds(lambda: make_env("test"))
+"""`test_seeds(count)`: seeds of `count` distinct held-out maps."""
+
+
+def turn_texts(trajectory: Trajectory, tokenizer) -> list[str]:
+    """The decoded policy text of each turn (`Trajectory.turn_ids`), in order."""
+    turns: dict[int, list[int]] = {}
+    for token, turn, policy in zip(trajectory.token_ids, trajectory.turn_ids, trajectory.loss_mask, strict=True):
+        if policy and turn >= 0:
+            turns.setdefault(turn, []).append(token)
+    return [tokenizer.decode(turns[k]) for k in sorted(turns)]
+
+
+def reasoning_words(text: str) -> list[str] | None:
+    """The reasoning words of one turn, or None if the turn breaks the format."""
+    try:
+        return parse_turn(text)[0]
+    except InvalidAction:
+        return None
+
+
+def reasoning_stats(trajectories: Sequence[Trajectory], tokenizer) -> dict[str, float]:
+    """How much the reasoning still reads its input.
+
+    - `reasoning_tracks_state`: share of well-formed turns whose reasoning names the agent's true cell (`you rR
+      cC`, as the demonstrator's does), over every turn of every episode;
+    - `distinct_first_reasoning`: distinct first-turn reasonings over episodes (each episode is a distinct map, so
+      a reasoning that depends on the map is distinct; a template is not);
+    - `first_reasoning_tracks_state`: the same as the first on first turns only.
+    """
+    tracked = total = first_tracked = first_total = 0
+    firsts = []
+    for trajectory in trajectories:
+        for k, text in enumerate(turn_texts(trajectory, tokenizer)):
+            words = reasoning_words(text)
+            if words is None or k >= len(trajectory.anchors):
+                continue
+            _, position = trajectory.anchors[k]
+            truth = ["you", *frozen_lake.cell_words(position).split()]
+            hit = words[:3] == truth
+            tracked, total = tracked + hit, total + 1
+            if k == 0:
+                first_tracked, first_total = first_tracked + hit, first_total + 1
+                firsts.append(" ".join(words))
+    return {
+        "reasoning_tracks_state": tracked / max(total, 1),
+        "first_reasoning_tracks_state": first_tracked / max(first_total, 1),
+        "distinct_first_reasoning": len(set(firsts)) / max(len(trajectories), 1),
+    }
+
+
+def evaluate(model, tokenizer, config: Chapter09Config, seed: int, keep: bool = False) -> dict:
+    """Held-out success (one episode per distinct map, temperature 1), turns, invalid-turn rate, entropy and the
+    reasoning's input dependence (`reasoning_stats`); with `keep`, also the trajectories."""
+    stats, trajectories = evaluate_policy(
+        model, tokenizer, lambda: make_env("test"), test_seeds(config.eval_tasks), config.sampling, seed
+    )
+    stats |= reasoning_stats(trajectories, tokenizer)
+    return {**stats, "trajectories": trajectories} if keep else stats
+
+
+def reasoning_samples(trajectories: Sequence[Trajectory], tokenizer, count: int = 4) -> list[str]:
+    """`count` first turns, each after the observation it answered (held-out maps)."""
+    lines = []
+    for trajectory in trajectories[:count]:
+        prompt = [token for token, turn in zip(trajectory.token_ids, trajectory.turn_ids, strict=True) if turn < 0]
+        first = turn_texts(trajectory, tokenizer)[:1]
+        lines.append(f"{tokenizer.decode(prompt, skip_special_tokens=True)}  ->  {first[0] if first else '(none)'}")
+    return lines
+
+
+def common_broken_turns(trajectories: Sequence[Trajectory], tokenizer, count: int = 4) -> list[tuple[int, str]]:
+    """The `count` most frequent turns that break the format, with how often each occurs (what collapse writes)."""
+    broken = Counter(
+        text
+        for trajectory in trajectories
+        for text in turn_texts(trajectory, tokenizer)
+        if reasoning_words(text) is None
+    )
+    return [(n, text) for text, n in broken.most_common(count)]
+
+
+# Arms -------------------------------------------------------------------------------------------
+ARMS: dict[str, dict] = {
+    "starpo": {},
+    "starpo_ppo": {"advantage": CRITIC},
+    "starpo_s": {"batch_filter": "starpo_s", "clip_high": 0.28},
+    "starpo_s_ppo": {"batch_filter": "starpo_s", "clip_high": 0.28, "advantage": CRITIC},
+}
+"""The full-length runs: StarPO (GRPO), StarPO-PPO (critic), StarPO-S (top 25% of groups by reward std,
+clip-higher 0.28, no KL) with GRPO and with the critic."""
+
+
+def budget_arms(config: Chapter09Config) -> dict[str, dict]:
+    """The freshness and diversity arms (C9.4), each `budget_iterations` updates from the base, compared with
+    StarPO's first `budget_iterations` updates (8 maps x 8 episodes, a fresh batch per update):
+
+    - `reused`: a batch every `reuse` updates (the same number of updates on a quarter of the rollouts);
+    - `maps_16x4`: 16 maps x 4 episodes per batch (more distinct initial states, the same 64 episodes);
+    - `maps_4x16`: 4 maps x 16 episodes (fewer states, more samples each)."""
+    steps = config.budget_iterations
+    return {
+        "reused": {"updates_per_batch": config.reuse, "iterations": steps // config.reuse},
+        "maps_16x4": {"prompts_per_iteration": 16, "group_size": 4, "iterations": steps},
+        "maps_4x16": {"prompts_per_iteration": 4, "group_size": 16, "iterations": steps},
+    }
+
+
+def arm_settings(config: Chapter09Config, arm: str) -> dict:
+    return ARMS[arm] if arm in ARMS else budget_arms(config)[arm]
+
+
+def arm_config(config: Chapter09Config, arm: str) -> GRPOConfig:
+    """The loop's configuration of `arm` (a key of `ARMS` or of `budget_arms`)."""
+    grpo = dataclasses.replace(config.grpo, filter=FilterConfig(keep_fraction=0.25))
+    settings = arm_settings(config, arm)
+    if arm not in ARMS:  # the budget arms evaluate only at their start and end
+        grpo = dataclasses.replace(grpo, eval_every=max(settings["iterations"], 1))
+    return dataclasses.replace(grpo, **settings)
+
+
+def train(model, tokenizer, config: Chapter09Config, seed: int, arm: str) -> list[dict]:
+    """RL of `arm` from `model` (changed in place); a critic arm builds and trains its own critic (seeded)."""
+    grpo = arm_config(config, arm)
+    if grpo.advantage == CRITIC:
+        course_config.seed_everything(seed + 7)
+        critic = Critic(build_critic(tokenizer, config.critic_preset, MAX_POSITIONS), config.critic)
+        loop.register("advantage", CRITIC, critic.advantages)
+    course_config.seed_everything(seed)
+    return train_grpo(
+        model, tokenizer, lambda: make_env("train"), config.sampling, grpo, seed,
+        evaluate=lambda m: evaluate(m, tokenizer, config, seed + 1),
+    )  # fmt: skip
+
+
+def run(seed: int, config: Chapter09Config | None = None) -> dict:
+    """The whole chapter for one seed: the base's evaluation, every arm of `ARMS` and `budget_arms` from it, and
+    the base's and the final StarPO policy's held-out reasonings."""
+    config = config or preset()
+    start = time.perf_counter()
+    course_config.seed_everything(seed)
+    base, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    base_eval = evaluate(base, tokenizer, config, seed + 1, keep=True)
+    results: dict = {"base": without_trajectories(base_eval), "histories": {}, "final": {}}
+    results["samples"] = {"base": reasoning_samples(base_eval["trajectories"], tokenizer)}
+    results["broken_turns"] = {"base": common_broken_turns(base_eval["trajectories"], tokenizer)}
+    for arm in [*ARMS, *budget_arms(config)]:
+        model = copy.deepcopy(base)
+        results["histories"][arm] = train(model, tokenizer, config, seed, arm)
+        results["final"][arm] = results["histories"][arm][-1]
+        if arm == "starpo":
+            trained = evaluate(model, tokenizer, config, seed + 1, keep=True)
+            results["samples"]["starpo"] = reasoning_samples(trained["trajectories"], tokenizer)
+            results["broken_turns"]["starpo"] = common_broken_turns(trained["trajectories"], tokenizer)
+    results["minutes"] = (time.perf_counter() - start) / 60
+    results["base_model"], results["tokenizer"] = base, tokenizer
+    return results
+
+
+def without_trajectories(stats: Mapping) -> dict:
+    return {k: v for k, v in stats.items() if k != "trajectories"}
+
+
+# The Echo Trap's timeline -----------------------------------------------------------------------
+def eval_curve(history: Sequence[Mapping]) -> list[tuple[int, float]]:
+    """`(iteration, held-out success)` of every evaluation of a run."""
+    return [(int(r["iteration"]), float(r["eval_success"])) for r in history if "eval_success" in r]
+
+
+def collapse_point(history: Sequence[Mapping], drop: float) -> dict[str, float]:
+    """The run's peak held-out success (and its iteration) and the first evaluation after the peak at least `drop`
+    below it (`collapse_iteration`, NaN if none): the Echo Trap's "improves, then collapses" read on held-out maps."""
+    curve = eval_curve(history)
+    peak_iteration, peak = max(curve, key=lambda point: (point[1], -point[0]))
+    after = [it for it, value in curve if it > peak_iteration and value <= peak - drop + 1e-12]
+    return {
+        "start_success": curve[0][1],
+        "peak_success": peak,
+        "peak_iteration": float(peak_iteration),
+        "final_success": curve[-1][1],
+        "collapse_iteration": float(after[0]) if after else float("nan"),
+    }
+
+
+def windowed(history: Sequence[Mapping], key: str, window: int) -> list[tuple[int, float]]:
+    """`(last iteration, mean)` of `key` over consecutive windows of `window` training iterations."""
+    rows = [r for r in history if key in r and "time_rollout" in r]
+    return [
+        (int(rows[i + window - 1]["iteration"]), statistics.fmean(r[key] for r in rows[i : i + window]))
+        for i in range(0, len(rows) - window + 1, window)
+    ]
+
+
+def signal_onsets(history: Sequence[Mapping], window: int, drop: float) -> dict[str, float]:
+    """When each warning signal moved: the last iteration of the first window whose mean `reward_std` (or
+    `entropy`) is at least `drop` (a share) below the first window's (NaN if never), and the iteration of the
+    largest gradient norm."""
+    onsets = {}
+    for key in ("reward_std", "entropy"):
+        windows = windowed(history, key, window)
+        if not windows:  # a run shorter than one window: nothing moved
+            onsets |= {f"{key}_onset": float("nan"), f"{key}_first_window": float("nan"),
+                       f"{key}_last_window": float("nan")}  # fmt: skip
+            continue
+        first = windows[0][1]
+        moved = [it for it, value in windows[1:] if value <= (1 - drop) * first]
+        onsets[f"{key}_onset"] = float(moved[0]) if moved else float("nan")
+        onsets[f"{key}_first_window"], onsets[f"{key}_last_window"] = first, windows[-1][1]
+    norms = [(int(r["iteration"]), r["grad_norm"]) for r in history if "grad_norm" in r]
+    peak_iteration, peak = max(norms, key=lambda point: point[1])
+    onsets["grad_norm_peak_iteration"], onsets["grad_norm_peak"] = float(peak_iteration), peak
+    onsets["grad_norm_median"] = statistics.median(value for _, value in norms)
+    return onsets
+
+
+def timeline(history: Sequence[Mapping], config: Chapter09Config) -> dict[str, float]:
+    return collapse_point(history, config.collapse_drop) | signal_onsets(
+        history, config.signal_window, config.signal_drop
+    )
+
+
+def plot_timeline(history: Sequence[Mapping], config: Chapter09Config, title: str = ""):
+    """The Echo Trap's timeline of one run on a `plots.grid` of four panels: held-out success (peak and collapse
+    marked), and the windowed within-group reward std, entropy and gradient norm of the training batches, each
+    with a dotted line where it moved (`timeline`)."""
+    from course_lib.plots import grid
+
+    t = timeline(history, config)
+    fig, axes = grid(4, width=4.4, height=2.8)
+    curve = eval_curve(history)
+    axes[0].plot(*zip(*curve, strict=True), marker=".", label="held-out success")
+    axes[0].axvline(t["peak_iteration"], color="C2", linestyle=":", label="peak")
+    if t["collapse_iteration"] == t["collapse_iteration"]:
+        axes[0].axvline(t["collapse_iteration"], color="C3", linestyle=":", label="collapse")
+    panels = (("reward_std", "within-group reward std"), ("entropy", "entropy (policy tokens)"),
+              ("grad_norm", "gradient norm"))  # fmt: skip
+    for ax, (key, label) in zip(axes[1:], panels, strict=True):
+        rows = [(r["iteration"], r[key]) for r in history if key in r and "time_rollout" in r]
+        ax.plot(*zip(*rows, strict=True), alpha=0.35, label="per iteration")
+        ax.plot(*zip(*windowed(history, key, config.signal_window), strict=True), marker="o", label="window mean")
+        moved = t["grad_norm_peak_iteration"] if key == "grad_norm" else t[f"{key}_onset"]
+        if moved == moved:
+            ax.axvline(moved, color="C3", linestyle=":", label="largest" if key == "grad_norm" else "moved")
+        ax.set_ylabel(label)
+    for ax in axes:
+        ax.set_xlabel("RL iteration")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("held-out success")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+# Claims -----------------------------------------------------------------------------------------
+def claim_numbers(results: Mapping, config: Chapter09Config | None = None) -> dict[str, float]:
+    """Every number chapter 09's claims use, flat."""
+    config = config or preset()
+    base, final, histories = results["base"], results["final"], results["histories"]
+    numbers = {"base_success": base["success"], "base_tracks_state": base["reasoning_tracks_state"],
+               "base_distinct_first": base["distinct_first_reasoning"]}  # fmt: skip
+    for arm in histories:
+        numbers[f"{arm}_success"] = final[arm]["eval_success"]
+        numbers[f"{arm}_tracks_state"] = final[arm]["eval_reasoning_tracks_state"]
+        numbers[f"{arm}_distinct_first"] = final[arm]["eval_distinct_first_reasoning"]
+    for arm in ARMS:
+        for key, value in timeline(histories[arm], config).items():
+            numbers[f"{arm}_{key}"] = value
+    fresh = dict(eval_curve(histories["starpo"]))[config.budget_iterations]
+    numbers["fresh_success"] = fresh
+    numbers["fresh_minus_reused"] = fresh - numbers["reused_success"]
+    numbers["maps16_minus_maps4"] = numbers["maps_16x4_success"] - numbers["maps_4x16_success"]
+    for arm in ("starpo_s", "starpo_s_ppo"):
+        plain = "starpo" if arm == "starpo_s" else "starpo_ppo"
+        numbers[f"{arm}_minus_{plain}"] = numbers[f"{arm}_success"] - numbers[f"{plain}_success"]
+    return numbers
+
+
+def _echo_trap(n: Mapping[str, float]) -> bool:
+    return (
+        n["starpo_peak_success"] >= n["base_success"] + 0.05
+        and n["starpo_collapse_iteration"] == n["starpo_collapse_iteration"]
+    )
+
+
+def _warnings_first(n: Mapping[str, float]) -> bool:
+    collapse = n["starpo_collapse_iteration"]
+    return (
+        collapse == collapse
+        and n["starpo_reward_std_onset"] <= collapse
+        and n["starpo_entropy_onset"] <= collapse
+        and abs(n["starpo_grad_norm_peak_iteration"] - collapse) <= 10
+    )
+
+
+CLAIMS: tuple[ClaimSpec, ...] = (
+    ClaimSpec(
+        "C9.1",
+        "vanilla StarPO (GRPO) improves held-out success by at least 5 points over the base, then falls at least 5 "
+        "points below its peak",
+        "RAGEN: StarPO-PPO and -GRPO improve, then collapse on Bandit, Sokoban and FrozenLake (Qwen2.5-0.5B)",
+        "starpo_peak_success",
+        _echo_trap,
+        required=False,
+    ),
+    ClaimSpec(
+        "C9.2",
+        "in that run, within-group reward std and entropy fall 20% below their first window before the collapse, "
+        "and the largest gradient norm comes within 10 iterations of it",
+        "RAGEN: reward std and entropy drop before success collapses; gradient-norm spikes mark the collapse",
+        "starpo_reward_std_onset",
+        _warnings_first,
+        required=False,
+    ),
+    ClaimSpec(
+        "C9.3",
+        "StarPO-S ends at or above StarPO with the same estimator, with GRPO and with the critic",
+        "RAGEN: StarPO-S (top 25% of groups, clip-higher, no KL) delays or removes the collapse and raises success",
+        "starpo_s_minus_starpo",
+        lambda n: n["starpo_s_minus_starpo"] >= 0 and n["starpo_s_ppo_minus_starpo_ppo"] >= 0,
+        required=False,
+    ),
+    ClaimSpec(
+        "C9.4",
+        "at the same number of updates, fresh rollouts end above rollouts each used for 4 updates, and 16 maps x 4 "
+        "episodes above 4 maps x 16",
+        "RAGEN: fresher rollouts and more diverse initial states (with fewer responses each) train better",
+        "fresh_minus_reused",
+        lambda n: n["fresh_minus_reused"] > 0 and n["maps16_minus_maps4"] > 0,
+        required=False,
+    ),
+)
+
+
+def claims(results: Mapping, config: Chapter09Config | None = None) -> list[Claim]:
+    """Chapter 09's claims, evaluated on `claim_numbers(results, config)`."""
+    return evaluate_all(CLAIMS, claim_numbers(results, config))
+
+
+CURVE_KEYS = ("success", "reward_std", "entropy", "grad_norm", "invalid_rate", "eval_success",
+              "eval_reasoning_tracks_state")  # fmt: skip
+"""History keys whose curves `--record` stores, per arm: `<arm>/<key>`."""
+
+
+def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
+    return recorded.history_curves({arm: results["histories"][arm] for arm in ARMS}, CURVE_KEYS)
+
+
+def summary_lines(results: Mapping, config: Chapter09Config | None = None) -> list[str]:
+    """What the command line prints for a seed, before its claims."""
+    config = config or preset()
+    base = results["base"]
+    lines = [f"base: success {base['success']:.3f}, reasoning names the true cell {base['reasoning_tracks_state']:.3f}"
+             f", distinct first reasonings {base['distinct_first_reasoning']:.3f}"]  # fmt: skip
+    for arm, final in results["final"].items():
+        lines.append(f"{arm:13} success {final['eval_success']:.3f}, reasoning names the true cell "
+                     f"{final['eval_reasoning_tracks_state']:.3f}, distinct first reasonings "
+                     f"{final['eval_distinct_first_reasoning']:.3f}")  # fmt: skip
+    for arm in ARMS:
+        t = timeline(results["histories"][arm], config)
+        lines.append(f"{arm:13} peak {t['peak_success']:.3f} at {t['peak_iteration']:.0f}, collapse at "
+                     f"{t['collapse_iteration']:.0f}; reward std moved at {t['reward_std_onset']:.0f}, entropy at "
+                     f"{t['entropy_onset']:.0f}; largest grad norm {t['grad_norm_peak']:.2f} at "
+                     f"{t['grad_norm_peak_iteration']:.0f}")  # fmt: skip
+    return lines
+
+
+def budget_lines(results: Mapping, config: Chapter09Config | None = None) -> list[str]:
+    """C9.4's arms beside StarPO's evaluation after the same number of updates."""
+    config = config or preset()
+    steps = config.budget_iterations
+    fresh = dict(eval_curve(results["histories"]["starpo"]))[steps]
+    rows = [("fresh (StarPO)", "8 maps x 8, a new batch every update", steps * 64, fresh)]
+    names = {"reused": f"8 maps x 8, each batch used for {config.reuse} updates",
+             "maps_16x4": "16 maps x 4 episodes, fresh", "maps_4x16": "4 maps x 16 episodes, fresh"}  # fmt: skip
+    for arm, text in names.items():
+        grpo = arm_config(config, arm)
+        rows.append((arm, text, grpo.iterations * grpo.prompts_per_iteration * grpo.group_size,
+                     results["final"][arm]["eval_success"]))  # fmt: skip
+    return [f"{arm:15} {text:44} episodes {episodes:5d}  held-out success after {steps} updates {success:.3f}"
+            for arm, text, episodes, success in rows]  # fmt: skip
+
+
+CHAPTER = skeleton.Chapter("ch09", "Chapter 09, RAGEN", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    skeleton.main(CHAPTER, argv)
+
+
+if __name__ == "__main__":
+    main()
