@@ -200,3 +200,14 @@ def test_a_short_run_measures_every_claim_number():
     assert {key.split("/")[0] for key in ch09.curves(results)} == set(ch09.ARMS)
     assert {claim.id for claim in ch09.claims(results, config)} == {"C9.1", "C9.2", "C9.3", "C9.4"}
     assert len(ch09.summary_lines(results, config)) == 1 + len(results["final"]) + len(ch09.ARMS)
+
+
+def test_held_out_evaluator_reuses_the_base_evaluation_exactly():
+    """The shortcut is exact: the base's evaluation equals a fresh one of an untouched copy (same seed)."""
+    model, tokenizer = data.load_base(ch09.BASE_NAME)
+    config = dataclasses.replace(ch09.preset("cpu"), eval_tasks=24)
+    base = ch09.without_trajectories(ch09.evaluate(model, tokenizer, config, seed=5, keep=True))
+    evaluator = ch09.HeldOutEvaluator(tokenizer, config, 5, start=base)
+    assert evaluator(model) == base and evaluator.trajectories == []
+    fresh = evaluator(model)
+    assert fresh == base and len(evaluator.trajectories) == 24

@@ -289,18 +289,39 @@ def arm_config(config: Chapter09Config, arm: str) -> GRPOConfig:
     return dataclasses.replace(grpo, **settings)
 
 
-def train(model, tokenizer, config: Chapter09Config, seed: int, arm: str) -> list[dict]:
-    """RL of `arm` from `model` (changed in place); a critic arm builds and trains its own critic (seeded)."""
+class HeldOutEvaluator:
+    """`train_grpo`'s evaluation callback: `evaluate` on the held-out maps (seed `seed`), keeping the trajectories of
+    its latest call. Given `start` (the base's evaluation with the same seed), the first call, made on the untouched
+    copy of the base at iteration 0, returns it instead of repeating it: the same weights and seed give the same
+    numbers, and every arm's run starts with that call."""
+
+    def __init__(self, tokenizer, config: Chapter09Config, seed: int, start: Mapping | None = None):
+        self.tokenizer, self.config, self.seed = tokenizer, config, seed
+        self.start = dict(start) if start is not None else None
+        self.trajectories: list[Trajectory] = []
+
+    def __call__(self, model) -> dict[str, float]:
+        if self.start is not None:
+            stats, self.start = self.start, None
+            return stats
+        stats = evaluate(model, self.tokenizer, self.config, self.seed, keep=True)
+        self.trajectories = stats.pop("trajectories")
+        return stats
+
+
+def train(
+    model, tokenizer, config: Chapter09Config, seed: int, arm: str, evaluator: HeldOutEvaluator | None = None
+) -> list[dict]:
+    """RL of `arm` from `model` (changed in place), evaluated by `evaluator` (default: a `HeldOutEvaluator` with
+    seed `seed + 1`); a critic arm builds and trains its own critic (seeded)."""
     grpo = arm_config(config, arm)
     if grpo.advantage == CRITIC:
         course_config.seed_everything(seed + 7)
         critic = Critic(build_critic(tokenizer, config.critic_preset, MAX_POSITIONS), config.critic)
         loop.register("advantage", CRITIC, critic.advantages)
     course_config.seed_everything(seed)
-    return train_grpo(
-        model, tokenizer, lambda: make_env("train"), config.sampling, grpo, seed,
-        evaluate=lambda m: evaluate(m, tokenizer, config, seed + 1),
-    )  # fmt: skip
+    evaluator = evaluator or HeldOutEvaluator(tokenizer, config, seed + 1)
+    return train_grpo(model, tokenizer, lambda: make_env("train"), config.sampling, grpo, seed, evaluate=evaluator)
 
 
 def run(seed: int, config: Chapter09Config | None = None) -> dict:
@@ -315,13 +336,12 @@ def run(seed: int, config: Chapter09Config | None = None) -> dict:
     results["samples"] = {"base": reasoning_samples(base_eval["trajectories"], tokenizer)}
     results["broken_turns"] = {"base": common_broken_turns(base_eval["trajectories"], tokenizer)}
     for arm in [*ARMS, *budget_arms(config)]:
-        model = copy.deepcopy(base)
-        results["histories"][arm] = train(model, tokenizer, config, seed, arm)
+        evaluator = HeldOutEvaluator(tokenizer, config, seed + 1, start=results["base"])
+        results["histories"][arm] = train(copy.deepcopy(base), tokenizer, config, seed, arm, evaluator)
         results["final"][arm] = results["histories"][arm][-1]
-        if arm == "starpo":
-            trained = evaluate(model, tokenizer, config, seed + 1, keep=True)
-            results["samples"]["starpo"] = reasoning_samples(trained["trajectories"], tokenizer)
-            results["broken_turns"]["starpo"] = common_broken_turns(trained["trajectories"], tokenizer)
+        if arm == "starpo":  # the final evaluation's episodes
+            results["samples"]["starpo"] = reasoning_samples(evaluator.trajectories, tokenizer)
+            results["broken_turns"]["starpo"] = common_broken_turns(evaluator.trajectories, tokenizer)
     results["minutes"] = (time.perf_counter() - start) / 60
     results["base_model"], results["tokenizer"] = base, tokenizer
     return results
