@@ -159,7 +159,7 @@ def docs_claim_ids() -> dict[int, set[str]]:
 
 
 def test_readme_claims_column_matches_docs():
-    """For the written chapters (00-08) the README's claims column and docs/claims.md name the same ids, and the
+    """For the written chapters (00-09) the README's claims column and docs/claims.md name the same ids, and the
     ids the chapter modules declare are the same again."""
     from course_lib.chapters import (
         ch00_tool_agent,
@@ -171,11 +171,12 @@ def test_readme_claims_column_matches_docs():
         ch06_artist,
         ch07_gigpo,
         ch08_arpo,
+        ch09_ragen,
     )
 
     modules = [
         ch00_tool_agent, ch01_rap, ch02_lats, ch03_planner_r1, ch04_torl, ch05_toolrl, ch06_artist, ch07_gigpo,
-        ch08_arpo,
+        ch08_arpo, ch09_ragen,
     ]  # fmt: skip
     readme, docs = readme_claim_ids(), docs_claim_ids()
     for chapter, module in enumerate(modules):

@@ -498,7 +498,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "in that run, within-group reward std and entropy fall 20% below their first window before the collapse, "
         "and the largest gradient norm comes within 10 iterations of it",
         "RAGEN: reward std and entropy drop before success collapses; gradient-norm spikes mark the collapse",
-        "starpo_reward_std_onset",
+        "starpo_entropy_onset",
         _warnings_first,
         required=False,
     ),
