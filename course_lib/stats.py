@@ -33,3 +33,33 @@ def interval(values: Sequence[float], kind: Literal["range", "t95"] = "range") -
         raise ValueError(f"t95 is tabulated for up to {len(T_975) + 1} values, got {data.size}")
     half = float(data.std(ddof=1)) * T_975[data.size - 2] / math.sqrt(data.size)
     return mean, mean - half, mean + half
+
+
+def average_ranks(values: Sequence[float]) -> np.ndarray:
+    """Ranks 1..n of `values`, tied values sharing the mean of the ranks they span (`[10, 20, 20, 30]` ->
+    `[1, 2.5, 2.5, 4]`)."""
+    data = np.asarray(values, dtype=float)
+    order = np.argsort(data, kind="stable")
+    ranks = np.empty(data.size)
+    start = 0
+    while start < data.size:
+        end = start
+        while end + 1 < data.size and data[order[end + 1]] == data[order[start]]:
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation of paired values: Pearson's correlation of their average ranks (ties shared), in
+    [-1, 1]; NaN when either side is constant (no ranking to compare) or fewer than two pairs are given. Chapter 10
+    uses it to ask which diagnostic orders runs by their final success (RAGEN-2's comparison of MI and entropy)."""
+    if len(x) != len(y):
+        raise ValueError(f"spearman needs paired values, got {len(x)} and {len(y)}")
+    if len(x) < 2:
+        return float("nan")
+    rx, ry = average_ranks(x), average_ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])

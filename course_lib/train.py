@@ -25,7 +25,7 @@ from course_lib.algos.grpo import kl_k3, masked_aggregate
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.envs.base import TextEnv
 from course_lib.models import build_model, reference_policy, save
-from course_lib.rollout import RolloutEngine, SamplingConfig, collate
+from course_lib.rollout import RolloutBatch, RolloutEngine, SamplingConfig, collate
 from course_lib.tokenizer import encode
 from course_lib.tree_rollout import TreeConfig
 
@@ -187,6 +187,10 @@ class GRPOConfig:
     """Weight of the k3 KL penalty to the reference policy (needs a peft model)."""
     entropy_coef: float = 0.0
     """Weight of an entropy bonus on policy tokens."""
+    entropy_scope: str = "policy"
+    """Where the entropy bonus acts: `policy` (every policy token) or `reasoning` (only the policy tokens inside
+    `<think> ... </think>`, tags excluded: `reasoning_mask`), so that a bonus can loosen what the reasoning says
+    without loosening the format around it (chapter 10 induces template collapse this way)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip."""
     updates_per_batch: int = 1
@@ -277,6 +281,8 @@ def policy_iteration(
     `clip_fraction` and `ratio_mean` are those of the last update; with `updates_per_batch > 1` the
     metrics also hold `clip_fraction_update_k` for each update k (0 at k = 0, where every ratio is 1 up to rounding).
     """
+    if config.entropy_scope not in ("policy", "reasoning"):
+        raise ValueError(f"entropy_scope must be 'policy' or 'reasoning', got {config.entropy_scope!r}")
     sample = loop.resolve("sampler", config.sampler)
     estimate = loop.resolve("advantage", config.advantage)
     keep_rows = loop.resolve("batch_filter", config.batch_filter)
@@ -321,7 +327,8 @@ def policy_iteration(
         if config.updates_per_batch > 1:  # the clip can only act from the second update on (ratio 1 at the first)
             per_update[f"clip_fraction_update_{update}"] = stats["clip_fraction"]
         if config.entropy_coef:
-            loss = loss - config.entropy_coef * masked_aggregate(entropy, loss_mask, config.aggregation)
+            entropy_mask = loss_mask if config.entropy_scope == "policy" else reasoning_mask(batch, engine.tokenizer)
+            loss = loss - config.entropy_coef * masked_aggregate(entropy, entropy_mask, config.aggregation)
         if config.kl_coef:
             with torch.no_grad(), reference_policy(model) as reference:
                 ref_logprobs, _ = token_logprobs(
@@ -349,6 +356,16 @@ def policy_iteration(
         "time_advantage": advantaged - rolled,
         "time_update": updated - advantaged,
     }
+
+
+def reasoning_mask(batch: RolloutBatch, tokenizer) -> torch.Tensor:
+    """`[B, T]` 1 on the policy tokens strictly inside a `<think> ... </think>` pair (the reasoning's content, tags
+    excluded), 0 elsewhere. Tags alternate in a well-formed turn; a `<think>` left open marks the rest of its turn's
+    policy tokens as reasoning."""
+    think, end = tokenizer.convert_tokens_to_ids("<think>"), tokenizer.convert_tokens_to_ids("</think>")
+    ids = batch.input_ids
+    depth = (ids == think).long().cumsum(-1) - (ids == end).long().cumsum(-1)
+    return ((depth > 0) & (ids != think) & (ids != end)).float() * batch.loss_mask
 
 
 def observation_and_policy_mask(turn_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -161,3 +161,29 @@ def test_train_grpo_tells_environments_the_iteration(warm_model, tokenizer):
     config = GRPOConfig(iterations=3, prompts_per_iteration=2, group_size=2)
     train_grpo(warm_model, tokenizer, recording_env, SAMPLING, config, seed=0)
     assert seen == [0] * 4 + [1] * 4 + [2] * 4
+
+
+def test_reasoning_mask_by_hand():
+    """1 on the policy tokens strictly between `<think>` and `</think>`; an open `<think>` runs to the turn's end."""
+    from types import SimpleNamespace
+
+    from course_lib.envs import frozen_lake
+    from course_lib.tokenizer import build_tokenizer
+
+    tok = build_tokenizer(frozen_lake.vocabulary())
+    prompt = encode(tok, "you r1 c1")
+    turn = encode(tok, "<think> you r1 c1 go down </think> <answer> down </answer>")
+    observation = encode(tok, "you r2 c1")
+    open_turn = encode(tok, "<think> go up")
+    ids = prompt + turn + observation + open_turn
+    loss_mask = [0] * len(prompt) + [1] * len(turn) + [0] * len(observation) + [1] * len(open_turn)
+    batch = SimpleNamespace(input_ids=torch.tensor([ids]), loss_mask=torch.tensor([loss_mask], dtype=torch.float))
+    expected = [0] * len(prompt) + [0, 1, 1, 1, 1, 1, 0, 0, 0, 0] + [0] * len(observation) + [0, 1, 1]
+    assert train.reasoning_mask(batch, tok)[0].tolist() == expected
+
+
+def test_entropy_scope_must_be_known(warm_model, tokenizer):
+    import pytest
+
+    with pytest.raises(ValueError, match="entropy_scope"):
+        grpo(warm_model, tokenizer, entropy_coef=0.01, entropy_scope="answer")
