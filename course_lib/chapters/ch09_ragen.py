@@ -194,8 +194,9 @@ def reasoning_stats(trajectories: Sequence[Trajectory], tokenizer) -> dict[str, 
 
     - `reasoning_tracks_state`: share of well-formed turns whose reasoning names the agent's true cell (`you rR
       cC`, as the demonstrator's does), over every turn of every episode;
-    - `distinct_first_reasoning`: distinct first-turn reasonings over episodes (each episode is a distinct map, so
-      a reasoning that depends on the map is distinct; a template is not);
+    - `distinct_first_reasoning`: distinct first-turn reasonings over episodes. Each episode is a distinct map, but
+      a first reasoning names only the start cell and a move (at most 16 x 4 = 64 different ones), so this is at
+      most 0.5 on 128 maps; it falls when the reasoning stops varying with the start cell (a template);
     - `first_reasoning_tracks_state`: the same as the first on first turns only.
     """
     tracked = total = first_tracked = first_total = 0
