@@ -38,17 +38,9 @@ def interval(values: Sequence[float], kind: Literal["range", "t95"] = "range") -
 def average_ranks(values: Sequence[float]) -> np.ndarray:
     """Ranks 1..n of `values`, tied values sharing the mean of the ranks they span (`[10, 20, 20, 30]` ->
     `[1, 2.5, 2.5, 4]`)."""
-    data = np.asarray(values, dtype=float)
-    order = np.argsort(data, kind="stable")
-    ranks = np.empty(data.size)
-    start = 0
-    while start < data.size:
-        end = start
-        while end + 1 < data.size and data[order[end + 1]] == data[order[start]]:
-            end += 1
-        ranks[order[start : end + 1]] = (start + end) / 2 + 1
-        start = end + 1
-    return ranks
+    _, position, counts = np.unique(np.asarray(values, dtype=float), return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)  # the last rank each distinct value spans; its first is last - count + 1
+    return ((2 * last - counts + 1) / 2)[position]
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:

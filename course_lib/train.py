@@ -318,6 +318,7 @@ def policy_iteration(
     if not config.mask_observations:
         with torch.no_grad():  # observation tokens were never sampled: take the pre-update policy's log-probs
             old_logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, engine.config.temperature)
+    entropy_mask = loss_mask if config.entropy_scope == "policy" else reasoning_mask(batch, engine.tokenizer)
     model.train()
     stats: dict[str, float] = {}
     per_update: dict[str, float] = {}
@@ -327,7 +328,6 @@ def policy_iteration(
         if config.updates_per_batch > 1:  # the clip can only act from the second update on (ratio 1 at the first)
             per_update[f"clip_fraction_update_{update}"] = stats["clip_fraction"]
         if config.entropy_coef:
-            entropy_mask = loss_mask if config.entropy_scope == "policy" else reasoning_mask(batch, engine.tokenizer)
             loss = loss - config.entropy_coef * masked_aggregate(entropy, entropy_mask, config.aggregation)
         if config.kl_coef:
             with torch.no_grad(), reference_policy(model) as reference:

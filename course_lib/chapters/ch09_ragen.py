@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import math
 import random
 import statistics
 import time
@@ -421,7 +422,7 @@ def plot_timeline(history: Sequence[Mapping], config: Chapter09Config, title: st
     curve = eval_curve(history)
     axes[0].plot(*zip(*curve, strict=True), marker=".", label="held-out success")
     axes[0].axvline(t["peak_iteration"], color="C2", linestyle=":", label="peak")
-    if t["collapse_iteration"] == t["collapse_iteration"]:
+    if not math.isnan(t["collapse_iteration"]):
         axes[0].axvline(t["collapse_iteration"], color="C3", linestyle=":", label="collapse")
     panels = (("reward_std", "within-group reward std"), ("entropy", "entropy (policy tokens)"),
               ("grad_norm", "gradient norm"))  # fmt: skip
@@ -430,7 +431,7 @@ def plot_timeline(history: Sequence[Mapping], config: Chapter09Config, title: st
         ax.plot(*zip(*rows, strict=True), alpha=0.35, label="per iteration")
         ax.plot(*zip(*windowed(history, key, config.signal_window), strict=True), marker="o", label="window mean")
         moved = t["grad_norm_peak_iteration"] if key == "grad_norm" else t[f"{key}_onset"]
-        if moved == moved:
+        if not math.isnan(moved):
             ax.axvline(moved, color="C3", linestyle=":", label="largest" if key == "grad_norm" else "moved")
         ax.set_ylabel(label)
     for ax in axes:
@@ -468,16 +469,13 @@ def claim_numbers(results: Mapping, config: Chapter09Config | None = None) -> di
 
 
 def _echo_trap(n: Mapping[str, float]) -> bool:
-    return (
-        n["starpo_peak_success"] >= n["base_success"] + 0.05
-        and n["starpo_collapse_iteration"] == n["starpo_collapse_iteration"]
-    )
+    return n["starpo_peak_success"] >= n["base_success"] + 0.05 and not math.isnan(n["starpo_collapse_iteration"])
 
 
 def _warnings_first(n: Mapping[str, float]) -> bool:
     collapse = n["starpo_collapse_iteration"]
     return (
-        collapse == collapse
+        not math.isnan(collapse)
         and n["starpo_reward_std_onset"] <= collapse
         and n["starpo_entropy_onset"] <= collapse
         and abs(n["starpo_grad_norm_peak_iteration"] - collapse) <= 10
@@ -561,7 +559,9 @@ def budget_lines(results: Mapping, config: Chapter09Config | None = None) -> lis
     config = config or preset()
     steps = config.budget_iterations
     fresh = dict(eval_curve(results["histories"]["starpo"]))[steps]
-    rows = [("fresh (StarPO)", "8 maps x 8, a new batch every update", steps * 64, fresh)]
+    plain = config.grpo
+    rows = [("fresh (StarPO)", "8 maps x 8, a new batch every update",
+             steps * plain.prompts_per_iteration * plain.group_size, fresh)]  # fmt: skip
     names = {"reused": f"8 maps x 8, each batch used for {config.reuse} updates",
              "maps_16x4": "16 maps x 4 episodes, fresh", "maps_4x16": "4 maps x 16 episodes, fresh"}  # fmt: skip
     for arm, text in names.items():
