@@ -427,6 +427,21 @@ def audit_ch09() -> list[SplitAudit]:
     return [_split("ch09", "test", keys, _problem_overlaps(keys, training, set(demos)))]
 
 
+def audit_ch10() -> list[SplitAudit]:
+    from course_lib.chapters import ch09_ragen as ch09
+    from course_lib.chapters import ch10_ragen2 as ch
+
+    config = ch.preset("cpu")
+    keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
+    grpo = config.grpo  # every arm has the same iterations and maps per iteration
+    draws = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration)
+    draws += [ch.BUCKET_SEED_OFFSET + seed * 10_000 + m for seed in RUN_SEEDS for m in range(config.bucket_maps)]
+    training = set(problem_keys(lambda: ch.make_env("train"), draws))
+    demonstrations = ch09.demonstration_seeds(ch09.preset("cpu").demonstrations, base_seed(ch.BASE_NAME))
+    demos = problem_keys(lambda: ch.make_env("train"), demonstrations)
+    return [_split("ch10", "test", keys, _problem_overlaps(keys, training, set(demos)))]
+
+
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch00": audit_ch00,
     "ch01": audit_ch01,
@@ -438,6 +453,7 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch07": audit_ch07,
     "ch08": audit_ch08,
     "ch09": audit_ch09,
+    "ch10": audit_ch10,
 }
 
 

@@ -34,6 +34,7 @@ MODULES = {
     "ch07": "ch07_gigpo",
     "ch08": "ch08_arpo",
     "ch09": "ch09_ragen",
+    "ch10": "ch10_ragen2",
 }
 """Chapter key -> module under `course_lib.chapters`."""
 LIBRARIES = ("torch", "transformers", "peft", "datasets", "numpy")

@@ -191,6 +191,10 @@ class GRPOConfig:
     """Where the entropy bonus acts: `policy` (every policy token) or `reasoning` (only the policy tokens inside
     `<think> ... </think>`, tags excluded: `reasoning_mask`), so that a bonus can loosen what the reasoning says
     without loosening the format around it (chapter 10 induces template collapse this way)."""
+    entropy_rows: str = "all"
+    """Which rows the entropy bonus acts on: `all`, or `zero_variance` (only the rows of groups whose rewards are
+    all equal, where GRPO's task advantage is 0 and the bonus is the only force: RAGEN-2's low-SNR regime,
+    isolated; `zero_variance_rows`)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip."""
     updates_per_batch: int = 1
@@ -283,6 +287,8 @@ def policy_iteration(
     """
     if config.entropy_scope not in ("policy", "reasoning"):
         raise ValueError(f"entropy_scope must be 'policy' or 'reasoning', got {config.entropy_scope!r}")
+    if config.entropy_rows not in ("all", "zero_variance"):
+        raise ValueError(f"entropy_rows must be 'all' or 'zero_variance', got {config.entropy_rows!r}")
     sample = loop.resolve("sampler", config.sampler)
     estimate = loop.resolve("advantage", config.advantage)
     keep_rows = loop.resolve("batch_filter", config.batch_filter)
@@ -319,6 +325,8 @@ def policy_iteration(
         with torch.no_grad():  # observation tokens were never sampled: take the pre-update policy's log-probs
             old_logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, engine.config.temperature)
     entropy_mask = loss_mask if config.entropy_scope == "policy" else reasoning_mask(batch, engine.tokenizer)
+    if config.entropy_rows == "zero_variance":
+        entropy_mask = entropy_mask * zero_variance_rows(batch)[:, None].to(entropy_mask.dtype)
     model.train()
     stats: dict[str, float] = {}
     per_update: dict[str, float] = {}
@@ -366,6 +374,16 @@ def reasoning_mask(batch: RolloutBatch, tokenizer) -> torch.Tensor:
     ids = batch.input_ids
     depth = (ids == think).long().cumsum(-1) - (ids == end).long().cumsum(-1)
     return ((depth > 0) & (ids != think) & (ids != end)).float() * batch.loss_mask
+
+
+def zero_variance_rows(batch: RolloutBatch) -> torch.Tensor:
+    """`[B]` bool, True on the rows of groups whose rewards are all equal (whole groups; rows of an episode repeat
+    its reward, which leaves "all equal" unchanged, so this holds in step mode too)."""
+    from course_lib.algos.filters import group_reward_std as stds_by_group
+
+    order, stds = stds_by_group(batch.rewards.detach().cpu(), batch.group_ids.detach().cpu())
+    flat = {group for group, std in zip(order, stds.tolist(), strict=True) if std <= 1e-12}
+    return torch.tensor([int(g) in flat for g in batch.group_ids.tolist()], device=batch.input_ids.device)
 
 
 def observation_and_policy_mask(turn_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -172,11 +172,12 @@ def test_readme_claims_column_matches_docs():
         ch07_gigpo,
         ch08_arpo,
         ch09_ragen,
+        ch10_ragen2,
     )
 
     modules = [
         ch00_tool_agent, ch01_rap, ch02_lats, ch03_planner_r1, ch04_torl, ch05_toolrl, ch06_artist, ch07_gigpo,
-        ch08_arpo, ch09_ragen,
+        ch08_arpo, ch09_ragen, ch10_ragen2,
     ]  # fmt: skip
     readme, docs = readme_claim_ids(), docs_claim_ids()
     for chapter, module in enumerate(modules):

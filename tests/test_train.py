@@ -187,3 +187,22 @@ def test_entropy_scope_must_be_known(warm_model, tokenizer):
 
     with pytest.raises(ValueError, match="entropy_scope"):
         grpo(warm_model, tokenizer, entropy_coef=0.01, entropy_scope="answer")
+
+
+def test_zero_variance_rows_by_hand():
+    """Rows of groups whose rewards are all equal, whole groups, interleaved ids; one-row groups count as flat."""
+    from types import SimpleNamespace
+
+    batch = SimpleNamespace(
+        rewards=torch.tensor([1.0, 0.0, 1.0, 0.5, 1.0, 0.5, 0.0]),
+        group_ids=torch.tensor([7, 3, 7, 5, 3, 5, 9]),
+        input_ids=torch.zeros(7, 2, dtype=torch.long),
+    )
+    assert train.zero_variance_rows(batch).tolist() == [True, False, True, True, False, True, True]
+
+
+def test_entropy_rows_must_be_known(warm_model, tokenizer):
+    import pytest
+
+    with pytest.raises(ValueError, match="entropy_rows"):
+        grpo(warm_model, tokenizer, entropy_coef=0.01, entropy_rows="low")

@@ -297,16 +297,18 @@ class HeldOutEvaluator:
     copy of the base at iteration 0, returns it instead of repeating it: the same weights and seed give the same
     numbers, and every arm's run starts with that call."""
 
-    def __init__(self, tokenizer, config: Chapter09Config, seed: int, start: Mapping | None = None):
+    def __init__(self, tokenizer, config, seed: int, start: Mapping | None = None, measure=None):
         self.tokenizer, self.config, self.seed = tokenizer, config, seed
         self.start = dict(start) if start is not None else None
+        self.measure = measure or evaluate
+        """`measure(model, tokenizer, config, seed, keep=True)`: this chapter's `evaluate`, or a later chapter's."""
         self.trajectories: list[Trajectory] = []
 
     def __call__(self, model) -> dict[str, float]:
         if self.start is not None:
             stats, self.start = self.start, None
             return stats
-        stats = evaluate(model, self.tokenizer, self.config, self.seed, keep=True)
+        stats = self.measure(model, self.tokenizer, self.config, self.seed, keep=True)
         self.trajectories = stats.pop("trajectories")
         return stats
 

@@ -1,0 +1,499 @@
+"""Chapter 10: RAGEN-2, template collapse and the mutual information that sees it (arXiv 2604.06268).
+
+Chapter 09's FrozenLake and base: every turn is `<think> you r2 c3 go down </think> <answer> down </answer>`, and
+the base's reasoning names the agent's cell, so it depends on the input. RAGEN-2 splits what the reasoning Z says
+about the input X as H(Z) = I(X; Z) + H(Z | X): the entropy people log sees only H(Z | X); template collapse keeps
+it high while I(X; Z) falls, the reasoning varied but the same for every input. The chapter measures both with
+`diagnostics.reasoning_mutual_information` (in-batch cross-scoring of first-turn reasonings) on distinct held-out
+maps, and trains five arms from the base at the same budget:
+
+- `grpo`: GRPO (StarPO), no regulariser;
+- `entropy`: the same with an entropy bonus on the reasoning's tokens (`GRPOConfig.entropy_scope="reasoning"`),
+  the regulariser that, by RAGEN-2's argument, acts alone wherever a group's rewards do not vary;
+- `entropy_zero_rv`: the bonus only on the groups whose rewards are all equal (`entropy_rows="zero_variance"`),
+  that argument isolated: the bonus acts exactly where the task gradient is 0;
+- `entropy_snr` and `grpo_snr`: the first two with RAGEN-2's SNR-aware filter (`batch_filter="snr_top_p"`, linear
+  top-p 0.9, zero-std groups dropped, the docs' recommendation; the published main table used the much milder
+  softmax mode with zero-std groups kept).
+
+It then asks which diagnostic orders the runs by their final success (Spearman's rank correlation of MI, and of
+entropy, with success), and measures the gradient norms of the task, entropy and KL terms per reward-std bucket.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+
+from course_lib import config as course_config
+from course_lib import data
+from course_lib import results as recorded
+from course_lib.algos.filters import FilterConfig
+from course_lib.algos.grpo import group_advantages
+from course_lib.chapters import ch09_ragen as ch09
+from course_lib.chapters import skeleton
+from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.diagnostics import reasoning_mutual_information, reward_std_buckets, term_gradient_norms
+from course_lib.envs import frozen_lake
+from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory, collate
+from course_lib.stats import spearman
+from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
+
+BASE_NAME = ch09.BASE_NAME
+"""Chapter 09's base: its reasoning names the agent's cell on 0.92 of held-out first turns."""
+make_env = ch09.make_env
+test_seeds = ch09.test_seeds
+BUCKET_SEED_OFFSET = 900_000_000
+"""Training-split map seeds of the gradient-term batch start here, far from every RL draw."""
+
+
+@dataclass
+class Chapter10Config:
+    """Everything chapter 10 varies, with the cpu preset's values as defaults."""
+
+    sampling: SamplingConfig = field(default_factory=lambda: ch09.Chapter09Config().sampling)
+    """Chapter 09's sampling: temperature 1, 16 tokens a turn, a turn ends at `</answer>`."""
+    grpo: GRPOConfig = field(
+        default_factory=lambda: GRPOConfig(
+            iterations=30,
+            prompts_per_iteration=8,
+            group_size=8,
+            learning_rate=5e-4,
+            eval_every=10,
+            entropy_scope="reasoning",
+            filter=FilterConfig(top_p=0.9, mode="linear", include_zero=False),
+        )
+    )
+    """Every arm: GRPO on 8 maps x 8 episodes, one update per batch, no KL; the bonus (where an arm has one) on the
+    reasoning's tokens only, so that it loosens what the reasoning says and not the format around it (on every
+    policy token, a bonus broke the format within 10-20 iterations in pilots); the SNR filter's settings."""
+    entropy_coef: float = 0.1
+    """The entropy arms' bonus. Chosen on pilots of seeds 0-2 (disclosed): 0.1 with the bonus on zero-variance groups
+    lowered MI within 30 iterations while the format held; 0.5 broke the format by iteration 30. RAGEN-2's runs use
+    0.001 on a 3B model for 400 steps; its sweeps go up to 0.1."""
+    eval_tasks: int = 128
+    """Distinct held-out maps per evaluation (one episode each); their first turns are MI's prompts."""
+    mi_samples: int = 64
+    """First-turn reasonings scored under every evaluation prompt (RAGEN-2's `num_samples`)."""
+    bucket_maps: int = 32
+    """Training maps of the gradient-term batch (C10.4), `group_size` episodes each."""
+    bucket_edges: tuple[float, ...] = (1e-9, 0.4)
+    """Reward-std buckets of C10.4: zero (all rewards equal), low (below 0.4: one success in 8 gives 0.35), high."""
+
+
+def preset(scale: str | None = None) -> Chapter10Config:
+    """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
+    cpu = Chapter10Config()
+    gpu = Chapter10Config(
+        grpo=dataclasses.replace(cpu.grpo, iterations=150, prompts_per_iteration=16), eval_tasks=512, bucket_maps=128
+    )
+    return skeleton.by_scale(cpu, gpu, scale)
+
+
+# Measurements -----------------------------------------------------------------------------------
+def evaluate(model, tokenizer, config: Chapter10Config, seed: int, keep: bool = False) -> dict:
+    """Held-out success (one episode per distinct map, temperature 1), entropy of the policy tokens, chapter 09's
+    reasoning statistics, and RAGEN-2's first-turn MI over the maps: `mi`, `retrieval_accuracy` (chance
+    `1 / prompts`), `conditional_entropy` H(Z|X) and `marginal_entropy` H(Z), each map its own prompt. With `keep`,
+    also the trajectories."""
+    stats, trajectories = evaluate_policy(
+        model, tokenizer, lambda: make_env("test"), test_seeds(config.eval_tasks), config.sampling, seed
+    )
+    for index, trajectory in enumerate(trajectories):  # every map is its own input x
+        trajectory.group_id = index
+    stats |= ch09.reasoning_stats(trajectories, tokenizer)
+    generator = torch.Generator().manual_seed(seed)
+    mi = reasoning_mutual_information(model, tokenizer, trajectories, config.mi_samples, generator=generator)
+    stats |= {key: mi[key] for key in ("mi", "retrieval_accuracy", "conditional_entropy", "marginal_entropy",
+                                        "chance", "prompts")}  # fmt: skip
+    return {**stats, "trajectories": trajectories} if keep else stats
+
+
+def first_reasonings(trajectories: Sequence[Trajectory], tokenizer, count: int = 6) -> list[str]:
+    """The first turn's text of `count` held-out episodes, after their start cell (what a template looks like)."""
+    lines = []
+    for trajectory in trajectories[:count]:
+        start = trajectory.anchors[0][1] if trajectory.anchors else None
+        first = ch09.turn_texts(trajectory, tokenizer)[:1]
+        where = frozen_lake.cell_words(start) if start is not None else "?"
+        lines.append(f"start {where:6}  ->  {first[0] if first else '(none)'}")
+    return lines
+
+
+# Arms -------------------------------------------------------------------------------------------
+class Arm(NamedTuple):
+    """One run's regulariser and filter."""
+
+    bonus_rows: str | None
+    """Where the entropy bonus acts (`GRPOConfig.entropy_rows`), or None for no bonus."""
+    batch_filter: str = "none"
+
+
+ARMS: dict[str, Arm] = {
+    "grpo": Arm(None),
+    "entropy": Arm("all"),
+    "entropy_zero_rv": Arm("zero_variance"),
+    "entropy_snr": Arm("all", "snr_top_p"),
+    "grpo_snr": Arm(None, "snr_top_p"),
+}
+"""The five runs of a seed; every one starts from the base with the same seed and budget."""
+
+
+def arm_config(config: Chapter10Config, arm: str) -> GRPOConfig:
+    """The loop's configuration of `arm`."""
+    settings = ARMS[arm]
+    bonus = {} if settings.bonus_rows is None else {"entropy_coef": config.entropy_coef,
+                                                      "entropy_rows": settings.bonus_rows}  # fmt: skip
+    return dataclasses.replace(config.grpo, batch_filter=settings.batch_filter, **bonus)
+
+
+def seconds_per_step(history: Sequence[Mapping]) -> float:
+    """Mean seconds of an iteration's rollout, advantage and update (evaluations excluded)."""
+    steps = [r for r in history if "time_update" in r]
+    return statistics.fmean(r["time_rollout"] + r["time_advantage"] + r["time_update"] for r in steps)
+
+
+def step_stats(history: Sequence[Mapping]) -> dict[str, float]:
+    """A run's cost and what its filter kept: seconds per step, of which the update, the share of rows kept and
+    the number of skipped (empty) steps."""
+    steps = [r for r in history if "time_update" in r]
+    return {
+        "seconds_per_step": seconds_per_step(history),
+        "update_seconds": statistics.fmean(r["time_update"] for r in steps),
+        "kept_rows": statistics.fmean(r.get("kept_rows", 1.0) for r in steps),
+        "skipped_steps": float(sum(r.get("skipped_update", 0.0) for r in steps)),
+    }
+
+
+def train(model, tokenizer, config: Chapter10Config, seed: int, arm: str, evaluator=None) -> list[dict]:
+    """RL of `arm` from `model` (changed in place), evaluated on held-out maps with evaluation seed `seed + 1`."""
+    course_config.seed_everything(seed)
+    evaluator = evaluator or ch09.HeldOutEvaluator(tokenizer, config, seed + 1, measure=evaluate)
+    grpo = arm_config(config, arm)
+    return train_grpo(model, tokenizer, lambda: make_env("train"), config.sampling, grpo, seed, evaluate=evaluator)
+
+
+# Gradient terms per reward-variance bucket (C10.4) -----------------------------------------------
+def gradient_terms(model, reference, tokenizer, config: Chapter10Config, seed: int) -> dict[str, dict[str, float]]:
+    """Norms of the task, entropy and KL terms' gradients per reward-std bucket (`config.bucket_edges`) on one batch
+    of `bucket_maps` training maps x `group_size` episodes sampled from `model`, KL to `reference` (the base).
+
+    The task term is measured with GRPO's advantage (`task`, divided by the group's std) and with the mean-centred
+    one (`task_centred`, Dr. GRPO's, whose size follows the rewards' spread): GRPO's division rescales every
+    group with any spread to unit std, so its task gradient hardly depends on how much the rewards vary, only on
+    whether they do. The regularisers' norms are unweighted (multiply by a coefficient to compare with a loss).
+    Keys: `zero`, `low`, `high`, each with `rows`, `groups`, `task`, `task_centred`, `entropy` and `kl`."""
+    grpo = config.grpo
+    engine = RolloutEngine(model, tokenizer, config.sampling)
+    envs = [make_env("train") for _ in range(config.bucket_maps * grpo.group_size)]
+    maps = [BUCKET_SEED_OFFSET + seed * 10_000 + m for m in range(config.bucket_maps)]
+    seeds = [s for s in maps for _ in range(grpo.group_size)]
+    groups = [m for m in range(config.bucket_maps) for _ in range(grpo.group_size)]
+    trajectories = engine.rollout(envs, seeds, groups, torch.Generator().manual_seed(seed))
+    batch = collate(trajectories, tokenizer.pad_token_id)
+    buckets = reward_std_buckets(batch.rewards, batch.group_ids, config.bucket_edges)
+    out = {}
+    for index, name in enumerate(("zero", "low", "high")):
+        rows = buckets == index
+        if not bool(rows.any()):
+            out[name] = dict.fromkeys(("rows", "groups", "task", "task_centred", "entropy", "kl"), float("nan"))
+            continue
+        part = batch.select(rows)
+        scaled = group_advantages(part.rewards, part.group_ids, scale_by_std=True)
+        centred = group_advantages(part.rewards, part.group_ids, scale_by_std=False)
+        norms = term_gradient_norms(model, part, scaled, reference, config.sampling.temperature)
+        centred_norm = term_gradient_norms(model, part, centred, None, config.sampling.temperature)["task"]
+        out[name] = {"rows": float(rows.sum()), "groups": float(len(set(part.group_ids.tolist()))),
+                     **norms, "task_centred": centred_norm}  # fmt: skip
+    model.zero_grad(set_to_none=True)
+    return out
+
+
+# The chapter ------------------------------------------------------------------------------------
+def run(seed: int, config: Chapter10Config | None = None) -> dict:
+    """The whole chapter for one seed: the base's evaluation, every arm from it, held-out first turns of the base
+    and of the `entropy` arm, and the gradient terms per bucket on the `grpo` arm's final policy."""
+    config = config or preset()
+    start = time.perf_counter()
+    course_config.seed_everything(seed)
+    base, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    base_eval = evaluate(base, tokenizer, config, seed + 1, keep=True)
+    results: dict = {"base": without_trajectories(base_eval), "histories": {}, "final": {}, "steps": {}}
+    results["samples"] = {"base": first_reasonings(base_eval["trajectories"], tokenizer)}
+    for arm in ARMS:
+        model = copy.deepcopy(base)
+        evaluator = ch09.HeldOutEvaluator(tokenizer, config, seed + 1, start=results["base"], measure=evaluate)
+        history = train(model, tokenizer, config, seed, arm, evaluator)
+        results["histories"][arm], results["final"][arm] = history, history[-1]
+        results["steps"][arm] = step_stats(history)
+        if arm in ("entropy", "entropy_snr"):
+            results["samples"][arm] = first_reasonings(evaluator.trajectories, tokenizer)
+        if arm == "grpo":
+            results["gradient_terms"] = gradient_terms(model, base, tokenizer, config, seed)
+    results["minutes"] = (time.perf_counter() - start) / 60
+    results["base_model"], results["tokenizer"] = base, tokenizer
+    return results
+
+
+def without_trajectories(stats: Mapping) -> dict:
+    return {k: v for k, v in stats.items() if k != "trajectories"}
+
+
+# Claims -----------------------------------------------------------------------------------------
+FINAL_KEYS = ("success", "mi", "retrieval_accuracy", "conditional_entropy", "entropy", "reasoning_tracks_state",
+              "first_reasoning_tracks_state", "invalid_rate")  # fmt: skip
+"""Held-out measurements recorded for the base and each arm's final policy."""
+
+
+def claim_numbers(results: Mapping, config: Chapter10Config | None = None) -> dict[str, float]:
+    """Every number chapter 10's claims use, flat."""
+    base, final = results["base"], results["final"]
+    numbers = {f"base_{key}": base[key] for key in FINAL_KEYS} | {"chance": base["chance"]}
+    for arm in ARMS:
+        numbers |= {f"{arm}_{key}": final[arm][f"eval_{key}"] for key in FINAL_KEYS}
+        numbers |= {f"{arm}_{key}": value for key, value in results["steps"][arm].items()}
+    success = [numbers[f"{arm}_success"] for arm in ARMS]
+    numbers["spearman_mi"] = spearman([numbers[f"{arm}_mi"] for arm in ARMS], success)
+    numbers["spearman_entropy"] = spearman([numbers[f"{arm}_entropy"] for arm in ARMS], success)
+    numbers["spearman_conditional_entropy"] = spearman([numbers[f"{arm}_conditional_entropy"] for arm in ARMS], success)
+    numbers["spearman_gap"] = numbers["spearman_mi"] - numbers["spearman_entropy"]
+    numbers["retrieval_halfway"] = (numbers["base_retrieval_accuracy"] + numbers["chance"]) / 2
+    for name, terms in results["gradient_terms"].items():
+        numbers |= {f"bucket_{name}_{key}": value for key, value in terms.items()}
+    for name in ("low", "high"):
+        for term in ("entropy", "kl"):
+            numbers[f"bucket_{name}_{term}_per_task"] = (
+                numbers[f"bucket_{name}_{term}"] / numbers[f"bucket_{name}_task_centred"]
+            )
+    for key in ("mi", "success"):
+        numbers[f"snr_{key}_gain"] = numbers[f"entropy_snr_{key}"] - numbers[f"entropy_{key}"]
+    numbers["snr_step_saving"] = 1 - numbers["entropy_snr_seconds_per_step"] / numbers["entropy_seconds_per_step"]
+    return numbers
+
+
+def _template_collapse(n: Mapping[str, float]) -> bool:
+    return (
+        n["entropy_entropy"] >= n["base_entropy"]
+        and n["entropy_conditional_entropy"] >= n["base_conditional_entropy"]
+        and n["entropy_mi"] <= 0.5 * n["base_mi"]
+        and n["entropy_retrieval_accuracy"] <= n["retrieval_halfway"]
+    )
+
+
+def _buckets(n: Mapping[str, float]) -> bool:
+    zero_bucket = n["bucket_zero_task"] == 0 and n["bucket_zero_entropy"] > 0 and n["bucket_zero_kl"] > 0
+    return (
+        zero_bucket
+        and n["bucket_low_task_centred"] < n["bucket_high_task_centred"]
+        and n["bucket_low_entropy_per_task"] > n["bucket_high_entropy_per_task"]
+        and n["bucket_low_kl_per_task"] > n["bucket_high_kl_per_task"]
+    )
+
+
+CLAIMS: tuple[ClaimSpec, ...] = (
+    ClaimSpec(
+        "C10.1",
+        "with the entropy bonus, the policy's entropy and H(Z|X) end at or above the base's while MI ends at most "
+        "half the base's and retrieval at most halfway from the base's to chance",
+        "RAGEN-2: template collapse, entropy stays high while I(X;Z) and retrieval accuracy fall toward chance",
+        "entropy_mi",
+        _template_collapse,
+        required=False,
+    ),
+    ClaimSpec(
+        "C10.2",
+        "over the seed's five runs, Spearman's correlation of final MI with final success is positive and at least "
+        "0.5 above that of final entropy",
+        "RAGEN-2: MI correlates with final performance much more strongly than entropy",
+        "spearman_gap",
+        lambda n: n["spearman_mi"] > 0 and n["spearman_gap"] >= 0.5,
+        required=False,
+    ),
+    ClaimSpec(
+        "C10.3",
+        "with the entropy bonus, the SNR filter (linear top-p 0.9) ends with higher MI and higher success than no "
+        "filter, at fewer seconds per step",
+        "RAGEN-2: SNR-aware filtering raises input dependence and task performance and cuts step time 26-41%",
+        "snr_mi_gain",
+        lambda n: n["snr_mi_gain"] > 0 and n["snr_success_gain"] > 0 and n["snr_step_saving"] > 0,
+        required=False,
+    ),
+    ClaimSpec(
+        "C10.4",
+        "on the GRPO run's final policy, the task gradient is 0 in zero-std groups while entropy's and KL's are not; "
+        "the mean-centred task gradient is smaller in the low-std bucket than the high, and entropy's and KL's "
+        "ratios to it larger",
+        "RAGEN-2: at low reward variance the regularisers' gradients dominate the task gradient",
+        "bucket_low_kl_per_task",
+        _buckets,
+        required=False,
+    ),
+)
+
+
+def claims(results: Mapping, config: Chapter10Config | None = None) -> list[Claim]:
+    """Chapter 10's claims, evaluated on `claim_numbers(results, config)`."""
+    return evaluate_all(CLAIMS, claim_numbers(results, config))
+
+
+def pooled_spearman(seed_numbers: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """C10.2 over every recorded run of every seed (five per seed): Spearman's correlation of final MI, entropy
+    and H(Z|X) with final success, and the number of runs."""
+    rows = [(n[f"{arm}_mi"], n[f"{arm}_entropy"], n[f"{arm}_conditional_entropy"], n[f"{arm}_success"])
+            for n in seed_numbers for arm in ARMS]  # fmt: skip
+    mi, entropy, conditional, success = (list(column) for column in zip(*rows, strict=True))
+    return {"runs": float(len(rows)), "spearman_mi": spearman(mi, success),
+            "spearman_entropy": spearman(entropy, success),
+            "spearman_conditional_entropy": spearman(conditional, success)}  # fmt: skip
+
+
+CURVE_KEYS = ("eval_success", "eval_mi", "eval_retrieval_accuracy", "eval_conditional_entropy", "eval_entropy",
+              "entropy", "reward_std")  # fmt: skip
+"""History keys whose curves `--record` stores, per arm: `<arm>/<key>`."""
+
+
+def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
+    return recorded.history_curves(results["histories"], CURVE_KEYS)
+
+
+def summary_lines(results: Mapping) -> list[str]:
+    """What the command line prints for a seed, before its claims."""
+    rows = [("base", results["base"], "")]
+    rows += [(arm, {k[5:]: v for k, v in results["final"][arm].items() if k.startswith("eval_")}, arm)
+             for arm in ARMS]  # fmt: skip
+    lines = []
+    for name, stats, arm in rows:
+        step = results["steps"].get(arm)
+        cost = f", {step['seconds_per_step']:.2f} s/step, kept {step['kept_rows']:.2f}" if step else ""
+        lines.append(f"{name:15} success {stats['success']:.3f}  MI {stats['mi']:.3f}  retrieval "
+                     f"{stats['retrieval_accuracy']:.3f}  H(Z|X) {stats['conditional_entropy']:.3f}  entropy "
+                     f"{stats['entropy']:.3f}  names cell {stats['reasoning_tracks_state']:.3f}{cost}")  # fmt: skip
+    n = claim_numbers(results)
+    lines.append(f"Spearman with final success over the {len(ARMS)} runs: MI {n['spearman_mi']:+.2f}, entropy "
+                 f"{n['spearman_entropy']:+.2f}, H(Z|X) {n['spearman_conditional_entropy']:+.2f}")  # fmt: skip
+    lines += bucket_lines(results)
+    return lines
+
+
+def bucket_lines(results: Mapping) -> list[str]:
+    """C10.4's table: gradient norms per reward-std bucket."""
+    lines = ["bucket  rows groups   task(GRPO)  task(centred)  entropy      KL"]
+    for name, t in results["gradient_terms"].items():
+        lines.append(f"{name:6} {t['rows']:5.0f} {t['groups']:6.0f}   {t['task']:10.4f}  {t['task_centred']:13.4f}"
+                     f"  {t['entropy']:7.4f}  {t['kl']:7.4f}")  # fmt: skip
+    return lines
+
+
+# Plots ------------------------------------------------------------------------------------------
+def eval_series(history: Sequence[Mapping], key: str) -> list[tuple[int, float]]:
+    """`(iteration, value)` of a held-out measurement (`eval_<key>`) at every evaluation of a run."""
+    return [(int(r["iteration"]), float(r[f"eval_{key}"])) for r in history if f"eval_{key}" in r]
+
+
+def plot_mi_and_entropy(histories: Mapping[str, Sequence[Mapping]], arms: Sequence[str]):
+    """One panel per arm: held-out MI (left axis) and the policy's entropy (right axis) over training, so that
+    entropy rising while MI falls (template collapse) reads at a glance."""
+    from course_lib.plots import grid
+
+    fig, axes = grid(len(arms), width=4.4, height=3.0)
+    for ax, arm in zip(axes, arms, strict=False):
+        ax.plot(*zip(*eval_series(histories[arm], "mi"), strict=True), marker="o", color="C0", label="MI (nats)")
+        ax.set_ylabel("MI I(X;Z), nats", color="C0")
+        right = ax.twinx()
+        right.plot(*zip(*eval_series(histories[arm], "entropy"), strict=True), marker="s", color="C3",
+                   label="entropy")  # fmt: skip
+        right.set_ylabel("entropy of policy tokens", color="C3")
+        ax.set_title(arm)
+        ax.set_xlabel("RL iteration")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(arms) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_collapse_timeline(histories: Mapping[str, Sequence[Mapping]], chance: float):
+    """Every arm's held-out success, MI, retrieval accuracy (chance dotted) and H(Z|X) at each evaluation."""
+    from course_lib.plots import grid
+
+    panels = (("success", "held-out success"), ("mi", "MI I(X;Z), nats"), ("retrieval_accuracy", "retrieval accuracy"),
+              ("conditional_entropy", "H(Z|X), nats per token"))  # fmt: skip
+    fig, axes = grid(len(panels), width=4.4, height=2.9)
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        for arm, history in histories.items():
+            ax.plot(*zip(*eval_series(history, key), strict=True), marker=".", label=arm)
+        if key == "retrieval_accuracy":
+            ax.axhline(chance, color="grey", linestyle=":", label="chance")
+        ax.set_xlabel("RL iteration")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_gradient_terms(terms: Mapping[str, Mapping[str, float]]):
+    """C10.4: gradient norms of each loss term per reward-std bucket (bars, unweighted)."""
+    import numpy as np
+
+    from course_lib.plots import grid
+
+    fig, (ax,) = grid(1, width=6.5, height=3.2, columns=1)
+    names = list(terms)
+    keys = (("task", "task (GRPO advantage)"), ("task_centred", "task (mean-centred)"), ("entropy", "entropy"),
+            ("kl", "KL to the base"))  # fmt: skip
+    x = np.arange(len(names))
+    for k, (key, label) in enumerate(keys):
+        ax.bar(x + (k - 1.5) * 0.2, [terms[n][key] for n in names], width=0.2, label=label)
+    ax.set_xticks(x, [f"{n} std\n({terms[n]['groups']:.0f} groups)" for n in names])
+    ax.set_ylabel("gradient norm")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig
+
+
+def plot_predictors(results: Mapping):
+    """C10.2: each run's final success against its final MI and against its final entropy."""
+    from course_lib.plots import grid
+
+    fig, axes = grid(2, width=4.2, height=3.0)
+    final = results["final"]
+    for ax, (key, label) in zip(axes, (("mi", "final MI, nats"), ("entropy", "final entropy")), strict=True):
+        for arm in ARMS:
+            ax.scatter(final[arm][f"eval_{key}"], final[arm]["eval_success"], label=arm)
+        ax.set_xlabel(label)
+        ax.set_ylabel("final held-out success")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+CHAPTER = skeleton.Chapter(
+    "ch10", "Chapter 10, RAGEN-2", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines
+)
+
+
+def finish(args, outputs: list[dict]) -> None:
+    """After the last seed: C10.2 pooled over every run of the seeds just run."""
+    if len(outputs) > 1:
+        pooled = pooled_spearman([claim_numbers(results) for results in outputs])
+        print(f"pooled over {pooled['runs']:.0f} runs: Spearman with final success, MI "
+              f"{pooled['spearman_mi']:+.2f}, entropy {pooled['spearman_entropy']:+.2f}, H(Z|X) "
+              f"{pooled['spearman_conditional_entropy']:+.2f}")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    skeleton.main(CHAPTER, argv, finish=finish)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Chapter 10: the arms' settings, the claim checks and pooled Spearman by hand, the base's MI on held-out maps,
+the gradient terms at the reference policy, and a short run of every arm."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+
+import pytest
+
+from course_lib import data
+from course_lib.chapters import ch10_ragen2 as ch10
+from course_lib.train import GRPOConfig
+
+
+def test_arms_change_only_what_they_name():
+    config = ch10.Chapter10Config()
+    plain = ch10.arm_config(config, "grpo")
+    assert (plain.entropy_coef, plain.batch_filter, plain.kl_coef, plain.iterations) == (0.0, "none", 0.0, 30)
+    entropy = ch10.arm_config(config, "entropy")
+    assert (entropy.entropy_coef, entropy.entropy_scope, entropy.entropy_rows) == (0.1, "reasoning", "all")
+    assert dataclasses.replace(entropy, entropy_coef=0.0) == plain
+    zero_rv = ch10.arm_config(config, "entropy_zero_rv")
+    assert dataclasses.replace(zero_rv, entropy_rows="all") == entropy
+    snr = ch10.arm_config(config, "entropy_snr")
+    assert dataclasses.replace(snr, batch_filter="none") == entropy
+    assert (snr.filter.top_p, snr.filter.mode, snr.filter.include_zero) == (0.9, "linear", False)
+    assert dataclasses.replace(ch10.arm_config(config, "grpo_snr"), batch_filter="none") == plain
+
+
+def test_step_stats_by_hand():
+    history = [
+        {"iteration": 0, "eval_success": 0.2},
+        {"iteration": 0, "time_rollout": 1.0, "time_advantage": 0.5, "time_update": 0.5, "kept_rows": 0.5},
+        {"iteration": 1, "time_rollout": 2.0, "time_advantage": 0.0, "time_update": 0.0, "kept_rows": 0.0,
+         "skipped_update": 1.0},
+        {"iteration": 2, "eval_success": 0.3},
+    ]  # fmt: skip
+    assert ch10.step_stats(history) == {
+        "seconds_per_step": 2.0,
+        "update_seconds": 0.25,
+        "kept_rows": 0.25,
+        "skipped_steps": 1.0,
+    }
+
+
+def claim(claim_id):
+    return next(c for c in ch10.CLAIMS if c.id == claim_id)
+
+
+def test_template_collapse_check_needs_entropy_up_and_input_dependence_down():
+    n = {"base_entropy": 0.17, "base_conditional_entropy": 0.25, "base_mi": 1.6, "retrieval_halfway": 0.16,
+         "entropy_entropy": 0.30, "entropy_conditional_entropy": 0.6, "entropy_mi": 0.8,
+         "entropy_retrieval_accuracy": 0.16}  # fmt: skip
+    check = claim("C10.1").check
+    assert check(n), "at the edges: MI exactly half, retrieval exactly halfway"
+    assert not check(n | {"entropy_mi": 0.81})
+    assert not check(n | {"entropy_retrieval_accuracy": 0.17})
+    assert not check(n | {"entropy_entropy": 0.16}), "entropy fell: low-entropy collapse, not template collapse"
+    assert not check(n | {"entropy_conditional_entropy": 0.2})
+
+
+def test_predictor_and_filter_checks():
+    predictors = claim("C10.2").check
+    assert predictors({"spearman_mi": 0.6, "spearman_gap": 0.5})
+    assert not predictors({"spearman_mi": 0.6, "spearman_gap": 0.4})
+    assert not predictors({"spearman_mi": -0.1, "spearman_gap": 0.9}), "MI must order runs the right way round"
+    snr = claim("C10.3").check
+    assert snr({"snr_mi_gain": 0.1, "snr_success_gain": 0.01, "snr_step_saving": 0.2})
+    assert not snr({"snr_mi_gain": 0.1, "snr_success_gain": 0.0, "snr_step_saving": 0.2}), "a tie is no raise"
+    assert not snr({"snr_mi_gain": 0.1, "snr_success_gain": 0.1, "snr_step_saving": -0.01})
+
+
+def test_bucket_check():
+    n = {"bucket_zero_task": 0.0, "bucket_zero_entropy": 0.2, "bucket_zero_kl": 0.5, "bucket_low_task_centred": 0.05,
+         "bucket_high_task_centred": 0.08, "bucket_low_entropy_per_task": 4.0, "bucket_high_entropy_per_task": 3.0,
+         "bucket_low_kl_per_task": 20.0, "bucket_high_kl_per_task": 6.0}  # fmt: skip
+    check = claim("C10.4").check
+    assert check(n)
+    assert not check(n | {"bucket_zero_task": 1e-3})
+    assert not check(n | {"bucket_low_task_centred": 0.09})
+    assert not check(n | {"bucket_low_entropy_per_task": 2.0})
+    assert not check(n | {"bucket_low_kl_per_task": 5.0})
+
+
+def test_claim_numbers_and_pooled_spearman_by_hand():
+    """Spearman over the five runs from their final numbers, the SNR differences, and the bucket ratios."""
+    final_mi = {"grpo": 1.7, "entropy": 0.3, "entropy_zero_rv": 0.5, "entropy_snr": 1.0, "grpo_snr": 1.6}
+    final_success = {"grpo": 0.3, "entropy": 0.1, "entropy_zero_rv": 0.15, "entropy_snr": 0.2, "grpo_snr": 0.25}
+    final_entropy = {"grpo": 0.13, "entropy": 0.35, "entropy_zero_rv": 0.3, "entropy_snr": 0.25, "grpo_snr": 0.14}
+    stats = {"mi": 1.6, "retrieval_accuracy": 0.3, "conditional_entropy": 0.25, "entropy": 0.17, "success": 0.2,
+             "reasoning_tracks_state": 0.6, "first_reasoning_tracks_state": 0.9, "invalid_rate": 0.02}  # fmt: skip
+    final = {
+        arm: {f"eval_{k}": v for k, v in stats.items()}
+        | {"eval_mi": final_mi[arm], "eval_success": final_success[arm], "eval_entropy": final_entropy[arm]}
+        for arm in ch10.ARMS
+    }
+    steps = {arm: {"seconds_per_step": 1.0 if arm == "entropy" else 0.75, "update_seconds": 0.3, "kept_rows": 1.0,
+                   "skipped_steps": 0.0} for arm in ch10.ARMS}  # fmt: skip
+    terms = {name: {"rows": 8.0, "groups": 1.0, "task": 0.1, "task_centred": centred, "entropy": 0.2, "kl": 0.4}
+             for name, centred in (("zero", 0.0), ("low", 0.05), ("high", 0.1))}  # fmt: skip
+    results = {"base": stats | {"chance": 1 / 128}, "final": final, "steps": steps, "gradient_terms": terms}
+    n = ch10.claim_numbers(results)
+    assert n["spearman_mi"] == pytest.approx(1.0) and n["spearman_entropy"] == pytest.approx(-1.0)
+    assert n["spearman_gap"] == pytest.approx(2.0)
+    assert n["snr_mi_gain"] == pytest.approx(0.7) and n["snr_success_gain"] == pytest.approx(0.1)
+    assert n["snr_step_saving"] == pytest.approx(0.25)
+    assert n["retrieval_halfway"] == pytest.approx((0.3 + 1 / 128) / 2)
+    assert n["bucket_low_kl_per_task"] == pytest.approx(8.0) and n["bucket_high_entropy_per_task"] == pytest.approx(2)
+    pooled = ch10.pooled_spearman([n, n | {"grpo_success": 0.05}])
+    assert pooled["runs"] == 10
+    assert -1 <= pooled["spearman_mi"] < 1, "one run out of order breaks the perfect ranking"
+
+
+@pytest.fixture(scope="module")
+def base_and_tokenizer():
+    return data.load_base(ch10.BASE_NAME)
+
+
+def test_base_reasoning_depends_on_its_input(base_and_tokenizer):
+    """The premise: on distinct held-out maps the base's first reasoning identifies its map far above chance."""
+    model, tokenizer = base_and_tokenizer
+    config = dataclasses.replace(ch10.preset("cpu"), eval_tasks=32, mi_samples=32)
+    stats = ch10.evaluate(model, tokenizer, config, seed=1)
+    # a map whose first turn breaks the format has no reasoning, and drops out of the prompts
+    assert 28 <= stats["prompts"] <= 32 and stats["chance"] == pytest.approx(1 / stats["prompts"])
+    assert stats["retrieval_accuracy"] >= 4 * stats["chance"]
+    # a first reasoning names the start cell (one of 16) and a move, so MI is capped near log 16 = 2.8, not log 32
+    assert 1.0 <= stats["mi"] <= math.log(stats["prompts"])
+    assert stats["marginal_entropy"] == pytest.approx(stats["mi"] + stats["conditional_entropy"], abs=1e-6)
+
+
+def test_gradient_terms_at_the_reference(base_and_tokenizer):
+    """At the reference policy KL's gradient vanishes; the task term vanishes in zero-std groups; rows add up."""
+    model, tokenizer = base_and_tokenizer
+    config = dataclasses.replace(ch10.preset("cpu"), bucket_maps=8)
+    terms = ch10.gradient_terms(model, copy.deepcopy(model), tokenizer, config, seed=0)
+    assert set(terms) == {"zero", "low", "high"}
+    present = [t for t in terms.values() if not math.isnan(t["rows"])]
+    assert sum(t["rows"] for t in present) == 8 * config.grpo.group_size
+    for t in present:
+        assert t["kl"] == pytest.approx(0.0, abs=1e-6) and t["entropy"] > 0
+    if not math.isnan(terms["zero"]["rows"]):
+        assert terms["zero"]["task"] == 0.0 and terms["zero"]["task_centred"] == 0.0
+    assert all(p.grad is None for p in model.parameters()), "the model's gradients are left untouched"
+
+
+def test_gpu_preset_is_larger():
+    cpu, gpu = ch10.preset("cpu"), ch10.preset("gpu")
+    assert gpu.grpo.iterations > cpu.grpo.iterations and gpu.eval_tasks > cpu.eval_tasks
+    assert isinstance(gpu.grpo, GRPOConfig)
+
+
+def test_a_short_run_measures_every_claim_number():
+    """Two iterations of every arm: every claim number is finite, the SNR arms kept part of the batch, the samples
+    and curves are there."""
+    config = ch10.preset()
+    config = dataclasses.replace(
+        config, grpo=dataclasses.replace(config.grpo, iterations=2, eval_every=1), eval_tasks=16, mi_samples=8,
+        bucket_maps=4,
+    )  # fmt: skip
+    results = ch10.run(0, config)
+    assert set(results["histories"]) == set(ch10.ARMS)
+    numbers = ch10.claim_numbers(results, config)
+    for key, value in numbers.items():
+        assert math.isfinite(value) or key.startswith(("bucket_", "spearman")), key
+    assert "kept_rows" in results["histories"]["entropy_snr"][0] and "kept_rows" not in results["histories"]["grpo"][0]
+    assert len(results["samples"]["base"]) == 6 and set(results["samples"]) == {"base", "entropy", "entropy_snr"}
+    assert {key.split("/")[0] for key in ch10.curves(results)} == set(ch10.ARMS)
+    assert any(line.startswith("zero") for line in ch10.bucket_lines(results))
