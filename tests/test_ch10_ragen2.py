@@ -8,6 +8,7 @@ import dataclasses
 import math
 
 import pytest
+import torch
 
 from course_lib import data
 from course_lib.chapters import ch10_ragen2 as ch10
@@ -169,3 +170,10 @@ def test_a_short_run_measures_every_claim_number():
     assert len(results["samples"]["base"]) == 6 and set(results["samples"]) == {"base", "entropy", "entropy_snr"}
     assert {key.split("/")[0] for key in ch10.curves(results)} == set(ch10.ARMS)
     assert any(line.startswith("zero") for line in ch10.bucket_lines(results))
+    base = results["trajectories"]["base"]
+    maps = ch10.distinct_start_maps(base, 4)
+    assert len({base[m].anchors[0][1] for m in maps}) == len(maps) == 4
+    posterior, labels = ch10.cross_scores(results["base_model"], results["tokenizer"], base, maps)
+    assert posterior.shape == (len(labels), len(labels)) and torch.allclose(
+        posterior.sum(1), torch.ones(len(labels), dtype=posterior.dtype)
+    )
