@@ -6,7 +6,7 @@ advantage estimators):
 | sampler | `sampler` | `(engine, envs, task_seeds, config, generator) -> Rollouts` | `groups`, `tree` |
 | advantage estimator | `advantage` | `(batch, config) -> (advantages [B] or [B, T], stats)` | `grpo`, `gigpo` |
 | batch filter | `batch_filter` | `(batch, config) -> keep [B] bool` | `none`, `starpo_s`, `snr_top_p` |
-| policy loss | `policy_loss` | `(logprobs, old_logprobs, advantages, loss_mask, config) -> (loss, stats)` | `clipped` |
+| policy loss | `policy_loss` | `(logprobs, old, adv, mask, config) -> (loss, stats)` | `clipped`, `entropy_balanced` |
 
 `train.policy_iteration` calls the sampler, then the batch filter (whole groups are kept, and advantages are
 computed on what is kept, as RAGEN-2 does), then the estimator and the policy loss; a method adds one function
@@ -180,11 +180,29 @@ def clipped(logprobs, old_logprobs, advantages, loss_mask, config: GRPOConfig) -
     )
 
 
+def entropy_balanced(logprobs, old_logprobs, advantages, loss_mask, config: GRPOConfig) -> tuple[torch.Tensor, dict]:
+    """AEPO's entropy-balanced clip (`algos.aepo.balanced_clip_losses`): the hard clip's value, but a positive-
+    advantage token above 1 + `config.clip_high` keeps the gradient (1 + clip_high) * A * grad log pi; dual clip
+    at 3; aggregated by `config.aggregation`. Stats: `clip_fraction` (tokens whose upper clip acted, the ones
+    whose gradient the hard clip would have dropped) and `ratio_mean`."""
+    from course_lib.algos.aepo import balanced_clip_losses
+    from course_lib.algos.grpo import masked_aggregate
+
+    losses, above = balanced_clip_losses(logprobs, old_logprobs, advantages, config.clip_low, config.clip_high)
+    with torch.no_grad():
+        mask = loss_mask.bool()
+        count = max(int(mask.sum()), 1)
+        ratio = torch.exp(logprobs - old_logprobs)
+        stats = {"clip_fraction": float((above & mask).sum()) / count,
+                 "ratio_mean": float((ratio * mask).sum()) / count}  # fmt: skip
+    return masked_aggregate(losses, loss_mask, config.aggregation), stats
+
+
 SEAMS: dict[str, dict[str, Callable]] = {
     "sampler": {"groups": independent_groups, "tree": tree_groups},
     "advantage": {"grpo": grpo, "gigpo": gigpo},
     "batch_filter": {"none": keep_all, "starpo_s": starpo_s, "snr_top_p": snr_top_p},
-    "policy_loss": {"clipped": clipped},
+    "policy_loss": {"clipped": clipped, "entropy_balanced": entropy_balanced},
 }
 
 

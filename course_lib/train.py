@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from course_lib import config as course_config
 from course_lib import loop
+from course_lib.algos.aepo import entropy_aware_advantages
 from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import kl_k3, masked_aggregate
 from course_lib.diagnostics import group_reward_std, rollout_stats
@@ -211,7 +212,12 @@ class GRPOConfig:
     """The batch-filter seam: `none` trains on every row; `starpo_s` and `snr_top_p` keep whole groups by their
     reward spread (`filter`). A batch with no row kept is not trained on (`skipped_update` 1)."""
     policy_loss: str = "clipped"
-    """The policy-loss seam: `clipped` is the clipped surrogate with `clip_low` and `clip_high`."""
+    """The policy-loss seam: `clipped` is the clipped surrogate with `clip_low` and `clip_high`; `entropy_balanced`
+    is AEPO's (the same value, with gradient kept above the upper bound)."""
+    entropy_advantage: float = 0.0
+    """AEPO's entropy-aware advantage: when positive, each token's advantage is multiplied by 1 + this * z, z its
+    entropy standardised over the batch's policy tokens (`algos.aepo.entropy_aware_advantages`; the paper's 0.2).
+    0 leaves advantages alone, as AEPO's released recipes do in effect."""
     rollout_mode: str = "trajectory"
     """`trajectory`: one growing sequence per episode; `step`: one short sequence per step (`step_mode`)."""
     history_window: int = 0
@@ -332,7 +338,10 @@ def policy_iteration(
     per_update: dict[str, float] = {}
     for update in range(config.updates_per_batch):
         logprobs, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, engine.config.temperature)
-        loss, stats = policy_loss(logprobs, old_logprobs, advantages, loss_mask, config)
+        weighted = advantages
+        if config.entropy_advantage:  # AEPO: the current policy's entropy, through a stop-gradient
+            weighted = entropy_aware_advantages(advantages, entropy, loss_mask, config.entropy_advantage)
+        loss, stats = policy_loss(logprobs, old_logprobs, weighted, loss_mask, config)
         if config.updates_per_batch > 1:  # the clip can only act from the second update on (ratio 1 at the first)
             per_update[f"clip_fraction_update_{update}"] = stats["clip_fraction"]
         if config.entropy_coef:

@@ -26,6 +26,14 @@ Where this follows the paper and where the released code (`vllm_rollout_with_too
   first turn of whatever sequence held that index first.
 - **Budget.** Exactly M leaves per prompt, with branches and refills counted (`TreeStats`); the code cuts or
   duplicates to M at the end.
+
+With `TreeConfig.rule = "aepo"` the sampler is AEPO's (arXiv 2510.14545, `algos.aepo`): a prompt that gained a
+rollout (a branch or a refill) in each of its last l rounds branches with probability
+clip(1 - alpha / (1 - 0.05 l) + beta dH, 0, 1), the consecutive-branch penalty (l is reset when a round adds
+nothing to the prompt, and left alone in a round that adds nothing to any prompt, as the code does); and with
+`dynamic_globals`, entropy pre-monitoring sets each prompt's global samples from one extra pre-rollout:
+m = int(M sigmoid(0.5 (H_root - H_tool))) + 1, H_root its first turn's entropy and H_tool the mean over all its
+turns (the code probes the root with a separate short generation; here the pre-rollout's first turn serves).
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from course_lib.algos import aepo
+from course_lib.algos.aepo import top_branch_share
 from course_lib.algos.arpo import branch_probability, should_branch
 from course_lib.rollout import RolloutEngine, Trajectory
 
@@ -53,6 +63,13 @@ class TreeConfig:
     """Weight of the entropy change (`Entropy_weight`)."""
     entropy_tokens: int = 20
     """k: how many of the first tokens of a turn its entropy averages (the code reads the first 20 positions)."""
+    rule: str = "arpo"
+    """`arpo`: P = clip(alpha + beta dH, 0, 1); `aepo`: AEPO's rule with the consecutive-branch penalty."""
+    penalty_slope: float = 0.05
+    """AEPO: the damping per consecutive round in which a prompt gained a rollout (hard-coded 0.05 in the code)."""
+    dynamic_globals: bool = False
+    """AEPO's entropy pre-monitoring: each prompt's global samples from a pre-rollout (`algos.aepo.global_samples`)
+    instead of `global_samples`. Off in AEPO's released scripts."""
 
 
 @dataclass
@@ -80,6 +97,10 @@ class TreeStats:
     refill: list[bool] = field(default_factory=list)
     """Per trajectory: a global sample added because the budget was not spent."""
     nodes: list[TreeNode] = field(default_factory=list)
+    group_ids: list[int] = field(default_factory=list)
+    """Per trajectory: the prompt (group) it belongs to."""
+    global_counts: list[int] = field(default_factory=list)
+    """Per prompt: its global samples at the start (`global_samples`, or pre-monitoring's choice)."""
 
     def counts(self, group_size: int, groups: int) -> dict[str, float]:
         """Per-batch numbers for the training history: branches, refills and the realised share of branches."""
@@ -92,6 +113,8 @@ class TreeStats:
             "tree_branch_share": branches / total,
             "tree_refill_share": refills / total,
             "tree_branch_points": float(len(self.nodes)),
+            "tree_top3_branch_share": top_branch_share(self.parents, self.group_ids, 3),
+            "tree_global_samples": sum(self.global_counts) / max(len(self.global_counts), 1),
         }
 
 
@@ -136,6 +159,8 @@ def sample_trees(
         raise ValueError(f"global_samples must lie in [1, group_size={group_size}], got {tree.global_samples}")
     if len(envs) < group_size * len(task_seeds):
         raise ValueError(f"need {group_size} environments per task, got {len(envs)} for {len(task_seeds)} tasks")
+    if tree.rule not in ("arpo", "aepo"):
+        raise ValueError(f"rule must be 'arpo' or 'aepo', got {tree.rule!r}")
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
     vocabulary = len(engine.tokenizer)
     trajectories: list[Trajectory] = []
@@ -151,9 +176,9 @@ def sample_trees(
         if points:
             schedule[index] = {round_ + point - after_step: point for point in points}
 
-    def start_globals(prompts: list[int], count: int, refill: bool, round_: int) -> None:
+    def start_globals(prompts: list[int], counts: list[int], refill: bool, round_: int) -> None:
         made, seeds, groups = [], [], []
-        for prompt in prompts:
+        for prompt, count in zip(prompts, counts, strict=True):
             for _ in range(count):
                 made.append(envs[prompt * group_size + used_envs[prompt]])
                 used_envs[prompt] += 1
@@ -165,9 +190,17 @@ def sample_trees(
             stats.parents.append(None)
             stats.fork_steps.append(0)
             stats.refill.append(refill)
+            stats.group_ids.append(trajectories[index].group_id)
             enter(index, round_, 0)
 
-    start_globals(list(range(len(task_seeds))), tree.global_samples, refill=False, round_=0)
+    prompts = list(range(len(task_seeds)))
+    stats.global_counts = (
+        pre_monitored_globals(engine, envs, task_seeds, group_size, tree, generator)
+        if tree.dynamic_globals
+        else [tree.global_samples] * len(prompts)
+    )
+    start_globals(prompts, stats.global_counts, refill=False, round_=0)
+    consecutive = [0] * len(prompts)  # AEPO: rounds in a row in which each prompt gained a rollout
     round_ = 0
     while True:
         round_ += 1
@@ -180,7 +213,12 @@ def sample_trees(
                 continue
             initial = turn_entropy(t, 0, tree.entropy_tokens, vocabulary)
             after = turn_entropy(t, step, tree.entropy_tokens, vocabulary)
-            probability = float(branch_probability(after, initial, tree.alpha, tree.beta))
+            if tree.rule == "aepo":
+                probability = aepo.branch_probability(
+                    after, initial, consecutive[t.group_id], tree.alpha, tree.beta, tree.penalty_slope
+                )
+            else:
+                probability = float(branch_probability(after, initial, tree.alpha, tree.beta))
             branched = should_branch(probability, generator)
             stats.nodes.append(TreeNode(index, step, after, initial, probability, branched))
             if branched:  # at most one branch per trajectory per round: the source and one copy
@@ -194,6 +232,7 @@ def sample_trees(
                 stats.parents.append(stats.nodes[node].index)
                 stats.fork_steps.append(fork_step)
                 stats.refill.append(False)
+                stats.group_ids.append(trajectories[first + offset].group_id)
                 stats.nodes[node].child = first + offset
                 enter(first + offset, round_, fork_step)
         for index in list(schedule):  # rounds already played are over
@@ -204,11 +243,32 @@ def sample_trees(
         open_prompts = {trajectories[i].group_id for i in schedule}
         short = [p for p in range(len(task_seeds)) if leaves[p] < group_size and p not in open_prompts]
         if short:
-            start_globals(short, 1, refill=True, round_=round_)
+            start_globals(short, [1] * len(short), refill=True, round_=round_)
+        gained = {trajectories[stats.nodes[node].index].group_id for _, node in sources} | set(short)
+        if gained:  # the code leaves the counters alone in a round that adds nothing to any prompt
+            consecutive = [c + 1 if p in gained else 0 for p, c in enumerate(consecutive)]
         if not schedule and min(_leaves(trajectories, len(task_seeds))) >= group_size:
             break
     order = sorted(range(len(trajectories)), key=lambda i: (trajectories[i].group_id, i))
     return _reindex(trajectories, stats, order)
+
+
+def pre_monitored_globals(
+    engine: RolloutEngine, envs: Sequence, task_seeds: Sequence[int], group_size: int, tree: TreeConfig, generator
+) -> list[int]:
+    """AEPO's entropy pre-monitoring: one pre-rollout per prompt (in the prompt's first environment, which its
+    first global sample resets again), H_root its first turn's normalised entropy, H_tool the mean over all its
+    turns; each prompt's global samples `algos.aepo.global_samples(group_size, H_root, H_tool)`."""
+    vocabulary = len(engine.tokenizer)
+    first_envs = [envs[p * group_size] for p in range(len(task_seeds))]
+    probes = engine.rollout(first_envs, list(task_seeds), list(range(len(task_seeds))), generator)
+    counts = []
+    for probe in probes:
+        turns = [turn_entropy(probe, k, tree.entropy_tokens, vocabulary) for k in range(probe.num_turns)]
+        turns = [h for h in turns if h is not None]
+        root = turns[0] if turns else 0.0
+        counts.append(aepo.global_samples(group_size, root, sum(turns) / len(turns) if turns else 0.0))
+    return counts
 
 
 def _leaves(trajectories: Sequence[Trajectory], groups: int) -> list[int]:
@@ -225,6 +285,8 @@ def _reindex(trajectories: list[Trajectory], stats: TreeStats, order: list[int])
         parents=[None if stats.parents[i] is None else position[stats.parents[i]] for i in order],
         fork_steps=[stats.fork_steps[i] for i in order],
         refill=[stats.refill[i] for i in order],
+        group_ids=[stats.group_ids[i] for i in order],
+        global_counts=stats.global_counts,
         nodes=[
             TreeNode(
                 position[n.index],

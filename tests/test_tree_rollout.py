@@ -147,3 +147,44 @@ def test_the_tree_graph_draws_shared_steps_once(warm_model, tokenizer):
     assert len(branched) == sum(stats.parents[i] is not None for i in members)
     assert all(graph.out_degree(n) == 2 for n in branched)  # the source goes on, and one branch
     draw_tree(graph, title="group 0")
+
+
+def test_aepo_rule_without_penalty_is_arpos_coin_at_alpha_one_half(warm_model, tokenizer):
+    """At alpha 0.5 and l = 0 both rules give 0.5 + beta dH; with the penalty's slope 0, AEPO's sampler draws the
+    same tree as ARPO's from the same generator."""
+    arpo, arpo_stats = tree(warm_model, tokenizer, seed=2)
+    same, same_stats = tree(warm_model, tokenizer, seed=2, rule="aepo", penalty_slope=0.0)
+    assert [t.token_ids for t in arpo] == [t.token_ids for t in same]
+    assert arpo_stats.parents == same_stats.parents and arpo_stats.nodes == same_stats.nodes
+
+
+def test_aepo_penalty_stops_a_prompt_that_keeps_gaining(warm_model, tokenizer):
+    """With beta 0 and slope 0.5, a prompt that gained a rollout in the previous round has factor 0.5, so
+    P = 1 - 0.5 / 0.5 = 0: every considered branch point has probability 0.5 (l = 0) or 0 (l >= 1)."""
+    _, stats = tree(warm_model, tokenizer, rule="aepo", beta=0.0, penalty_slope=0.5)
+    probabilities = {node.probability for node in stats.nodes}
+    assert probabilities <= {0.5, 0.0} and 0.0 in probabilities
+    assert not any(node.branched for node in stats.nodes if node.probability == 0.0)
+    _, plain = tree(warm_model, tokenizer, beta=0.0)
+    assert {node.probability for node in plain.nodes} == {0.5}, "ARPO's coin has no memory"
+
+
+def test_aepo_pre_monitoring_sets_each_prompts_global_samples(warm_model, tokenizer):
+    from course_lib.algos.aepo import global_samples
+
+    trajectories, stats = tree(warm_model, tokenizer, rule="aepo", dynamic_globals=True)
+    assert len(stats.global_counts) == TASKS and all(1 <= m <= GROUP for m in stats.global_counts)
+    assert global_samples(GROUP, 0.3, 0.3) == 4, "with no entropy difference, k / 2 + 1 of 6"
+    for group, count in enumerate(stats.global_counts):
+        members = [i for i, t in enumerate(trajectories) if t.group_id == group]
+        assert len(members) == GROUP
+        assert sum(stats.parents[i] is None and not stats.refill[i] for i in members) == count
+    counts = stats.counts(GROUP, TASKS)
+    assert counts["tree_global_samples"] == pytest.approx(sum(stats.global_counts) / TASKS)
+    share = counts["tree_top3_branch_share"]
+    assert math.isnan(share) if counts["tree_branches"] == 0 else 0 < share <= 1
+
+
+def test_an_unknown_rule_is_refused(warm_model, tokenizer):
+    with pytest.raises(ValueError, match="rule"):
+        tree(warm_model, tokenizer, rule="beam")
