@@ -85,8 +85,9 @@ def test_bucket_check():
     assert not check(n | {"bucket_low_kl_per_task": 5.0})
 
 
-def test_claim_numbers_and_pooled_spearman_by_hand():
-    """Spearman over the five runs from their final numbers, the SNR differences, and the bucket ratios."""
+def hand_results() -> dict:
+    """A seed's results by hand: MI ranks the five runs as success does and entropy the other way round; the SNR
+    arm is a quarter cheaper per step than the `entropy` arm."""
     final_mi = {"grpo": 1.7, "entropy": 0.3, "entropy_zero_rv": 0.5, "entropy_snr": 1.0, "grpo_snr": 1.6}
     final_success = {"grpo": 0.3, "entropy": 0.1, "entropy_zero_rv": 0.15, "entropy_snr": 0.2, "grpo_snr": 0.25}
     final_entropy = {"grpo": 0.13, "entropy": 0.35, "entropy_zero_rv": 0.3, "entropy_snr": 0.25, "grpo_snr": 0.14}
@@ -101,7 +102,14 @@ def test_claim_numbers_and_pooled_spearman_by_hand():
                    "skipped_steps": 0.0} for arm in ch10.ARMS}  # fmt: skip
     terms = {name: {"rows": 8.0, "groups": 1.0, "task": 0.1, "task_centred": centred, "entropy": 0.2, "kl": 0.4}
              for name, centred in (("zero", 0.0), ("low", 0.05), ("high", 0.1))}  # fmt: skip
-    results = {"base": stats | {"chance": 1 / 128}, "final": final, "steps": steps, "gradient_terms": terms}
+    histories = {arm: [{"iteration": 0, **final[arm]}] for arm in ch10.ARMS}
+    return {"base": stats | {"chance": 1 / 128}, "final": final, "steps": steps, "gradient_terms": terms,
+            "histories": histories, "minutes": 0.1}  # fmt: skip
+
+
+def test_claim_numbers_and_pooled_spearman_by_hand():
+    """Spearman over the five runs from their final numbers, the SNR differences, and the bucket ratios."""
+    results = hand_results()
     n = ch10.claim_numbers(results)
     assert n["spearman_mi"] == pytest.approx(1.0) and n["spearman_entropy"] == pytest.approx(-1.0)
     assert n["spearman_gap"] == pytest.approx(2.0)
@@ -177,3 +185,28 @@ def test_a_short_run_measures_every_claim_number():
     assert posterior.shape == (len(labels), len(labels)) and torch.allclose(
         posterior.sum(1), torch.ones(len(labels), dtype=posterior.dtype)
     )
+
+
+def test_the_fresh_seed_check_records_apart_and_counts_each_claim(tmp_path, monkeypatch, capsys):
+    from course_lib import results as recorded
+
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(ch10, "CHAPTER", dataclasses.replace(ch10.CHAPTER, run=lambda seed: hand_results()))
+    ch10.confirm([3, 4], record=True)
+    out = capsys.readouterr().out
+    assert "C10.2 held on 2 of 2 fresh seeds" in out and "C10.1 held on 0 of 2 fresh seeds" in out
+    loaded = recorded.load(ch10.CONFIRMATION_RESULTS)
+    assert sorted(int(s) for s in loaded["seeds"]) == [3, 4] and not (tmp_path / "ch10.json").exists()
+    assert loaded["seeds"]["3"]["verdicts"]["C10.2"] == "PASS"
+
+
+def test_the_recorded_fresh_seeds_verdicts_follow_from_their_numbers():
+    """`results/ch10_confirmation.json` (docs/experiments/ch10-fresh-seeds.md): seeds 3-7, each verdict as the
+    chapter's check reads its recorded numbers."""
+    from course_lib import results as recorded
+
+    loaded = recorded.load(ch10.CONFIRMATION_RESULTS)
+    assert sorted(int(seed) for seed in loaded["seeds"]) == [3, 4, 5, 6, 7]
+    for seed, record in loaded["seeds"].items():
+        for spec in ch10.CONFIRMATION_CLAIMS:
+            assert record["verdicts"][spec.id] == spec.evaluate(record["numbers"]).status, (seed, spec.id)

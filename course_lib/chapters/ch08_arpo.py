@@ -707,16 +707,8 @@ def trend_lines(trend: Mapping[str, object]) -> list[str]:
 def global_samples(seeds: Sequence[int], record: bool = False) -> dict[str, object]:
     """The pre-registered experiment: `run` on `seeds`, print each seed's arms, then the trend over them (with
     `record`, over every seed recorded in `results/ch08_global_samples.json`, after writing these to it)."""
-    per_seed = []
-    for seed in seeds:
-        results = run(seed)
-        numbers = claim_numbers(results)
-        per_seed.append(numbers)
-        print(f"seed {seed} ({results['minutes']:.2f} min)")
-        for line in summary_lines(results):
-            print(f"  {line}")
-        if record:
-            recorded.record(GLOBAL_SAMPLES_RESULTS, seed, CLAIMS, numbers, results["minutes"], curves(results))
+    experiment = dataclasses.replace(CHAPTER, id=GLOBAL_SAMPLES_RESULTS)
+    per_seed = [claim_numbers(results) for results in skeleton.run_seeds(experiment, seeds, record, print_claims=False)]
     if record:
         per_seed = recorded.seed_numbers(recorded.load(GLOBAL_SAMPLES_RESULTS))
     trend = global_samples_trend(per_seed)

@@ -550,31 +550,30 @@ CONFIRMATION_CLAIMS: tuple[ClaimSpec, ...] = tuple(
 
 
 def confirm(seeds: Sequence[int], record: bool = False) -> list[dict[str, float]]:
-    """The pre-registered confirmation: `run` the chapter's setting on `seeds`, print each seed's summary and
+    """The pre-registered confirmation: `run` the chapter's setting on `seeds`, printing each seed's summary and
     verdicts (with `record`, into `results/ch10_confirmation.json`), then how many seeds each claim held on (with
-    `record`, over every seed in that file) and C10.2's pooled Spearman."""
-    per_seed = []
-    for seed in seeds:
-        results = run(seed)
-        numbers = claim_numbers(results)
-        per_seed.append(numbers)
-        print(f"seed {seed} ({results['minutes']:.2f} min)")
-        for line in summary_lines(results):
-            print(f"  {line}")
-        for claim in evaluate_all(CONFIRMATION_CLAIMS, numbers):
-            print(f"  {claim.id} {claim.status}")
-        if record:
-            minutes = results["minutes"]
-            recorded.record(CONFIRMATION_RESULTS, seed, CONFIRMATION_CLAIMS, numbers, minutes, curves(results))
+    `record`, over every seed in that file) and C10.2's Spearman pooled over their runs."""
+    fresh = dataclasses.replace(CHAPTER, id=CONFIRMATION_RESULTS, claims=CONFIRMATION_CLAIMS)
+    outputs = skeleton.run_seeds(fresh, seeds, record)
+    per_seed = [claim_numbers(results) for results in outputs]
     if record:
         per_seed = recorded.seed_numbers(recorded.load(CONFIRMATION_RESULTS))
-    for spec in CONFIRMATION_CLAIMS:
-        held = sum(claim.passed for n in per_seed for claim in evaluate_all((spec,), n))
-        print(f"{spec.id} held on {held} of {len(per_seed)} fresh seeds")
-    pooled = pooled_spearman(per_seed)
-    print(f"pooled over {pooled['runs']:.0f} runs: Spearman with final success, MI {pooled['spearman_mi']:+.2f}, "
-          f"entropy {pooled['spearman_entropy']:+.2f}")  # fmt: skip
+    for line in confirmation_lines(per_seed):
+        print(line)
     return per_seed
+
+
+def confirmation_lines(per_seed: Sequence[Mapping[str, float]] | None = None) -> list[str]:
+    """How many fresh seeds each claim held on, and C10.2's Spearman pooled over their runs (default: the seeds
+    recorded in `results/ch10_confirmation.json`)."""
+    if per_seed is None:
+        per_seed = recorded.seed_numbers(recorded.load(CONFIRMATION_RESULTS))
+    lines = [f"{spec.id} held on {sum(spec.evaluate(n).passed for n in per_seed)} of {len(per_seed)} fresh seeds"
+             for spec in CONFIRMATION_CLAIMS]  # fmt: skip
+    pooled = pooled_spearman(per_seed)
+    lines.append(f"pooled over {pooled['runs']:.0f} fresh runs: Spearman with final success, MI "
+                 f"{pooled['spearman_mi']:+.2f}, entropy {pooled['spearman_entropy']:+.2f}")  # fmt: skip
+    return lines
 
 
 def _options(parser) -> None:
