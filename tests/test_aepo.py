@@ -151,3 +151,33 @@ def test_training_with_aepos_loss_and_entropy_aware_advantage(warm_model, tokeni
     history = train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), SamplingConfig(), config, 0)
     assert all(math.isfinite(r["loss"]) for r in history if "loss" in r)
     assert "clip_fraction_update_1" in history[0]
+
+
+def test_on_a_real_model_the_two_clips_differ_exactly_by_the_kept_gradient(make_model):
+    """C11.2's exact check on a model's parameters: grad(balanced) - grad(hard) equals the gradient of
+    -(1 + eps_high) * A * log pi, token-mean, over the positive-advantage tokens above the upper bound only."""
+    model = make_model(seed=3).double()
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 60, (4, 9), generator=generator)
+    logits = model(input_ids=ids).logits[:, :-1]  # float64 throughout (the loop's token_logprobs uses float32)
+    chosen = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    logprobs = torch.cat([torch.zeros_like(chosen[:, :1]), chosen], dim=1)
+    old = logprobs.detach() + torch.randn(logprobs.shape, generator=generator, dtype=torch.float64) * 0.3
+    advantages = torch.tensor([1.0, -0.5, 2.0, -1.5], dtype=torch.float64)
+    mask = torch.ones_like(logprobs)
+    mask[:, 0] = 0  # the first position has no log-prob
+    parameters = [p for p in model.parameters() if p.requires_grad]
+
+    def gradient(loss):
+        return torch.cat([g.flatten() for g in torch.autograd.grad(loss, parameters, retain_graph=True)])
+
+    balanced = aepo.policy_loss(logprobs, old, advantages, mask)
+    hard_losses, above = aepo.balanced_clip_losses(logprobs, old, advantages, balanced=False)
+    hard = (hard_losses * mask).sum() / mask.sum()
+    kept = (-(1.2) * advantages[:, None] * logprobs * (above & mask.bool())).sum() / mask.sum()
+    assert above.any() and not above.all(), "some tokens above the bound, some not"
+    difference = gradient(balanced) - gradient(hard)
+    # float64 losses, but parts of the model (rotary tables) stay float32: agreement to 1e-6 of the gradient's size
+    scale = float(difference.abs().max())
+    assert scale > 1e-3 and float((difference - gradient(kept)).abs().max()) <= 1e-6 * scale
+    assert balanced.item() == pytest.approx(hard.item(), abs=1e-12)
