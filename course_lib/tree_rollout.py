@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib.algos import aepo
-from course_lib.algos.aepo import top_branch_share
 from course_lib.algos.arpo import branch_probability, should_branch
 from course_lib.rollout import RolloutEngine, Trajectory
 
@@ -113,7 +112,7 @@ class TreeStats:
             "tree_branch_share": branches / total,
             "tree_refill_share": refills / total,
             "tree_branch_points": float(len(self.nodes)),
-            "tree_top3_branch_share": top_branch_share(self.parents, self.group_ids, 3),
+            "tree_top3_branch_share": aepo.top_branch_share(self.parents, self.group_ids, 3),
             "tree_global_samples": sum(self.global_counts) / max(len(self.global_counts), 1),
         }
 

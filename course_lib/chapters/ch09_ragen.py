@@ -356,9 +356,9 @@ def without_trajectories(stats: Mapping) -> dict:
 
 
 # The Echo Trap's timeline -----------------------------------------------------------------------
-def eval_curve(history: Sequence[Mapping]) -> list[tuple[int, float]]:
-    """`(iteration, held-out success)` of every evaluation of a run."""
-    return [(int(r["iteration"]), float(r["eval_success"])) for r in history if "eval_success" in r]
+def eval_curve(history: Sequence[Mapping], key: str = "success") -> list[tuple[int, float]]:
+    """`(iteration, value)` of a held-out measurement (`eval_<key>`, default success) at every evaluation of a run."""
+    return [(int(r["iteration"]), float(r[f"eval_{key}"])) for r in history if f"eval_{key}" in r]
 
 
 def collapse_point(history: Sequence[Mapping], drop: float) -> dict[str, float]:

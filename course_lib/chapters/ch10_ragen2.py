@@ -50,7 +50,7 @@ from course_lib.diagnostics import (
 from course_lib.envs import frozen_lake
 from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory, collate
 from course_lib.stats import spearman
-from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.train import GRPOConfig, train_grpo
 
 BASE_NAME = ch09.BASE_NAME
 """Chapter 09's base: its reasoning names the agent's cell on 0.92 of held-out first turns."""
@@ -110,12 +110,10 @@ def evaluate(model, tokenizer, config: Chapter10Config, seed: int, keep: bool = 
     reasoning statistics, and RAGEN-2's first-turn MI over the maps: `mi`, `retrieval_accuracy` (chance
     `1 / prompts`), `conditional_entropy` H(Z|X) and `marginal_entropy` H(Z), each map its own prompt. With `keep`,
     also the trajectories."""
-    stats, trajectories = evaluate_policy(
-        model, tokenizer, lambda: make_env("test"), test_seeds(config.eval_tasks), config.sampling, seed
-    )
+    stats = ch09.evaluate(model, tokenizer, config, seed, keep=True)  # reads `eval_tasks` and `sampling` only
+    trajectories = stats.pop("trajectories")
     for index, trajectory in enumerate(trajectories):  # every map is its own input x
         trajectory.group_id = index
-    stats |= ch09.reasoning_stats(trajectories, tokenizer)
     generator = torch.Generator().manual_seed(seed)
     mi = reasoning_mutual_information(model, tokenizer, trajectories, config.mi_samples, generator=generator)
     stats |= {key: mi[key] for key in ("mi", "retrieval_accuracy", "conditional_entropy", "marginal_entropy",
@@ -183,18 +181,12 @@ def arm_config(config: Chapter10Config, arm: str) -> GRPOConfig:
     return dataclasses.replace(config.grpo, batch_filter=settings.batch_filter, **bonus)
 
 
-def seconds_per_step(history: Sequence[Mapping]) -> float:
-    """Mean seconds of an iteration's rollout, advantage and update (evaluations excluded)."""
-    steps = [r for r in history if "time_update" in r]
-    return statistics.fmean(r["time_rollout"] + r["time_advantage"] + r["time_update"] for r in steps)
-
-
 def step_stats(history: Sequence[Mapping]) -> dict[str, float]:
-    """A run's cost and what its filter kept: seconds per step, of which the update, the share of rows kept and
-    the number of skipped (empty) steps."""
+    """A run's cost and what its filter kept: mean seconds per step (rollout, advantage and update; evaluations
+    excluded), of which the update, the share of rows kept and the number of skipped (empty) steps."""
     steps = [r for r in history if "time_update" in r]
     return {
-        "seconds_per_step": seconds_per_step(history),
+        "seconds_per_step": statistics.fmean(r["time_rollout"] + r["time_advantage"] + r["time_update"] for r in steps),
         "update_seconds": statistics.fmean(r["time_update"] for r in steps),
         "kept_rows": statistics.fmean(r.get("kept_rows", 1.0) for r in steps),
         "skipped_steps": float(sum(r.get("skipped_update", 0.0) for r in steps)),
@@ -254,7 +246,7 @@ def run(seed: int, config: Chapter10Config | None = None) -> dict:
     course_config.seed_everything(seed)
     base, tokenizer = data.load_base(BASE_NAME, course_config.device())
     base_eval = evaluate(base, tokenizer, config, seed + 1, keep=True)
-    results: dict = {"base": without_trajectories(base_eval), "histories": {}, "final": {}, "steps": {}}
+    results: dict = {"base": ch09.without_trajectories(base_eval), "histories": {}, "final": {}, "steps": {}}
     results["samples"] = {"base": first_reasonings(base_eval["trajectories"], tokenizer)}
     for arm in ARMS:
         model = copy.deepcopy(base)
@@ -272,10 +264,6 @@ def run(seed: int, config: Chapter10Config | None = None) -> dict:
     results["base_model"], results["tokenizer"] = base, tokenizer
     results["trajectories"]["base"] = base_eval["trajectories"]
     return results
-
-
-def without_trajectories(stats: Mapping) -> dict:
-    return {k: v for k, v in stats.items() if k != "trajectories"}
 
 
 # Claims -----------------------------------------------------------------------------------------
@@ -424,11 +412,6 @@ def bucket_lines(results: Mapping) -> list[str]:
 
 
 # Plots ------------------------------------------------------------------------------------------
-def eval_series(history: Sequence[Mapping], key: str) -> list[tuple[int, float]]:
-    """`(iteration, value)` of a held-out measurement (`eval_<key>`) at every evaluation of a run."""
-    return [(int(r["iteration"]), float(r[f"eval_{key}"])) for r in history if f"eval_{key}" in r]
-
-
 def plot_mi_and_entropy(histories: Mapping[str, Sequence[Mapping]], arms: Sequence[str]):
     """One panel per arm: held-out MI (left axis) and the policy's entropy (right axis) over training, so that
     entropy rising while MI falls (template collapse) reads at a glance."""
@@ -436,10 +419,10 @@ def plot_mi_and_entropy(histories: Mapping[str, Sequence[Mapping]], arms: Sequen
 
     fig, axes = grid(len(arms), width=4.4, height=3.0)
     for ax, arm in zip(axes, arms, strict=False):
-        ax.plot(*zip(*eval_series(histories[arm], "mi"), strict=True), marker="o", color="C0", label="MI (nats)")
+        ax.plot(*zip(*ch09.eval_curve(histories[arm], "mi"), strict=True), marker="o", color="C0", label="MI (nats)")
         ax.set_ylabel("MI I(X;Z), nats", color="C0")
         right = ax.twinx()
-        right.plot(*zip(*eval_series(histories[arm], "entropy"), strict=True), marker="s", color="C3",
+        right.plot(*zip(*ch09.eval_curve(histories[arm], "entropy"), strict=True), marker="s", color="C3",
                    label="entropy")  # fmt: skip
         right.set_ylabel("entropy of policy tokens", color="C3")
         ax.set_title(arm)
@@ -460,7 +443,7 @@ def plot_collapse_timeline(histories: Mapping[str, Sequence[Mapping]], chance: f
     fig, axes = grid(len(panels), width=4.4, height=2.9)
     for ax, (key, label) in zip(axes, panels, strict=True):
         for arm, history in histories.items():
-            ax.plot(*zip(*eval_series(history, key), strict=True), marker=".", label=arm)
+            ax.plot(*zip(*ch09.eval_curve(history, key), strict=True), marker=".", label=arm)
         if key == "retrieval_accuracy":
             ax.axhline(chance, color="grey", linestyle=":", label="chance")
         ax.set_xlabel("RL iteration")
