@@ -442,6 +442,40 @@ def audit_ch10() -> list[SplitAudit]:
     return [_split("ch10", "test", keys, _problem_overlaps(keys, training, set(demos)))]
 
 
+def audit_ch11() -> list[SplitAudit]:
+    from course_lib.chapters import ch08_arpo as ch08
+    from course_lib.chapters import ch11_aepo as ch
+
+    config = ch.preset("cpu")
+    keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.task.eval_tasks))
+    grpo = config.grpo
+    tool_seeds = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration)
+    for offset, count in ((ch.CONCENTRATION_SEED, config.sampler_prompts), (ch.CHECK_SEED, config.check_prompts)):
+        tool_seeds += [offset + seed * 1_000 + p for seed in RUN_SEEDS for p in range(count)]
+    split = [ch.SPLIT_SEED + seed * 1_000 + p for seed in RUN_SEEDS for p in range(config.sampler_prompts)]
+    training = problem_keys(lambda: ch.make_env("train", config), tool_seeds)
+    for share in (0.0, 1.0):  # C11.4's two kinds of question
+        training += problem_keys(lambda share=share: ch.make_env("train", config, share), split)
+    root_config = ch.root_task(config)
+    demos = problem_keys(
+        lambda: ch.make_env("train", config),
+        ch08.demonstration_seeds(config.task.demonstrations, base_seed(ch.BASE_NAME)),
+    )
+    demos += problem_keys(
+        lambda: ch08.make_env("train", root_config),
+        ch08.demonstration_seeds(root_config.demonstrations, base_seed(ch.ROOT_BASE_NAME)),
+    )
+    held_out_lookups = question_lookups(set(keys))
+    overlaps = _problem_overlaps(keys, set(training), set(demos))
+    overlaps += [
+        Overlap("RL training draws", "hop lookups of held-out questions (sub-problems)",
+                count_overlap(held_out_lookups, question_lookups(set(training))), len(held_out_lookups)),
+        Overlap("warm-start demonstrations", "hop lookups of held-out questions (sub-problems)",
+                count_overlap(held_out_lookups, question_lookups(set(demos))), len(held_out_lookups)),
+    ]  # fmt: skip
+    return [_split("ch11", "test", keys, overlaps)]
+
+
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch00": audit_ch00,
     "ch01": audit_ch01,
@@ -454,6 +488,7 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch08": audit_ch08,
     "ch09": audit_ch09,
     "ch10": audit_ch10,
+    "ch11": audit_ch11,
 }
 
 

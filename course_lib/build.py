@@ -27,6 +27,7 @@ BUILDERS: dict[str, str] = {
     "ch07": "course_lib.chapters.ch07_gigpo",
     "ch08": "course_lib.chapters.ch08_arpo",
     "ch09": "course_lib.chapters.ch09_ragen",
+    "ch11": "course_lib.chapters.ch11_aepo",
 }
 """Chapter key -> module with `build_data` (chapter 02 reuses chapter 01's data). A new chapter adds a row."""
 

@@ -163,6 +163,15 @@ def first_turn_reasoning(
     return trajectory.token_ids[: first[opening] + 1], tokens[opening + 1 : closing]
 
 
+def first_turn_action(trajectory: Trajectory) -> tuple[list[int], list[int]] | None:
+    """`(x, z)` token lists of a trajectory's first turn when it has no reasoning channel: x the prompt, z every
+    policy token of the first turn (the first action). None if the first turn wrote nothing."""
+    first = [k for k, turn in enumerate(trajectory.turn_ids) if turn == 0 and trajectory.loss_mask[k]]
+    if not first:
+        return None
+    return trajectory.token_ids[: first[0]], [trajectory.token_ids[k] for k in first]
+
+
 def reasoning_mutual_information(
     model,
     tokenizer,
@@ -170,14 +179,22 @@ def reasoning_mutual_information(
     samples: int = 64,
     aggregate: str = "mean",
     generator: torch.Generator | None = None,
+    span: str = "reasoning",
 ) -> dict[str, float]:
     """RAGEN-2's first-turn estimate on a batch: up to `samples` first-turn reasonings drawn uniformly without
     replacement from the valid ones, each scored under the prompt of every group of the batch that has valid
     reasoning (one representative prompt per group: a group's episodes share their task), then
-    `mutual_information` (its keys, plus `samples`, the pairs used).
+    `mutual_information` (its keys, plus `samples`, the pairs used). `span`: `reasoning` (`first_turn_reasoning`)
+    or `action` (`first_turn_action`, the whole first turn, for tasks without a `<think>` channel).
     Returns NaNs with `samples` 0 when fewer than two groups have valid reasoning (MI needs two inputs)."""  # fmt: skip
+    if span not in ("reasoning", "action"):
+        raise ValueError(f"span must be 'reasoning' or 'action', got {span!r}")
     think, end_think = tokenizer.convert_tokens_to_ids("<think>"), tokenizer.convert_tokens_to_ids("</think>")
-    pairs = [(t.group_id, found) for t in trajectories if (found := first_turn_reasoning(t, think, end_think))]
+
+    def extract(t: Trajectory):
+        return first_turn_reasoning(t, think, end_think) if span == "reasoning" else first_turn_action(t)
+
+    pairs = [(t.group_id, found) for t in trajectories if (found := extract(t))]
     groups = sorted({group for group, _ in pairs})
     if len(groups) < 2:
         keys = ("mi", "retrieval_accuracy", "conditional_entropy", "marginal_entropy", "mi_zscore", "chance", "prompts")

@@ -35,6 +35,7 @@ MODULES = {
     "ch08": "ch08_arpo",
     "ch09": "ch09_ragen",
     "ch10": "ch10_ragen2",
+    "ch11": "ch11_aepo",
 }
 """Chapter key -> module under `course_lib.chapters`."""
 LIBRARIES = ("torch", "transformers", "peft", "datasets", "numpy")

@@ -245,6 +245,7 @@ def train_grpo(
     evaluate: Callable[[torch.nn.Module], dict[str, float]] | None = None,
     checkpoint_dir: str | Path | None = None,
     progress: bool = False,
+    stop: Callable[[dict[str, float]], bool] | None = None,
 ) -> list[dict[str, float]]:
     """Train `model` with GRPO on tasks from `make_env()`.
 
@@ -252,7 +253,9 @@ def train_grpo(
     (`iteration` = `config.iterations`), so evaluation curves include the trained model.
 
     Task seeds come from `seed`, so two runs with the same arguments give the same history.
-    Evaluation results (if `evaluate` is given) are stored under `eval_*` keys.
+    Evaluation results (if `evaluate` is given) are stored under `eval_*` keys. `stop`, if given, sees every
+    record that holds an evaluation, before that iteration's update; when it returns True training ends there
+    and that record is the last (an early stop, e.g. chapter 12's input-dependence monitor).
     """
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -263,9 +266,10 @@ def train_grpo(
     history: list[dict[str, float]] = []
     for iteration in tqdm(range(config.iterations + 1), disable=not progress, desc="GRPO"):
         record: dict[str, float] = {"iteration": iteration}
-        if evaluate is not None and (iteration % config.eval_every == 0 or iteration == config.iterations):
+        evaluated = evaluate is not None and (iteration % config.eval_every == 0 or iteration == config.iterations)
+        if evaluated:
             record.update({f"eval_{k}": v for k, v in evaluate(model).items()})
-        if iteration == config.iterations:
+        if iteration == config.iterations or (stop is not None and evaluated and stop(record)):
             history.append(record)
             break
         record.update(policy_iteration(model, engine, envs, config, seed, iteration, generator, optimizer))

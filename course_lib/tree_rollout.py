@@ -33,7 +33,9 @@ clip(1 - alpha / (1 - 0.05 l) + beta dH, 0, 1), the consecutive-branch penalty (
 nothing to the prompt, and left alone in a round that adds nothing to any prompt, as the code does); and with
 `dynamic_globals`, entropy pre-monitoring sets each prompt's global samples from one extra pre-rollout:
 m = int(M sigmoid(0.5 (H_root - H_tool))) + 1, H_root its first turn's entropy and H_tool the mean over all its
-turns (the code probes the root with a separate short generation; here the pre-rollout's first turn serves).
+turns (the code probes the root with a separate short generation; here the pre-rollout's first turn serves). A
+turn's entropy there is the code's: summed over its first `monitor_tokens` (20) positions, divided by log |V|
+(`monitor_units="normalised"`) or not (`"nats"`).
 """
 
 from __future__ import annotations
@@ -69,6 +71,10 @@ class TreeConfig:
     dynamic_globals: bool = False
     """AEPO's entropy pre-monitoring: each prompt's global samples from a pre-rollout (`algos.aepo.global_samples`)
     instead of `global_samples`. Off in AEPO's released scripts."""
+    monitor_tokens: int = 20
+    """Pre-monitoring: how many of a turn's first tokens its entropy sums (the code's 20 positions)."""
+    monitor_units: str = "normalised"
+    """Pre-monitoring: `normalised` (each token's entropy divided by log |V|, the code's scale) or `nats`."""
 
 
 @dataclass
@@ -117,14 +123,19 @@ class TreeStats:
         }
 
 
-def turn_entropy(trajectory: Trajectory, turn: int, tokens: int, vocabulary: int) -> float | None:
-    """Mean entropy of the first `tokens` policy tokens of `turn` (0: the first action), normalised by log
-    `vocabulary`, or None if the turn has no policy token (the episode ended before it)."""
-    values = [
+def _turn_entropies(trajectory: Trajectory, turn: int) -> list[float]:
+    """The entropies (nats) at the policy tokens of `turn`, in order."""
+    return [
         entropy
         for entropy, turn_id, mask in zip(trajectory.entropies, trajectory.turn_ids, trajectory.loss_mask, strict=True)
         if turn_id == turn and mask
-    ][:tokens]
+    ]
+
+
+def turn_entropy(trajectory: Trajectory, turn: int, tokens: int, vocabulary: int) -> float | None:
+    """Mean entropy of the first `tokens` policy tokens of `turn` (0: the first action), normalised by log
+    `vocabulary`, or None if the turn has no policy token (the episode ended before it)."""
+    values = _turn_entropies(trajectory, turn)[:tokens]
     if not values:
         return None
     return sum(values) / len(values) / math.log(vocabulary)
@@ -252,22 +263,46 @@ def sample_trees(
     return _reindex(trajectories, stats, order)
 
 
-def pre_monitored_globals(
+def turn_entropy_sum(trajectory: Trajectory, turn: int, tokens: int, vocabulary: int, units: str) -> float | None:
+    """AEPO's pre-monitoring entropy of `turn`: the sum over its first `tokens` policy tokens, in nats or divided by
+    log `vocabulary` (`units`: `nats` or `normalised`); None if the turn has no policy token."""
+    if units not in ("nats", "normalised"):
+        raise ValueError(f"monitor_units must be 'nats' or 'normalised', got {units!r}")
+    values = _turn_entropies(trajectory, turn)[:tokens]
+    if not values:
+        return None
+    return sum(values) / (math.log(vocabulary) if units == "normalised" else 1.0)
+
+
+def monitored_entropies(probe: Trajectory, tree: TreeConfig, vocabulary: int) -> tuple[float, float]:
+    """(H_root, H_tool) of one pre-rollout: its first turn's entropy and the mean over all its turns (the first
+    included, as the code does), each `turn_entropy_sum`; (0, 0) for a probe without policy tokens."""
+    turns = [
+        turn_entropy_sum(probe, k, tree.monitor_tokens, vocabulary, tree.monitor_units) for k in range(probe.num_turns)
+    ]
+    turns = [h for h in turns if h is not None]
+    return (turns[0], sum(turns) / len(turns)) if turns else (0.0, 0.0)
+
+
+def pre_monitor(
     engine: RolloutEngine, envs: Sequence, task_seeds: Sequence[int], group_size: int, tree: TreeConfig, generator
-) -> list[int]:
-    """AEPO's entropy pre-monitoring: one pre-rollout per prompt (in the prompt's first environment, which its
-    first global sample resets again), H_root its first turn's normalised entropy, H_tool the mean over all its
-    turns; each prompt's global samples `algos.aepo.global_samples(group_size, H_root, H_tool)`."""
+) -> list[tuple[float, float]]:
+    """AEPO's entropy pre-monitoring: one pre-rollout per prompt (in the prompt's first environment, which its first
+    global sample resets again); per prompt (H_root, H_tool) of `monitored_entropies`."""
     vocabulary = len(engine.tokenizer)
     first_envs = [envs[p * group_size] for p in range(len(task_seeds))]
     probes = engine.rollout(first_envs, list(task_seeds), list(range(len(task_seeds))), generator)
-    counts = []
-    for probe in probes:
-        turns = [turn_entropy(probe, k, tree.entropy_tokens, vocabulary) for k in range(probe.num_turns)]
-        turns = [h for h in turns if h is not None]
-        root = turns[0] if turns else 0.0
-        counts.append(aepo.global_samples(group_size, root, sum(turns) / len(turns) if turns else 0.0))
-    return counts
+    return [monitored_entropies(probe, tree, vocabulary) for probe in probes]
+
+
+def pre_monitored_globals(
+    engine: RolloutEngine, envs: Sequence, task_seeds: Sequence[int], group_size: int, tree: TreeConfig, generator
+) -> list[int]:
+    """Each prompt's global samples `algos.aepo.global_samples(group_size, H_root, H_tool)` from `pre_monitor`."""
+    return [
+        aepo.global_samples(group_size, root, tool)
+        for root, tool in pre_monitor(engine, envs, task_seeds, group_size, tree, generator)
+    ]
 
 
 def _leaves(trajectories: Sequence[Trajectory], groups: int) -> list[int]:

@@ -143,3 +143,23 @@ def test_first_turn_reasoning_and_its_batch_estimate(scorer):
         model, tokenizer, trajectories, samples=2, generator=torch.Generator().manual_seed(0)
     )
     assert two["samples"] == 2
+
+
+def test_first_turn_action_and_its_batch_estimate(scorer):
+    """Without a reasoning channel the whole first turn is z: every trajectory that wrote a first turn counts."""
+    from course_lib.diagnostics import first_turn_action, reasoning_mutual_information
+
+    model, tokenizer = scorer
+    w = [tokenizer.convert_tokens_to_ids(f"w{k}") for k in range(12)]
+    trajectories = [
+        fake_turn([w[1], w[2], w[3], w[4]], 2, group=0),
+        fake_turn([w[6], w[7], w[8]], 1, group=1),
+        fake_turn([w[9], w[10]], 2, group=2),  # the prompt only: no first turn
+    ]
+    assert first_turn_action(trajectories[0]) == ([w[1], w[2]], [w[3], w[4]])
+    assert first_turn_action(trajectories[2]) is None
+    out = reasoning_mutual_information(model, tokenizer, trajectories, span="action")
+    logp = teacher_forced_logp(model, [[w[1], w[2]], [w[6]]], [[w[3], w[4]], [w[7], w[8]]])
+    assert out["samples"] == 2 and out["mi"] == pytest.approx(mutual_information(logp, [0, 1])["mi"])
+    with pytest.raises(ValueError, match="span"):
+        reasoning_mutual_information(model, tokenizer, trajectories, span="turns")

@@ -206,3 +206,20 @@ def test_entropy_rows_must_be_known(warm_model, tokenizer):
 
     with pytest.raises(ValueError, match="entropy_rows"):
         grpo(warm_model, tokenizer, entropy_coef=0.01, entropy_rows="low")
+
+
+def test_train_grpo_stops_where_its_stop_says(warm_model, tokenizer):
+    """`stop` sees each evaluated record before that iteration's update; True makes that record the last."""
+    seen = []
+
+    def stop(record):
+        seen.append(record["iteration"])
+        return record["iteration"] == 2
+
+    config = GRPOConfig(iterations=4, prompts_per_iteration=2, group_size=4, eval_every=2)
+    history = train_grpo(copy.deepcopy(warm_model), tokenizer, make_env, SAMPLING, config, 0,
+                         evaluate=lambda m: {"probe": 1.0}, stop=stop)  # fmt: skip
+    assert seen == [0, 2] and [h["iteration"] for h in history] == [0, 1, 2]
+    assert "loss" not in history[-1] and history[-1]["eval_probe"] == 1.0, "no update after the stop"
+    full = train_grpo(copy.deepcopy(warm_model), tokenizer, make_env, SAMPLING, config, 0, stop=lambda r: True)
+    assert [h["iteration"] for h in full] == [0, 1, 2, 3, 4], "without an evaluation, stop is never asked"
