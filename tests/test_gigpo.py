@@ -173,6 +173,16 @@ def test_to_hashable():
     assert step_group_ids([np.array([1, 2]), np.array([1, 2]), np.array([2, 1])], [0, 0, 0]) == [0, 0, 1]
     with pytest.raises(TypeError, match="object"):
         to_hashable(object())
+    from course_lib.envs.two_hop_qa import Question
+
+    question = Question("arvex works", "brenna", "founder", "born_in")
+    key = to_hashable((question, (("arvex works founder", "x"),)))
+    assert key == (("Question", ("arvex works", "brenna", "founder", "born_in")), (("arvex works founder", "x"),))
+    assert step_group_ids([(question, ()), (question, ()), (Question("b", "c", "ceo", "lives_in"), ())], [0] * 3) == [
+        0,
+        0,
+        1,
+    ], "equal questions with equal calls share a step group"
 
 
 def test_input_validation():

@@ -28,6 +28,7 @@ row's advantage to the tokens of that step's action.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
@@ -62,7 +63,8 @@ def to_hashable(obs) -> Hashable:
 
     str/int/float/bool pass through; numpy scalars become Python scalars; arrays become the tuple
     of their flattened items; lists/tuples become tuples and dicts tuples of sorted (key, value)
-    pairs, recursively. Anything else raises TypeError (a silent `id()` would never group).
+    pairs, recursively; a dataclass instance becomes its class name and its fields. Anything else
+    raises TypeError (a silent `id()` would never group).
     """
     if hasattr(obs, "ndim") and hasattr(obs, "tolist"):  # numpy array or scalar, checked first
         if obs.ndim == 0:  # because np.float64 is also a float, yet np.int64 is no int
@@ -74,6 +76,8 @@ def to_hashable(obs) -> Hashable:
         return tuple(to_hashable(item) for item in obs)
     if isinstance(obs, dict):
         return tuple(sorted((key, to_hashable(value)) for key, value in obs.items()))
+    if dataclasses.is_dataclass(obs) and not isinstance(obs, type):  # e.g. two_hop_qa's Question
+        return (type(obs).__name__, to_hashable(dataclasses.astuple(obs)))
     raise TypeError(
         f"cannot turn an anchor of type {type(obs).__name__} into a step-group key; "
         "use str, numbers, lists, tuples, dicts or numpy arrays"
