@@ -476,6 +476,31 @@ def audit_ch11() -> list[SplitAudit]:
     return [_split("ch11", "test", keys, overlaps)]
 
 
+def audit_ch12() -> list[SplitAudit]:
+    from course_lib.chapters import ch08_arpo as ch08
+    from course_lib.chapters import ch12_capstone as ch
+
+    config = ch.preset("cpu")
+    keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.task.eval_tasks))
+    grpo = config.grpo  # every arm has the same iterations and questions per iteration
+    draws = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration)
+    draws += [ch.MONITOR_SEED + p for p in range(config.monitor_prompts)]
+    training = problem_keys(lambda: ch.make_env("train", config), draws)
+    demos = problem_keys(
+        lambda: ch.make_env("train", config),
+        ch08.demonstration_seeds(config.task.demonstrations, base_seed(ch.BASE_NAME)),
+    )
+    held_out_lookups = question_lookups(set(keys))
+    overlaps = _problem_overlaps(keys, set(training), set(demos))
+    overlaps += [
+        Overlap("RL training draws", "hop lookups of held-out questions (sub-problems)",
+                count_overlap(held_out_lookups, question_lookups(set(training))), len(held_out_lookups)),
+        Overlap("warm-start demonstrations", "hop lookups of held-out questions (sub-problems)",
+                count_overlap(held_out_lookups, question_lookups(set(demos))), len(held_out_lookups)),
+    ]  # fmt: skip
+    return [_split("ch12", "test", keys, overlaps)]
+
+
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch00": audit_ch00,
     "ch01": audit_ch01,
@@ -489,6 +514,7 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch09": audit_ch09,
     "ch10": audit_ch10,
     "ch11": audit_ch11,
+    "ch12": audit_ch12,
 }
 
 

@@ -36,6 +36,7 @@ MODULES = {
     "ch09": "ch09_ragen",
     "ch10": "ch10_ragen2",
     "ch11": "ch11_aepo",
+    "ch12": "ch12_capstone",
 }
 """Chapter key -> module under `course_lib.chapters`."""
 LIBRARIES = ("torch", "transformers", "peft", "datasets", "numpy")

@@ -1,0 +1,371 @@
+"""Chapter 12, the capstone: branch where entropy rises, learn only from groups with signal, watch input dependence.
+
+The survey this course follows ends by proposing a combination of the ideas of chapters 07-11; no public code
+builds it. Here it is, on one shared environment, chapter 08's two-hop search task and base:
+
+- **Branch at high-entropy steps** (AEPO, chapter 11): the tree sampler with the consecutive-branch penalty, and
+  the entropy-balanced clip in the update.
+- **Keep only informative groups** (RAGEN-2's SNR filter, chapter 10): linear top-p 0.9 over the groups' reward
+  std, zero-std groups dropped.
+- **Watch input dependence** (RAGEN-2's mutual information, chapter 10), as an early stop with a rollback. Every
+  `eval_every` iterations the policy plays `monitor_prompts` fixed *training* questions once and its first
+  actions are cross-scored under every one of them (MI of the first action, `diagnostics.reasoning_mutual_
+  information(span="action")`); if MI has fallen more than `gate_drop` (20%) below the base's, training stops
+  and the policy rolls back to its last state that passed. Why an early stop and not a per-batch gate: a gate
+  that skips updates freezes a drifting policy instead of undoing the drift, and a per-batch estimate over 8
+  prompts is too noisy to act on; why training questions: a decision made on held-out questions would leak them
+  into training.
+
+`run(seed)` trains, from the same base at the same budget (30 iterations of 8 questions x 8 trajectories, 4
+updates per batch), every RL method of the course that runs on this task, plus the ablations of the combination:
+
+| arm | sampler | advantage | filter | loss | MI stop |
+|---|---|---|---|---|---|
+| `grpo` | groups | GRPO | none | clip | no |
+| `gigpo` | groups | GiGPO (anchors: the observations) | none | clip | no |
+| `starpo_s` | groups | GRPO | StarPO-S (top 25% by std) | clip-higher 0.28 | no |
+| `arpo` | ARPO's tree | GRPO | none | clip | no |
+| `aepo` | AEPO's tree | GRPO | none | balanced clip | no |
+| `aepo_snr` | AEPO's tree | GRPO | SNR top-p | balanced clip | no |
+| `combined` | AEPO's tree | GRPO | SNR top-p | balanced clip | yes |
+
+and the stress test (C12.1): AEPO with RAGEN-2's collapse inducer, an entropy bonus of 0.1 on every policy token
+(`aepo_bonus`), then with each part of the combination added (`aepo_bonus_snr`, `aepo_bonus_mi`) and with both
+(`combined_bonus`). Each arm's final policy plays the 258 held-out questions once; the held-out MI of its first
+actions (64 of them cross-scored under all 258 questions) says whether it collapsed.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from course_lib import config as course_config
+from course_lib import data
+from course_lib import results as recorded
+from course_lib.algos.filters import FilterConfig
+from course_lib.chapters import ch08_arpo as ch08
+from course_lib.chapters import skeleton
+from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.diagnostics import reasoning_mutual_information
+from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.tree_rollout import TreeConfig
+
+BASE_NAME = ch08.BASE_NAME
+MONITOR_SEED = 33_000_000
+"""The MI monitor's training questions are `MONITOR_SEED + p` (the same for every run seed and arm)."""
+
+
+@dataclass
+class Chapter12Config:
+    """Everything chapter 12 varies, with the cpu preset's values as defaults."""
+
+    task: ch08.Chapter08Config = field(default_factory=ch08.Chapter08Config)
+    """Chapter 08's task, base, sampling and held-out evaluation (all 258 test questions)."""
+    grpo: GRPOConfig = field(
+        default_factory=lambda: GRPOConfig(
+            iterations=30,
+            prompts_per_iteration=8,
+            group_size=8,
+            eval_every=10,
+            updates_per_batch=4,
+            tree=TreeConfig(global_samples=4, alpha=0.5, beta=0.2, entropy_tokens=4),
+            filter=FilterConfig(top_p=0.9, mode="linear", include_zero=False),
+        )
+    )
+    """Chapter 11's budget (evaluated every 10 iterations; the arms with the MI stop every `monitor_every`)."""
+    monitor_every: int = 5
+    """How often the arms with the MI stop evaluate, so that it can act within 5 iterations (evaluating does not
+    change training: it draws from its own random stream)."""
+    monitor_prompts: int = 32
+    """Training questions the MI monitor plays (one episode each) and cross-scores."""
+    gate_drop: float = 0.2
+    """The MI stop fires when the monitor's MI falls below (1 - gate_drop) x the base's."""
+    mi_samples: int = 64
+    """Held-out first actions cross-scored under all held-out questions for each final policy's MI."""
+    bonus: float = 0.1
+    """The stress test's entropy bonus (chapter 10's coefficient), on every policy token."""
+
+
+def preset(scale: str | None = None) -> Chapter12Config:
+    """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
+    cpu = Chapter12Config()
+    gpu = Chapter12Config(grpo=dataclasses.replace(cpu.grpo, iterations=100, prompts_per_iteration=16))
+    return skeleton.by_scale(cpu, gpu, scale)
+
+
+def make_env(split: str = "train", config: Chapter12Config | None = None):
+    return ch08.make_env(split, (config or Chapter12Config()).task)
+
+
+test_seeds = ch08.test_seeds
+
+AEPO = {"sampler": "tree", "rule": "aepo", "policy_loss": "entropy_balanced"}
+ARMS: dict[str, dict] = {
+    "grpo": {},
+    "gigpo": {"advantage": "gigpo"},
+    "starpo_s": {"batch_filter": "starpo_s", "clip_high": 0.28},
+    "arpo": {"sampler": "tree"},
+    "aepo": AEPO,
+    "aepo_snr": {**AEPO, "batch_filter": "snr_top_p"},
+    "combined": {**AEPO, "batch_filter": "snr_top_p", "mi_stop": True},
+    "aepo_bonus": {**AEPO, "bonus": True},
+    "aepo_bonus_snr": {**AEPO, "batch_filter": "snr_top_p", "bonus": True},
+    "aepo_bonus_mi": {**AEPO, "mi_stop": True, "bonus": True},
+    "combined_bonus": {**AEPO, "batch_filter": "snr_top_p", "mi_stop": True, "bonus": True},
+}
+"""Every arm's changes to `Chapter12Config.grpo` (module docstring's table), plus `mi_stop` and `bonus`."""
+METHODS = ("grpo", "gigpo", "starpo_s", "arpo", "aepo", "combined")
+"""The course's RL methods in the chapter's table (the rest are ablations and the stress test)."""
+
+
+def arm_config(config: Chapter12Config, arm: str) -> GRPOConfig:
+    """The loop's configuration of `arm`."""
+    settings = dict(ARMS[arm])
+    every = config.monitor_every if settings.pop("mi_stop", False) else config.grpo.eval_every
+    bonus = config.bonus if settings.pop("bonus", False) else 0.0
+    tree = dataclasses.replace(config.grpo.tree, rule=settings.pop("rule", "arpo"))
+    return dataclasses.replace(config.grpo, tree=tree, entropy_coef=bonus, eval_every=every, **settings)
+
+
+def first_action_mi(model, tokenizer, trajectories, samples: int, seed: int) -> dict[str, float]:
+    """MI of the first action over `trajectories`, each its own input (one per distinct question)."""
+    for index, trajectory in enumerate(trajectories):
+        trajectory.group_id = index
+    generator = torch.Generator().manual_seed(seed)
+    return reasoning_mutual_information(model, tokenizer, trajectories, samples, generator=generator, span="action")
+
+
+def monitor_mi(model, tokenizer, config: Chapter12Config, seed: int) -> float:
+    """The MI stop's measurement: `monitor_prompts` training questions played once, every first action scored under
+    every question."""
+    seeds = [MONITOR_SEED + p for p in range(config.monitor_prompts)]
+    _, trajectories = evaluate_policy(
+        model, tokenizer, lambda: make_env("train", config), seeds, config.task.sampling, seed
+    )
+    return first_action_mi(model, tokenizer, trajectories, config.monitor_prompts, seed)["mi"]
+
+
+def evaluate(model, tokenizer, config: Chapter12Config, seed: int, held_out_mi: bool = False) -> dict[str, float]:
+    """Held-out success, tool calls and precise first searches (chapter 08's, one episode per question) and the
+    monitor's MI on training questions (`monitor_mi`, the only one the MI stop reads); with `held_out_mi`, also the
+    held-out MI of the first action (`mi`, `retrieval_accuracy`: `mi_samples` first actions scored under every
+    held-out question, the expensive part, so only for final policies)."""
+    stats, trajectories = evaluate_policy(
+        model, tokenizer, lambda: make_env("test", config), test_seeds(config.task.eval_tasks), config.task.sampling,
+        seed,
+    )  # fmt: skip
+    stats |= ch08.episode_stats(trajectories)
+    if held_out_mi:
+        mi = first_action_mi(model, tokenizer, trajectories, config.mi_samples, seed)
+        stats |= {"mi": mi["mi"], "retrieval_accuracy": mi["retrieval_accuracy"], "mi_chance": mi["chance"]}
+    return {**stats, "monitor_mi": monitor_mi(model, tokenizer, config, seed)}
+
+
+class MIStop:
+    """The early stop with rollback: `check(record)` is `train_grpo`'s `stop`; `remember(model, mi)` keeps the
+    last state whose monitor MI passed; `restore(model)` puts it back after a stop."""
+
+    def __init__(self, base_mi: float, drop: float):
+        self.threshold = (1 - drop) * base_mi
+        self.state: dict | None = None
+        self.stopped_at: int | None = None
+
+    def remember(self, model, mi: float) -> None:
+        if mi >= self.threshold:
+            self.state = copy.deepcopy(model.state_dict())
+
+    def check(self, record: Mapping[str, float]) -> bool:
+        if record["eval_monitor_mi"] < self.threshold:
+            self.stopped_at = int(record["iteration"])
+            return True
+        return False
+
+    def restore(self, model) -> None:
+        if self.stopped_at is not None and self.state is not None:
+            model.load_state_dict(self.state)
+
+
+def train(model, tokenizer, config: Chapter12Config, seed: int, arm: str, base_mi: float) -> tuple[list[dict], dict]:
+    """RL with `arm` from `model` (changed in place; rolled back after an MI stop). Returns the history and the
+    final policy's evaluation, with `stopped_at` (the iteration of the MI stop, NaN if none) and `iterations`
+    (the updates it made)."""
+    gate = MIStop(base_mi, config.gate_drop) if ARMS[arm].get("mi_stop") else None
+
+    def measure(m):
+        stats = evaluate(m, tokenizer, config, seed + 1)
+        if gate is not None:
+            gate.remember(m, stats["monitor_mi"])
+        return stats
+
+    history = train_grpo(
+        model, tokenizer, lambda: make_env("train", config),
+        dataclasses.replace(config.task.sampling, snapshot_envs=True), arm_config(config, arm), seed,
+        evaluate=measure, stop=gate.check if gate is not None else None,
+    )  # fmt: skip
+    if gate is not None:
+        gate.restore(model)  # a no-op unless the MI stop fired
+    final = evaluate(model, tokenizer, config, seed + 1, held_out_mi=True)
+    stopped = float("nan") if gate is None or gate.stopped_at is None else float(gate.stopped_at)
+    steps = [row for row in history if "loss" in row]
+    seconds = [row["time_rollout"] + row["time_advantage"] + row["time_update"] for row in steps]
+    return history, {**final, "stopped_at": stopped, "iterations": float(len(steps)),
+                     "seconds_per_iteration": float(np.mean(seconds)) if seconds else float("nan")}  # fmt: skip
+
+
+def run(seed: int, config: Chapter12Config | None = None) -> dict:
+    """Every arm of `ARMS` from chapter 08's base at the same budget, with the base's evaluation."""
+    config = config or preset()
+    start = time.perf_counter()
+    course_config.seed_everything(seed)
+    base, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    results: dict = {
+        "base": evaluate(base, tokenizer, config, seed + 1, held_out_mi=True),
+        "histories": {},
+        "final": {},
+    }
+    for arm in ARMS:
+        model = copy.deepcopy(base)
+        course_config.seed_everything(seed)
+        results["histories"][arm], results["final"][arm] = train(
+            model, tokenizer, config, seed, arm, results["base"]["monitor_mi"]
+        )
+    results["minutes"] = (time.perf_counter() - start) / 60
+    results["base_model"], results["tokenizer"] = base, tokenizer
+    return results
+
+
+# Claims -----------------------------------------------------------------------------------------
+FINAL_KEYS = ("success", "mi", "retrieval_accuracy", "monitor_mi", "precise_first_search", "stopped_at",
+              "iterations", "seconds_per_iteration")  # fmt: skip
+
+
+def collapsed(n: Mapping[str, float], arm: str) -> bool:
+    """Template collapse's sign, as chapter 10 reads it: held-out MI of the first action at most half the base's."""
+    return n[f"{arm}_mi"] <= 0.5 * n["base_mi"]
+
+
+def claim_numbers(results: Mapping) -> dict[str, float]:
+    """Every number chapter 12's claims and table use, flat."""
+    base = results["base"]
+    numbers = {f"base_{key}": base[key] for key in ("success", "mi", "retrieval_accuracy", "monitor_mi")}
+    for arm, final in results["final"].items():
+        numbers |= {f"{arm}_{key}": final[key] for key in FINAL_KEYS if key in final}
+    for arm in ("aepo", "combined", "aepo_bonus", "aepo_bonus_snr", "aepo_bonus_mi", "combined_bonus"):
+        numbers[f"{arm}_collapsed"] = float(collapsed(numbers, arm))
+    numbers["combined_minus_aepo"] = numbers["combined_success"] - numbers["aepo_success"]
+    numbers["combined_bonus_minus_aepo_bonus"] = numbers["combined_bonus_success"] - numbers["aepo_bonus_success"]
+    return numbers
+
+
+CLAIMS: tuple[ClaimSpec, ...] = (
+    ClaimSpec(
+        "C12.1",
+        "with the collapse inducer (an entropy bonus), AEPO alone ends with held-out MI of its first action at most "
+        "half the base's while the combination (AEPO + SNR filter + MI stop) does not and ends with held-out "
+        "success at least AEPO alone's; without it, the combination's success is at most 2 points below AEPO's",
+        "the survey: branch at high entropy, keep informative groups, watch MI; keeps AEPO's gains without template "
+        "collapse",
+        "combined_bonus_minus_aepo_bonus",
+        lambda n: (
+            n["aepo_bonus_collapsed"] == 1.0
+            and n["combined_bonus_collapsed"] == 0.0
+            and n["combined_bonus_minus_aepo_bonus"] >= 0
+            and n["combined_minus_aepo"] >= -0.02
+        ),
+        required=False,
+    ),
+)
+
+
+def claims(results: Mapping) -> list[Claim]:
+    return evaluate_all(CLAIMS, claim_numbers(results))
+
+
+CURVE_KEYS = ("eval_success", "eval_monitor_mi", "entropy")
+
+
+def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
+    return recorded.history_curves(results["histories"], CURVE_KEYS)
+
+
+def summary_lines(results: Mapping) -> list[str]:
+    """What the command line prints for a seed, before its claims."""
+    b = results["base"]
+    lines = [f"{'base':15} success {b['success']:.3f}  MI {b['mi']:.3f} (monitor {b['monitor_mi']:.3f})  "
+             f"retrieval {b['retrieval_accuracy']:.3f}"]  # fmt: skip
+    for arm, f in results["final"].items():
+        stop = "" if np.isnan(f["stopped_at"]) else f"  MI stop at {f['stopped_at']:.0f}"
+        lines.append(f"{arm:15} success {f['success']:.3f}  MI {f['mi']:.3f} (monitor {f['monitor_mi']:.3f})  "
+                     f"retrieval {f['retrieval_accuracy']:.3f}  {f['seconds_per_iteration']:.2f} s/it"
+                     f"{stop}")  # fmt: skip
+    return lines
+
+
+def table_rows(per_seed: Sequence[Mapping[str, float]], arms: Sequence[str] = METHODS) -> list[dict[str, object]]:
+    """The course's table from recorded seeds: per arm, mean held-out success (and its range over seeds), mean
+    held-out MI and seconds per iteration."""
+    rows = []
+    for arm in arms:
+        success = [n[f"{arm}_success"] for n in per_seed]
+        rows.append({
+            "arm": arm, "success": float(np.mean(success)), "low": min(success), "high": max(success),
+            "mi": float(np.mean([n[f"{arm}_mi"] for n in per_seed])),
+            "seconds": float(np.mean([n[f"{arm}_seconds_per_iteration"] for n in per_seed])),
+        })  # fmt: skip
+    return rows
+
+
+def table_markdown(rows: Sequence[Mapping[str, object]], seeds: int) -> str:
+    """`table_rows` as a Markdown table."""
+    lines = [f"| method | held-out success (mean of {seeds} seeds) | range over seeds | held-out MI (nats) | "
+             "seconds per iteration |", "|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| `{r['arm']}` | {r['success']:.3f} | {r['low']:.3f}-{r['high']:.3f} | {r['mi']:.2f} | "
+                     f"{r['seconds']:.2f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def plot_arms(results: Mapping, config: Chapter12Config):
+    """Two panels of one seed: every arm's held-out success and held-out MI of its first action (the base's as a
+    line), and the MI monitor over training for the stress test's two arms and AEPO, with the stop's threshold."""
+    from course_lib.plots import grid
+
+    fig, (a, b) = grid(2, width=5.4)
+    arms = list(results["final"])
+    x = np.arange(len(arms))
+    a.bar(x - 0.2, [results["final"][arm]["success"] for arm in arms], 0.4, label="success")
+    a.bar(x + 0.2, [results["final"][arm]["mi"] / results["base"]["mi"] for arm in arms], 0.4,
+          label="MI / base's MI")  # fmt: skip
+    a.axhline(results["base"]["success"], color="grey", lw=0.8, ls="--", label="base's success")
+    a.set(xticks=x, title="final policies (held-out)", ylim=(0, 1.15))
+    a.set_xticklabels(arms, rotation=40, ha="right", fontsize=8)
+    a.legend(fontsize=7)
+    for arm in ("aepo", "aepo_bonus", "combined_bonus"):
+        rows = [row for row in results["histories"][arm] if "eval_monitor_mi" in row]
+        b.plot([row["iteration"] for row in rows], [row["eval_monitor_mi"] for row in rows], marker="o", label=arm)
+    b.axhline((1 - config.gate_drop) * results["base"]["monitor_mi"], color="grey", ls="--", lw=0.8,
+              label="MI stop threshold")  # fmt: skip
+    b.set(xlabel="RL iteration", ylabel="MI of the first action (training questions)", title="the MI monitor")
+    b.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+CHAPTER = skeleton.Chapter(
+    "ch12", "Chapter 12, the capstone", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    skeleton.main(CHAPTER, argv)
+
+
+if __name__ == "__main__":
+    main()

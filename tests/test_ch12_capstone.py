@@ -1,0 +1,112 @@
+"""Chapter 12: the arms' settings, the MI stop's threshold and rollback by hand, the collapse sign and the claim
+check, the course table from per-seed numbers, and short runs (one with a stop that must fire)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from course_lib.chapters import ch12_capstone as ch12
+
+
+def test_arms_change_only_what_they_name():
+    config = ch12.Chapter12Config()
+    grpo = ch12.arm_config(config, "grpo")
+    assert (grpo.sampler, grpo.advantage, grpo.batch_filter, grpo.policy_loss, grpo.entropy_coef) == (
+        "groups", "grpo", "none", "clipped", 0.0,
+    )  # fmt: skip
+    assert dataclasses.replace(ch12.arm_config(config, "gigpo"), advantage="grpo") == grpo
+    starpo = ch12.arm_config(config, "starpo_s")
+    assert (starpo.batch_filter, starpo.clip_high, starpo.filter.keep_fraction) == ("starpo_s", 0.28, 0.25)
+    aepo = ch12.arm_config(config, "aepo")
+    assert (aepo.sampler, aepo.tree.rule, aepo.policy_loss) == ("tree", "aepo", "entropy_balanced")
+    combined = ch12.arm_config(config, "combined")
+    assert (
+        combined
+        == dataclasses.replace(ch12.arm_config(config, "aepo_snr"), eval_every=5)
+        == dataclasses.replace(aepo, batch_filter="snr_top_p", eval_every=5)
+    ), "the MI stop lives outside the loop's configuration; its arms only evaluate more often"
+    assert ch12.ARMS["combined"]["mi_stop"] and not ch12.ARMS["aepo_snr"].get("mi_stop")
+    bonus = ch12.arm_config(config, "combined_bonus")
+    assert bonus.entropy_coef == 0.1 and dataclasses.replace(bonus, entropy_coef=0.0) == combined
+    assert dataclasses.replace(ch12.arm_config(config, "aepo_bonus_snr"), entropy_coef=0.0) == ch12.arm_config(
+        config, "aepo_snr"
+    )
+    assert ch12.arm_config(config, "aepo_bonus_mi") == dataclasses.replace(aepo, entropy_coef=0.1, eval_every=5)
+    assert set(ch12.METHODS) <= set(ch12.ARMS)
+
+
+def test_mi_stop_by_hand():
+    stop = ch12.MIStop(base_mi=2.0, drop=0.2)
+    assert stop.threshold == pytest.approx(1.6)
+    model = torch.nn.Linear(1, 1)
+    torch.nn.init.constant_(model.weight, 1.0)
+    stop.remember(model, 1.7)  # passes: remembered
+    torch.nn.init.constant_(model.weight, 5.0)
+    stop.remember(model, 1.5)  # fails: not remembered
+    assert not stop.check({"iteration": 5, "eval_monitor_mi": 1.6}), "at the threshold it does not fire"
+    assert stop.check({"iteration": 10, "eval_monitor_mi": 1.59}) and stop.stopped_at == 10
+    stop.restore(model)
+    assert model.weight.item() == 1.0, "rolled back to the last state that passed"
+
+
+def test_collapse_sign_and_claim_check():
+    n = {"base_mi": 2.0, "aepo_bonus_mi": 1.0, "combined_bonus_mi": 1.9}
+    assert ch12.collapsed(n, "aepo_bonus") and not ch12.collapsed(n, "combined_bonus")
+    check = ch12.CLAIMS[0].check
+    n = {"aepo_bonus_collapsed": 1.0, "combined_bonus_collapsed": 0.0, "combined_bonus_minus_aepo_bonus": 0.0,
+         "combined_minus_aepo": -0.02}  # fmt: skip
+    assert check(n)
+    assert not check(n | {"aepo_bonus_collapsed": 0.0}), "no collapse to avoid: not reproduced"
+    assert not check(n | {"combined_bonus_collapsed": 1.0})
+    assert not check(n | {"combined_bonus_minus_aepo_bonus": -0.01})
+    assert not check(n | {"combined_minus_aepo": -0.021})
+
+
+def test_table_rows_by_hand():
+    seeds = [
+        {"grpo_success": 0.8, "grpo_mi": 2.0, "grpo_seconds_per_iteration": 1.0},
+        {"grpo_success": 0.6, "grpo_mi": 1.0, "grpo_seconds_per_iteration": 3.0},
+    ]
+    (row,) = ch12.table_rows(seeds, ["grpo"])
+    assert row == {"arm": "grpo", "success": pytest.approx(0.7), "low": 0.6, "high": 0.8, "mi": 1.5, "seconds": 2.0}
+
+
+def small_config(**changes) -> ch12.Chapter12Config:
+    config = ch12.preset("cpu")
+    return dataclasses.replace(
+        config, grpo=dataclasses.replace(config.grpo, iterations=2, eval_every=1),
+        task=dataclasses.replace(config.task, eval_tasks=16), mi_samples=8, monitor_prompts=6,
+        **{"monitor_every": 1, **changes},
+    )  # fmt: skip
+
+
+def test_a_short_run_measures_every_claim_number():
+    results = ch12.run(0, small_config())
+    assert set(results["histories"]) == set(ch12.ARMS)
+    numbers = ch12.claim_numbers(results)
+    for key, value in numbers.items():
+        assert math.isfinite(value) or key.endswith("stopped_at"), key
+    assert 0 < numbers["base_mi"] <= math.log(16) + 1e-6
+    assert all(numbers[f"{arm}_iterations"] == 2 for arm in ch12.ARMS if math.isnan(numbers[f"{arm}_stopped_at"]))
+    assert {key.split("/")[0] for key in ch12.curves(results)} == set(ch12.ARMS)
+    assert len(ch12.summary_lines(results)) == 1 + len(ch12.ARMS)
+    if math.isnan(numbers["combined_stopped_at"]):  # the stop only evaluates: training is aepo_snr's
+        losses = [
+            [row["loss"] for row in results["histories"][arm] if "loss" in row] for arm in ("aepo_snr", "combined")
+        ]
+        assert losses[0] == losses[1]
+
+
+def test_the_mi_stop_fires_and_rolls_back(monkeypatch):
+    """With the threshold above the base's MI the stop fires at the first evaluation, before any update: the
+    combined arm makes no update and its final policy is the base (same held-out numbers)."""
+    config = small_config(gate_drop=-1.0)  # threshold: twice the base's monitor MI
+    monkeypatch.setattr(ch12, "ARMS", {"combined": ch12.ARMS["combined"]})
+    results = ch12.run(0, config)
+    final, base = results["final"]["combined"], results["base"]
+    assert final["stopped_at"] == 0 and final["iterations"] == 0
+    assert final["success"] == base["success"] and final["mi"] == base["mi"]
