@@ -388,6 +388,19 @@ def question_lookups(questions: Iterable) -> set[tuple[str, str]]:
     return lookups
 
 
+def two_hop_overlaps(keys: Sequence, training: Sequence, demos: Sequence) -> list[Overlap]:
+    """The audit of a `two_hop_qa` chapter (08, 11, 12): held-out questions against the RL draws and the
+    demonstrations, and their hop lookups (sub-problems) against those made there."""
+    held_out_lookups = question_lookups(set(keys))
+    overlaps = _problem_overlaps(keys, set(training), set(demos))
+    return overlaps + [
+        Overlap("RL training draws", "hop lookups of held-out questions (sub-problems)",
+                count_overlap(held_out_lookups, question_lookups(set(training))), len(held_out_lookups)),
+        Overlap("warm-start demonstrations", "hop lookups of held-out questions (sub-problems)",
+                count_overlap(held_out_lookups, question_lookups(set(demos))), len(held_out_lookups)),
+    ]  # fmt: skip
+
+
 def audit_ch08() -> list[SplitAudit]:
     from course_lib.chapters import ch08_arpo as ch
 
@@ -401,15 +414,7 @@ def audit_ch08() -> list[SplitAudit]:
     demos = problem_keys(
         lambda: ch.make_env("train", config), ch.demonstration_seeds(config.demonstrations, base_seed(ch.BASE_NAME))
     )
-    held_out_lookups = question_lookups(set(keys))
-    overlaps = _problem_overlaps(keys, set(training), set(demos))
-    overlaps += [
-        Overlap("RL training draws", "hop lookups of held-out questions (sub-problems)",
-                count_overlap(held_out_lookups, question_lookups(set(training))), len(held_out_lookups)),
-        Overlap("warm-start demonstrations", "hop lookups of held-out questions (sub-problems)",
-                count_overlap(held_out_lookups, question_lookups(set(demos))), len(held_out_lookups)),
-    ]  # fmt: skip
-    return [_split("ch08", "test", keys, overlaps)]
+    return [_split("ch08", "test", keys, two_hop_overlaps(keys, training, demos))]
 
 
 def audit_ch09() -> list[SplitAudit]:
@@ -465,15 +470,7 @@ def audit_ch11() -> list[SplitAudit]:
         lambda: ch08.make_env("train", root_config),
         ch08.demonstration_seeds(root_config.demonstrations, base_seed(ch.ROOT_BASE_NAME)),
     )
-    held_out_lookups = question_lookups(set(keys))
-    overlaps = _problem_overlaps(keys, set(training), set(demos))
-    overlaps += [
-        Overlap("RL training draws", "hop lookups of held-out questions (sub-problems)",
-                count_overlap(held_out_lookups, question_lookups(set(training))), len(held_out_lookups)),
-        Overlap("warm-start demonstrations", "hop lookups of held-out questions (sub-problems)",
-                count_overlap(held_out_lookups, question_lookups(set(demos))), len(held_out_lookups)),
-    ]  # fmt: skip
-    return [_split("ch11", "test", keys, overlaps)]
+    return [_split("ch11", "test", keys, two_hop_overlaps(keys, training, demos))]
 
 
 def audit_ch12() -> list[SplitAudit]:
@@ -490,15 +487,7 @@ def audit_ch12() -> list[SplitAudit]:
         lambda: ch.make_env("train", config),
         ch08.demonstration_seeds(config.task.demonstrations, base_seed(ch.BASE_NAME)),
     )
-    held_out_lookups = question_lookups(set(keys))
-    overlaps = _problem_overlaps(keys, set(training), set(demos))
-    overlaps += [
-        Overlap("RL training draws", "hop lookups of held-out questions (sub-problems)",
-                count_overlap(held_out_lookups, question_lookups(set(training))), len(held_out_lookups)),
-        Overlap("warm-start demonstrations", "hop lookups of held-out questions (sub-problems)",
-                count_overlap(held_out_lookups, question_lookups(set(demos))), len(held_out_lookups)),
-    ]  # fmt: skip
-    return [_split("ch12", "test", keys, overlaps)]
+    return [_split("ch12", "test", keys, two_hop_overlaps(keys, training, demos))]
 
 
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {

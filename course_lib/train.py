@@ -254,8 +254,9 @@ def train_grpo(
 
     Task seeds come from `seed`, so two runs with the same arguments give the same history.
     Evaluation results (if `evaluate` is given) are stored under `eval_*` keys. `stop`, if given, sees every
-    record that holds an evaluation, before that iteration's update; when it returns True training ends there
-    and that record is the last (an early stop, e.g. chapter 12's input-dependence monitor).
+    record that holds an evaluation, the final one included, before that iteration's update; when it returns True
+    training ends there and that record is the last (an early stop, e.g. chapter 12's input-dependence monitor,
+    which then rolls back: at the final evaluation, too).
     """
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -269,7 +270,8 @@ def train_grpo(
         evaluated = evaluate is not None and (iteration % config.eval_every == 0 or iteration == config.iterations)
         if evaluated:
             record.update({f"eval_{k}": v for k, v in evaluate(model).items()})
-        if iteration == config.iterations or (stop is not None and evaluated and stop(record)):
+        stopping = stop is not None and evaluated and stop(record)  # asked at the last evaluation too
+        if iteration == config.iterations or stopping:
             history.append(record)
             break
         record.update(policy_iteration(model, engine, envs, config, seed, iteration, generator, optimizer))

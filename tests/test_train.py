@@ -223,3 +223,7 @@ def test_train_grpo_stops_where_its_stop_says(warm_model, tokenizer):
     assert "loss" not in history[-1] and history[-1]["eval_probe"] == 1.0, "no update after the stop"
     full = train_grpo(copy.deepcopy(warm_model), tokenizer, make_env, SAMPLING, config, 0, stop=lambda r: True)
     assert [h["iteration"] for h in full] == [0, 1, 2, 3, 4], "without an evaluation, stop is never asked"
+    asked = []
+    train_grpo(copy.deepcopy(warm_model), tokenizer, make_env, SAMPLING, config, 0, evaluate=lambda m: {},
+               stop=lambda r: asked.append(r["iteration"]) or False)  # fmt: skip
+    assert asked == [0, 2, 4], "the final evaluation is asked too (a stop there means: roll back)"

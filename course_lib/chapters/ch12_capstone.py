@@ -51,11 +51,11 @@ from course_lib import data
 from course_lib import results as recorded
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch08_arpo as ch08
+from course_lib.chapters import ch11_aepo as ch11
 from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.diagnostics import reasoning_mutual_information
 from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.tree_rollout import TreeConfig
 
 BASE_NAME = ch08.BASE_NAME
 MONITOR_SEED = 33_000_000
@@ -69,14 +69,8 @@ class Chapter12Config:
     task: ch08.Chapter08Config = field(default_factory=ch08.Chapter08Config)
     """Chapter 08's task, base, sampling and held-out evaluation (all 258 test questions)."""
     grpo: GRPOConfig = field(
-        default_factory=lambda: GRPOConfig(
-            iterations=30,
-            prompts_per_iteration=8,
-            group_size=8,
-            eval_every=10,
-            updates_per_batch=4,
-            tree=TreeConfig(global_samples=4, alpha=0.5, beta=0.2, entropy_tokens=4),
-            filter=FilterConfig(top_p=0.9, mode="linear", include_zero=False),
+        default_factory=lambda: dataclasses.replace(
+            ch11.Chapter11Config().grpo, filter=FilterConfig(top_p=0.9, mode="linear", include_zero=False)
         )
     )
     """Chapter 11's budget (evaluated every 10 iterations; the arms with the MI stop every `monitor_every`)."""
