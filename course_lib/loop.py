@@ -183,8 +183,9 @@ def clipped(logprobs, old_logprobs, advantages, loss_mask, config: GRPOConfig) -
 def entropy_balanced(logprobs, old_logprobs, advantages, loss_mask, config: GRPOConfig) -> tuple[torch.Tensor, dict]:
     """AEPO's entropy-balanced clip (`algos.aepo.balanced_clip_losses`): the hard clip's value, but a positive-
     advantage token above 1 + `config.clip_high` keeps the gradient (1 + clip_high) * A * grad log pi; dual clip
-    at 3; aggregated by `config.aggregation`. Stats: `clip_fraction` (tokens whose upper clip acted, the ones
-    whose gradient the hard clip would have dropped) and `ratio_mean`."""
+    at 3; aggregated by `config.aggregation`. Stats: `clip_fraction` (tokens whose ratio was clipped, at either
+    bound: the hard clip's definition, so the two seams compare), `upper_clip_fraction` (tokens whose upper clip
+    acted, the ones whose gradient the hard clip would have dropped and this one keeps) and `ratio_mean`."""
     from course_lib.algos.aepo import balanced_clip_losses
     from course_lib.algos.grpo import masked_aggregate
 
@@ -193,7 +194,10 @@ def entropy_balanced(logprobs, old_logprobs, advantages, loss_mask, config: GRPO
         mask = loss_mask.bool()
         count = max(int(mask.sum()), 1)
         ratio = torch.exp(logprobs - old_logprobs)
-        stats = {"clip_fraction": float((above & mask).sum()) / count,
+        wide = advantages[:, None].expand_as(ratio) if advantages.dim() == 1 else advantages
+        below = (ratio < 1 - config.clip_low) & (wide < 0)
+        stats = {"clip_fraction": float(((above | below) & mask).sum()) / count,
+                 "upper_clip_fraction": float((above & mask).sum()) / count,
                  "ratio_mean": float((ratio * mask).sum()) / count}  # fmt: skip
     return masked_aggregate(losses, loss_mask, config.aggregation), stats
 
