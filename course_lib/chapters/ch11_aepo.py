@@ -50,7 +50,7 @@ from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.rollout import RolloutEngine, collate
 from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.tree_rollout import TreeConfig, pre_monitor, sample_trees
+from course_lib.tree_rollout import pre_monitor, sample_trees
 
 BASE_NAME = ch08.BASE_NAME
 ROOT_BASE_NAME = "ch11_root_base"
@@ -72,14 +72,7 @@ class Chapter11Config:
     """The root variant's demonstrator: probability of a precise first search (else imprecise; with no ambiguous
     question both list the one right candidate, so only the first search's form is uncertain)."""
     grpo: GRPOConfig = field(
-        default_factory=lambda: GRPOConfig(
-            iterations=30,
-            prompts_per_iteration=8,
-            group_size=8,
-            eval_every=10,
-            updates_per_batch=4,
-            tree=TreeConfig(global_samples=4, alpha=0.5, beta=0.2, entropy_tokens=4),
-        )
+        default_factory=lambda: dataclasses.replace(ch08.Chapter08Config().grpo, updates_per_batch=4)
     )
     """Chapter 08's RL budget (8 questions x 8 trajectories, 30 iterations, N = 4 global samples), but 4 updates
     per batch: at one update the ratio is 1 and no clip ever acts (the released scripts take 8 mini-batch steps
