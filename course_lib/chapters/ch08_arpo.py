@@ -318,14 +318,16 @@ def episode_stats(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     return stats
 
 
-def evaluate(model, tokenizer, config: Chapter08Config, seed: int) -> dict[str, float]:
+def evaluate(model, tokenizer, config: Chapter08Config, seed: int, keep: bool = False) -> dict:
     """Held-out success (overall, ambiguous, unambiguous), tool calls, invalid rate and the entropies of
-    `entropy_after_tool` (keys prefixed `entropy_`), one episode per held-out question at temperature 1."""
+    `entropy_after_tool` (keys prefixed `entropy_`), one episode per held-out question at temperature 1. With
+    `keep`, also the trajectories (under `trajectories`, in the order of `test_seeds`)."""
     stats, trajectories = evaluate_policy(
         model, tokenizer, lambda: make_env("test", config), test_seeds(config.eval_tasks), config.sampling, seed
     )
     entropies = entropy_after_tool(trajectories, tokenizer, config.entropy_tokens)
-    return {**stats, **episode_stats(trajectories), **{f"entropy_{k}": v for k, v in entropies.items()}}
+    stats = {**stats, **episode_stats(trajectories), **{f"entropy_{k}": v for k, v in entropies.items()}}
+    return {**stats, "trajectories": trajectories} if keep else stats
 
 
 # Experiments ------------------------------------------------------------------------------------

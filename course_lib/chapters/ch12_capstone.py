@@ -147,15 +147,12 @@ def monitor_mi(model, tokenizer, config: Chapter12Config, seed: int) -> float:
 
 
 def evaluate(model, tokenizer, config: Chapter12Config, seed: int, held_out_mi: bool = False) -> dict[str, float]:
-    """Held-out success, tool calls and precise first searches (chapter 08's, one episode per question) and the
-    monitor's MI on training questions (`monitor_mi`, the only one the MI stop reads); with `held_out_mi`, also the
-    held-out MI of the first action (`mi`, `retrieval_accuracy`: `mi_samples` first actions scored under every
-    held-out question, the expensive part, so only for final policies)."""
-    stats, trajectories = evaluate_policy(
-        model, tokenizer, lambda: make_env("test", config), test_seeds(config.task.eval_tasks), config.task.sampling,
-        seed,
-    )  # fmt: skip
-    stats |= ch08.episode_stats(trajectories)
+    """Chapter 08's held-out evaluation (success, tool calls, precise first searches, entropies; one episode per
+    question) and the monitor's MI on training questions (`monitor_mi`, the only one the MI stop reads); with
+    `held_out_mi`, also the held-out MI of the first action (`mi`, `retrieval_accuracy`: `mi_samples` first
+    actions scored under every held-out question, the expensive part, so only for final policies)."""
+    stats = ch08.evaluate(model, tokenizer, config.task, seed, keep=True)
+    trajectories = stats.pop("trajectories")
     if held_out_mi:
         mi = first_action_mi(model, tokenizer, trajectories, config.mi_samples, seed)
         stats |= {"mi": mi["mi"], "retrieval_accuracy": mi["retrieval_accuracy"], "mi_chance": mi["chance"]}
