@@ -1,0 +1,2 @@
+"""The course's environments and rewards on the engines the papers used: TRL's `GRPOTrainer` (`trl`) and verl's
+agent loop (`verl`). Each module imports its engine, which is an optional extra of the package."""
