@@ -1,0 +1,287 @@
+"""A course environment trained by TRL's `GRPOTrainer` (trl 1.16.0), with the chapter's base, tokenizer and reward.
+
+    python -m course_lib.integrations.trl --chapter 00 --steps 3
+
+TRL generates single-turn completions itself; a multi-turn tool episode comes in through its `rollout_func` hook
+(experimental in TRL 1.16). `GRPOTrainer` calls `rollout_func(prompts, trainer)` with each prompt of the batch
+repeated `num_generations` times in a row; `course_rollout` plays every copy to the end in the chapter's
+environment with the course's rollout engine and the trainer's current weights, and returns per completion:
+
+- `prompt_ids`: BOS and the first observation, as the course tokenizes it;
+- `completion_ids`: every later token in order, the policy's actions and the environment's observations alike;
+- `logprobs`: the sampling log-probs (0 on observation tokens);
+- `env_mask`: 1 on the policy's tokens, 0 on the environment's; TRL multiplies it into its loss mask, so tool
+  output is never trained on (it honours `env_mask` only when no `tools`/`environment_factory` are set);
+- `env_reward`: the episode's total reward. TRL forwards any extra key to the reward functions, and the single
+  reward function here (`env_reward`) returns it, so the chapter's reward is the only reward source.
+
+From there TRL does the rest of a GRPO step its own way: group-normalised advantages (`scale_rewards="group"`,
+std + 1e-4), its "dapo" loss (a token mean over the batch, clip 0.2), AdamW. TRL's tool-calling path
+(`environment_factory`) is not used: it needs a chat template TRL recognises, which a word-level tokenizer trained
+from nothing does not have.
+
+Chapter 05's task is single-turn, TRL's home ground: `native_trainer` lets TRL generate the completion and scores it
+with the chapter's environment in a reward function (the benchmark `python -m course_lib.bench trl` uses both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from course_lib import data
+from course_lib.chapters import ToolTask, tool_tasks
+from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
+from course_lib.tokenizer import decode
+
+# `rollout_func` is experimental in TRL 1.16 and says so once per trainer; the course knows.
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402  (after the variable above)
+
+TESTED_TRL = "1.16.0"
+"""The TRL version this module was written and tested against (`pip install -e .[trl]` pins it)."""
+CHAPTERS = ("00", "03", "04", "05", "06")
+"""The tool tasks of the course (`chapters.tool_tasks`) that TRL can train, by chapter number."""
+
+
+@dataclass
+class TRLSettings:
+    """One TRL run: `prompts` distinct training tasks x `group` samples per optimizer step."""
+
+    steps: int = 3
+    prompts: int = 8
+    group: int = 8
+    learning_rate: float = 5e-4
+    """Chapter 00's GRPO learning rate; TRL's default (1e-6) is meant for pretrained billion-parameter models."""
+    seed: int = 0
+    logging_steps: int = 1
+    """TRL logs (and averages its metrics) every this many steps; the command line prints every step."""
+
+
+def chapter_task(chapter: str) -> ToolTask:
+    """The tool task of chapter `chapter` ("00", "03" ... "06")."""
+    key = f"ch{chapter.removeprefix('ch')}"
+    tasks = tool_tasks()
+    if key not in tasks:
+        raise KeyError(f"no tool task for chapter {chapter!r}; TRL can train chapters {', '.join(CHAPTERS)}")
+    return tasks[key]
+
+
+def left_padded(tokenizer):
+    """A copy of the course tokenizer that pads on the left, as `GRPOTrainer` requires for generation."""
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def training_prompts(task: ToolTask, count: int, first_seed: int = 0) -> dict[str, int]:
+    """`count` distinct first observations of the task's training split, each with the first seed that poses it.
+
+    TRL hands `rollout_func` only the prompt text, so the text must name one task: two seeds with the same question
+    would be one prompt. Seeds are scanned upward from `first_seed` and repeats skipped."""
+    prompts: dict[str, int] = {}
+    env, seed = task.make_env(), first_seed
+    while len(prompts) < count:
+        observation, _ = env.reset(seed=seed)
+        prompts.setdefault(observation, seed)
+        seed += 1
+        if seed - first_seed > 100 * count:
+            raise ValueError(f"the task has fewer than {count} distinct training prompts in {100 * count} seeds")
+    return prompts
+
+
+def split_trajectory(trajectory: Trajectory) -> dict:
+    """One course trajectory as TRL's rollout fields: prompt ids, completion ids, sampling log-probs, `env_mask`."""
+    prompt = sum(1 for turn in trajectory.turn_ids if turn < 0)
+    return {
+        "prompt_ids": trajectory.token_ids[:prompt],
+        "completion_ids": trajectory.token_ids[prompt:],
+        "logprobs": trajectory.logprobs[prompt:],
+        "env_mask": trajectory.loss_mask[prompt:],
+        "env_reward": trajectory.total_reward,
+    }
+
+
+def course_rollout(
+    task: ToolTask, tokenizer, seeds: dict[str, int], generator: torch.Generator, sampling: SamplingConfig | None = None
+) -> Callable[[list[str], GRPOTrainer], dict[str, list]]:
+    """A `rollout_func` for `GRPOTrainer`: each prompt (repeated `num_generations` times) played in a fresh
+    environment of `task` with the seed `seeds[prompt]`, sampled by the course's engine from the trainer's model."""
+
+    def rollout(prompts: list[str], trainer: GRPOTrainer) -> dict[str, list]:
+        unknown = [p for p in prompts if p not in seeds]
+        if unknown:
+            raise KeyError(f"rollout_func got a prompt that is not in its dataset: {unknown[0]!r}")
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        engine = RolloutEngine(model, tokenizer, sampling or task.sampling)
+        groups: dict[str, int] = {}
+        group_ids = [groups.setdefault(p, len(groups)) for p in prompts]
+        envs = [task.make_env() for _ in prompts]
+        trajectories = engine.rollout(envs, [seeds[p] for p in prompts], group_ids, generator=generator)
+        fields = [split_trajectory(t) for t in trajectories]
+        return {key: [f[key] for f in fields] for key in fields[0]}
+
+    return rollout
+
+
+def env_reward(prompts, completions, env_reward: Sequence[float], **kwargs) -> list[float]:
+    """TRL reward function: the environment's episode reward, forwarded by `course_rollout` (key `env_reward`)."""
+    return [float(r) for r in env_reward]
+
+
+def env_scored_reward(task: ToolTask, tokenizer, seeds: dict[str, int]) -> Callable[..., list[float]]:
+    """TRL reward function for a single-turn task whose completion TRL generated: the completion's token ids
+    decoded (tags kept; TRL's own decoding drops special tokens, and the course's tags are special tokens) and
+    played as the one action of a fresh environment reset with the prompt's seed."""
+
+    def score(prompts, completions, completion_ids, **kwargs) -> list[float]:
+        rewards = []
+        for prompt, ids in zip(prompts, completion_ids, strict=True):
+            env = task.make_env()
+            env.reset(seed=seeds[prompt.removeprefix(tokenizer.bos_token + " ")])
+            _, reward, *_ = env.step(decode(tokenizer, ids))
+            rewards.append(float(reward))
+        return rewards
+
+    score.__name__ = "env_scored_reward"
+    return score
+
+
+def grpo_config(settings: TRLSettings, output_dir: str, max_completion_length: int) -> GRPOConfig:
+    """TRL's `GRPOConfig` for a tiny CPU model: one optimizer step per batch of `prompts x group` completions."""
+    return GRPOConfig(
+        output_dir=output_dir,
+        per_device_train_batch_size=settings.prompts * settings.group,
+        num_generations=settings.group,
+        max_steps=settings.steps,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        max_completion_length=max_completion_length,
+        temperature=1.0,
+        beta=0.0,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        logging_steps=settings.logging_steps,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=settings.seed,
+    )
+
+
+def _trainer(model, tokenizer, prompts: dict[str, int], reward, settings: TRLSettings, max_completion: int, **kwargs):
+    from datasets import Dataset, disable_progress_bars
+
+    disable_progress_bars()
+    dataset = Dataset.from_dict({"prompt": list(prompts)})
+    output_dir = tempfile.mkdtemp(prefix="course-trl-")
+    with warnings.catch_warnings():
+        # peft/transformers deprecations raised while TRL wraps the model; not about this run.
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        return GRPOTrainer(
+            model=model,
+            reward_funcs=reward,
+            args=grpo_config(settings, output_dir, max_completion),
+            train_dataset=dataset,
+            processing_class=left_padded(tokenizer),
+            **kwargs,
+        )
+
+
+def rollout_trainer(chapter: str, settings: TRLSettings, model=None, tokenizer=None) -> GRPOTrainer:
+    """`GRPOTrainer` on chapter `chapter`'s tool task through `course_rollout` (multi-turn, env tokens masked)."""
+    task = chapter_task(chapter)
+    if model is None:
+        model, tokenizer = data.load_base(task.base)
+    prompts = training_prompts(task, max(settings.prompts * settings.steps, settings.prompts))
+    generator = torch.Generator().manual_seed(settings.seed)
+    rollout = course_rollout(task, tokenizer, prompts, generator)
+    stop_at_tags(model, tokenizer, task)
+    max_completion = task.sampling.max_total_tokens
+    return _trainer(model, tokenizer, prompts, env_reward, settings, max_completion, rollout_func=rollout)
+
+
+def native_trainer(chapter: str, settings: TRLSettings, model=None, tokenizer=None) -> GRPOTrainer:
+    """`GRPOTrainer` generating by itself on a single-turn task (chapter 05's): the prompt is BOS and the question,
+    as the course tokenizes it; generation stops at the chapter's stop tags or after `max_turn_tokens`."""
+    task = chapter_task(chapter)
+    if model is None:
+        model, tokenizer = data.load_base(task.base)
+    seeds = training_prompts(task, max(settings.prompts * settings.steps, settings.prompts))
+    # The course tokenizer adds no special tokens, so BOS is part of the prompt's text (a single token).
+    prompts = {f"{tokenizer.bos_token} {text}": seed for text, seed in seeds.items()}
+    stop_at_tags(model, tokenizer, task)
+    reward = env_scored_reward(task, tokenizer, seeds)
+    return _trainer(model, tokenizer, prompts, reward, settings, task.sampling.max_turn_tokens)
+
+
+def stop_at_tags(model, tokenizer, task: ToolTask) -> None:
+    """Make the chapter's stop tags end-of-sequence ids of `model`'s generation config: TRL's generation stops at
+    them, and its statistics count a completion ending in one as finished rather than truncated."""
+    stop_ids = [tokenizer.convert_tokens_to_ids(tag) for tag in task.sampling.stop_tags]
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, *stop_ids]
+
+
+def last_step(trainer: GRPOTrainer) -> dict[str, float]:
+    """The last logged step's loss and mean reward (TRL logs every step here)."""
+    logged = [row for row in trainer.state.log_history if "loss" in row and "reward" in row]
+    if not logged:
+        raise RuntimeError("TRL logged no training step")
+    return {"loss": float(logged[-1]["loss"]), "reward": float(logged[-1]["reward"])}
+
+
+def train(chapter: str, settings: TRLSettings) -> dict[str, float]:
+    """Train chapter `chapter`'s base for `settings.steps` TRL GRPO steps through `course_rollout`."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()
+    trainer = rollout_trainer(chapter, settings)
+    quiet_train(trainer)
+    for row in trainer.state.log_history:
+        if "loss" in row and "reward" in row:
+            print(
+                f"step {row['step']}: loss {row['loss']:.4f}  reward {row['reward']:.4f}  "
+                f"policy tokens per completion {row['completions/mean_length']:.1f}  {row['step_time']:.2f} s"
+            )
+    return {"steps": trainer.state.global_step, **last_step(trainer)}
+
+
+def quiet_train(trainer: GRPOTrainer) -> None:
+    """`trainer.train()` without TRL's printed log dictionaries or transformers' deprecation warnings (the numbers
+    stay in `trainer.state.log_history`)."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        trainer.train()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_lib.integrations.trl", description=__doc__.splitlines()[0])
+    parser.add_argument("--chapter", default="00", choices=CHAPTERS)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--prompts", type=int, default=8, help="distinct training tasks per step")
+    parser.add_argument("--group", type=int, default=8, help="samples per task (TRL's num_generations)")
+    parser.add_argument("--learning-rate", type=float, default=5e-4)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    settings = TRLSettings(args.steps, args.prompts, args.group, args.learning_rate, args.seed)
+    result = train(args.chapter, settings)
+    print(f"trl_grpo_steps={result['steps']} loss={result['loss']:.4f} reward={result['reward']:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Chapter environments under TRL's `GRPOTrainer` (`course_lib.integrations.trl`): the rollout hook's fields, what
+TRL builds from them (its loss mask and group advantages), the command line, and the TRL benchmark."""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+
+import pytest
+import torch
+
+from course_lib import bench, data
+from course_lib.envs.function_calling import answer_text
+from course_lib.integrations import trl as course_trl
+from course_lib.rollout import RolloutEngine, expected_tokens
+from course_lib.tokenizer import encode
+
+
+@pytest.fixture(scope="module")
+def ch00():
+    task = course_trl.chapter_task("00")
+    model, tokenizer = data.load_base(task.base)
+    return task, model, tokenizer
+
+
+def test_a_trajectory_splits_into_prompt_and_completion_with_the_environment_masked(ch00):
+    task, model, tokenizer = ch00
+    engine = RolloutEngine(model, tokenizer, task.sampling)
+    trajectories = engine.rollout([task.make_env() for _ in range(32)], list(range(32)), generator=torch.Generator())
+    with_tool = 0
+    for t in trajectories:
+        fields = course_trl.split_trajectory(t)
+        assert fields["prompt_ids"] + fields["completion_ids"] == t.token_ids
+        assert fields["prompt_ids"][0] == tokenizer.bos_token_id and 1 not in t.loss_mask[: len(fields["prompt_ids"])]
+        # The mask rebuilt from the environment's transcript, independently of the engine's bookkeeping.
+        _, mask = expected_tokens(t, tokenizer)
+        assert fields["env_mask"] == mask[len(fields["prompt_ids"]) :]
+        assert len(fields["logprobs"]) == len(fields["completion_ids"])
+        assert fields["env_reward"] == t.total_reward
+        with_tool += 0 in fields["env_mask"]
+    assert with_tool > 0  # some completions hold tool output, which the mask must exclude
+
+
+def test_trl_trains_on_policy_tokens_only_with_group_advantages_of_the_env_reward(ch00):
+    """What TRL builds from `course_rollout`: its loss mask is 0 on every environment token, and its advantages are
+    the environment rewards normalised per group of `num_generations` (TRL's std + 1e-4, unbiased std)."""
+    task, model, tokenizer = ch00
+    settings = course_trl.TRLSettings(steps=1, prompts=4, group=4)
+    trainer = course_trl.rollout_trainer("00", settings, copy.deepcopy(model), tokenizer)
+    returned = {}
+
+    def capture(prompts, trl_trainer):
+        returned.update(trainer_rollout(prompts, trl_trainer))
+        return dict(returned)
+
+    trainer_rollout, trainer.rollout_func = trainer.rollout_func, capture
+    prompts = list(course_trl.training_prompts(task, 4))
+    batch = trainer._generate_and_score_completions([{"prompt": p} for p in prompts for _ in range(4)])
+
+    loss_mask = batch["completion_mask"] * batch["tool_mask"]
+    for row, env_mask in enumerate(returned["env_mask"]):
+        assert loss_mask[row, : len(env_mask)].tolist() == env_mask
+        assert loss_mask[row, len(env_mask) :].sum() == 0  # padding
+    rewards = torch.tensor(returned["env_reward"]).view(4, 4)
+    expected = (rewards - rewards.mean(1, keepdim=True)) / (rewards.std(1, keepdim=True) + 1e-4)
+    torch.testing.assert_close(batch["advantages"].view(4, 4), expected)
+
+
+def test_the_command_trains_and_prints_steps_loss_and_reward_last(capsys):
+    assert course_trl.main(["--chapter", "00", "--steps", "3", "--prompts", "4", "--group", "4"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines[:-1]] == ["step 1", "step 2", "step 3"]
+    match = re.fullmatch(r"trl_grpo_steps=3 loss=(-?\d+\.\d{4}) reward=(-?\d+\.\d{4})", lines[-1])
+    assert match, lines[-1]
+    assert math.isfinite(float(match[1])) and 0.0 <= float(match[2]) <= 1.0  # chapter 00's reward is 0 or 1
+
+
+def test_trl_updates_the_weights(ch00):
+    _, model, tokenizer = ch00
+    trained = copy.deepcopy(model)
+    trainer = course_trl.rollout_trainer("00", course_trl.TRLSettings(steps=2, prompts=4, group=4), trained, tokenizer)
+    course_trl.quiet_train(trainer)
+    assert trainer.state.global_step == 2
+    moved = [not torch.equal(a, b) for a, b in zip(model.parameters(), trained.parameters(), strict=True)]
+    assert all(moved)
+
+
+def test_the_single_turn_reward_plays_the_completion_in_the_environment():
+    task = course_trl.chapter_task("05")
+    model, tokenizer = data.load_base(task.base)
+    seeds = course_trl.training_prompts(task, 2)
+    question, seed = next(iter(seeds.items()))
+    env = task.make_env()
+    env.reset(seed=seed)
+    answer = answer_text(env.task, ["call"])
+    score = course_trl.env_scored_reward(task, tokenizer, seeds)
+    prompt = f"{tokenizer.bos_token} {question}"
+    garbage = [tokenizer.convert_tokens_to_ids("<answer>")] * 3
+    rewards = score(prompts=[prompt], completions=["ignored"], completion_ids=[garbage])
+    env = task.make_env()
+    env.reset(seed=seed)
+    assert rewards == [env.step("<answer> <answer> <answer>")[1]]  # malformed: the env's penalty, no crash
+    best = score(prompts=[prompt], completions=[""], completion_ids=[encode(tokenizer, answer)])
+    env = task.make_env()
+    env.reset(seed=seed)
+    assert best == [env.step(answer)[1]] and best[0] > rewards[0]
+
+
+def test_unknown_chapters_and_prompts_are_refused(ch00):
+    with pytest.raises(KeyError, match="TRL can train chapters 00, 03, 04, 05, 06"):
+        course_trl.chapter_task("07")
+    task, model, tokenizer = ch00
+    rollout = course_trl.course_rollout(task, tokenizer, {"<question> 1 + 1 </question>": 0}, torch.Generator())
+    with pytest.raises(KeyError, match="not in its dataset"):
+        rollout(["<question> 2 + 2 </question>"], None)
+
+
+def test_the_trl_benchmark_pairs_iterations_and_prints_its_ratio_last(capsys):
+    speedup = bench.bench_trl(pairs=1, prompts=4, group=4, tool_prompts=4, tool_group=4)
+    out = capsys.readouterr().out
+    assert out.count("1 interleaved pairs") == 2
+    assert len(re.findall(r"course_lib +\d+\.\d{3} s: generation \d+\.\d{3}, scoring \d+\.\d{3}, update", out)) == 2
+    assert len(re.findall(r"TRL GRPOTrainer +\d+\.\d{3} s: generation", out)) == 2
+    assert out.strip().splitlines()[-1] == f"iteration_speedup_vs_trl={speedup:.2f}" and speedup > 0
