@@ -490,6 +490,28 @@ def audit_ch12() -> list[SplitAudit]:
     return [_split("ch12", "test", keys, two_hop_overlaps(keys, training, demos))]
 
 
+def audit_ch13() -> list[SplitAudit]:
+    """Chapter 00's held-out problems against what the appendix trains on: TRL's prompts (its whole dataset, and the
+    check batch, its first prompts) and chapter 00's loop at the same budget."""
+    from course_lib.chapters import ch00_tool_agent as ch00
+    from course_lib.chapters import ch13_scale_out as ch
+    from course_lib.integrations.trl import chapter_task, training_prompts
+
+    config = ch.preset("cpu")
+    keys = problem_keys(lambda: ch00.make_env("test"), ch00.test_seeds(config.chapter00.eval_tasks))
+    trl = config.trl
+    prompt_seeds = training_prompts(chapter_task(ch.CHAPTER), max(trl.prompts * trl.steps, config.check_prompts))
+    draws = [*prompt_seeds.values(), *grpo_task_seeds(trl.steps, trl.prompts)]
+    training = set(problem_keys(ch00.make_env, draws))
+    chapter00 = config.chapter00
+    demos = _prompts(
+        ch00.demonstration_texts(
+            chapter00.demonstrations, base_seed(ch00.BASE_NAME), chapter00.tool_share, chapter00.direct_correct
+        )
+    )
+    return [_split("ch13", "test", keys, _problem_overlaps(keys, training, demos))]
+
+
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch00": audit_ch00,
     "ch01": audit_ch01,
@@ -504,6 +526,7 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch10": audit_ch10,
     "ch11": audit_ch11,
     "ch12": audit_ch12,
+    "ch13": audit_ch13,
 }
 
 

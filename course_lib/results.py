@@ -37,6 +37,7 @@ MODULES = {
     "ch10": "ch10_ragen2",
     "ch11": "ch11_aepo",
     "ch12": "ch12_capstone",
+    "ch13": "ch13_scale_out",
 }
 """Chapter key -> module under `course_lib.chapters`."""
 LIBRARIES = ("torch", "transformers", "peft", "datasets", "numpy")

@@ -38,7 +38,7 @@ def audits() -> list[audit.SplitAudit]:
 
 
 def test_committed_evaluations_have_no_repeated_problems_and_only_the_disclosed_overlaps(audits):
-    assert {a.chapter for a in audits} == {f"ch{n:02d}" for n in range(13)}
+    assert {a.chapter for a in audits} == {f"ch{n:02d}" for n in range(14)}
     for split in audits:
         assert split.size > 0 and split.duplicates == 0, split.lines()
     found = {(a.chapter, a.split, o.against, o.unit): o.count for a in audits for o in a.overlaps}
@@ -58,7 +58,7 @@ def test_committed_evaluations_have_no_repeated_problems_and_only_the_disclosed_
     for chapter in ("ch08", "ch11", "ch12"):
         for against in ("RL training draws", "warm-start demonstrations"):
             assert found[(chapter, "test", against, "hop lookups of held-out questions (sub-problems)")] == 0
-    assert audit.totals(audits) == (13, 0, sum(EXPECTED_OVERLAPS.values()))
+    assert audit.totals(audits) == (14, 0, sum(EXPECTED_OVERLAPS.values()))
 
 
 def test_audit_prints_the_summary_line_last(capsys):

@@ -27,6 +27,7 @@ with the chapter's environment in a reward function (the benchmark `python -m co
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
 import sys
@@ -112,10 +113,16 @@ def split_trajectory(trajectory: Trajectory) -> dict:
 
 
 def course_rollout(
-    task: ToolTask, tokenizer, seeds: dict[str, int], generator: torch.Generator, sampling: SamplingConfig | None = None
+    task: ToolTask,
+    tokenizer,
+    seeds: dict[str, int],
+    generator: torch.Generator,
+    sampling: SamplingConfig | None = None,
+    keep: list[Trajectory] | None = None,
 ) -> Callable[[list[str], GRPOTrainer], dict[str, list]]:
     """A `rollout_func` for `GRPOTrainer`: each prompt (repeated `num_generations` times) played in a fresh
-    environment of `task` with the seed `seeds[prompt]`, sampled by the course's engine from the trainer's model."""
+    environment of `task` with the seed `seeds[prompt]`, sampled by the course's engine from the trainer's model.
+    With `keep`, each call's trajectories replace its contents (for checks against the environment's transcript)."""
 
     def rollout(prompts: list[str], trainer: GRPOTrainer) -> dict[str, list]:
         unknown = [p for p in prompts if p not in seeds]
@@ -127,6 +134,8 @@ def course_rollout(
         group_ids = [groups.setdefault(p, len(groups)) for p in prompts]
         envs = [task.make_env() for _ in prompts]
         trajectories = engine.rollout(envs, [seeds[p] for p in prompts], group_ids, generator=generator)
+        if keep is not None:
+            keep[:] = trajectories
         fields = [split_trajectory(t) for t in trajectories]
         return {key: [f[key] for f in fields] for key in fields[0]}
 
@@ -185,9 +194,7 @@ def _trainer(model, tokenizer, prompts: dict[str, int], reward, settings: TRLSet
     disable_progress_bars()
     dataset = Dataset.from_dict({"prompt": list(prompts)})
     output_dir = tempfile.mkdtemp(prefix="course-trl-")
-    with warnings.catch_warnings():
-        # peft/transformers deprecations raised while TRL wraps the model; not about this run.
-        warnings.filterwarnings("ignore", category=FutureWarning)
+    with quiet_deprecations():
         return GRPOTrainer(
             model=model,
             reward_funcs=reward,
@@ -198,14 +205,17 @@ def _trainer(model, tokenizer, prompts: dict[str, int], reward, settings: TRLSet
         )
 
 
-def rollout_trainer(chapter: str, settings: TRLSettings, model=None, tokenizer=None) -> GRPOTrainer:
-    """`GRPOTrainer` on chapter `chapter`'s tool task through `course_rollout` (multi-turn, env tokens masked)."""
+def rollout_trainer(
+    chapter: str, settings: TRLSettings, model=None, tokenizer=None, keep: list[Trajectory] | None = None
+) -> GRPOTrainer:
+    """`GRPOTrainer` on chapter `chapter`'s tool task through `course_rollout` (multi-turn, env tokens masked);
+    `keep` receives each step's trajectories."""
     task = chapter_task(chapter)
     if model is None:
         model, tokenizer = data.load_base(task.base)
     prompts = training_prompts(task, max(settings.prompts * settings.steps, settings.prompts))
     generator = torch.Generator().manual_seed(settings.seed)
-    rollout = course_rollout(task, tokenizer, prompts, generator)
+    rollout = course_rollout(task, tokenizer, prompts, generator, keep=keep)
     stop_at_tags(model, tokenizer, task)
     max_completion = task.sampling.max_total_tokens
     return _trainer(model, tokenizer, prompts, env_reward, settings, max_completion, rollout_func=rollout)
@@ -263,9 +273,17 @@ def quiet_train(trainer: GRPOTrainer) -> None:
 
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
+    with quiet_deprecations():
+        trainer.train()
+
+
+@contextlib.contextmanager
+def quiet_deprecations():
+    """Silence transformers' and peft's `FutureWarning`s about their own APIs, which TRL calls (e.g.
+    `is_gradient_checkpointing`); they are not about the run."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning)
-        trainer.train()
+        yield
 
 
 def main(argv: list[str] | None = None) -> int:

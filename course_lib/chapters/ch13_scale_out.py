@@ -1,0 +1,219 @@
+"""Chapter 13 (appendix): scale-out. Chapter 00's tool environment trained by TRL's `GRPOTrainer`, beside the course's
+own loop at the same budget.
+
+The environment, its reward and its loss mask travel to TRL unchanged through `course_lib.integrations.trl`
+(`rollout_func` + `env_mask`); what TRL brings is its trainer (accelerate, DeepSpeed/FSDP, vLLM generation). The
+chapter checks that the hand-over is exact on a real batch (TRL's loss mask is the environment's, token for token;
+its advantages are GRPO's group-normalised episode rewards) and that TRL, given the course's environment, learns
+what chapter 00's loop learns at the same budget, on the same held-out problems. verl's side is
+`course_lib.integrations.verl` and `docs/scale-out.md`; it cannot run on a CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+from course_lib import config as course_config
+from course_lib import data
+from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.chapters import skeleton
+from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.integrations import trl as course_trl
+from course_lib.rollout import expected_tokens
+from course_lib.train import GRPOConfig, train_grpo
+
+CHAPTER = "00"
+"""The chapter whose environment, reward and base this appendix trains under TRL."""
+
+
+@dataclass
+class Chapter13Config:
+    """Everything the appendix varies, with the cpu preset's values as defaults: chapter 00's budget."""
+
+    trl: course_trl.TRLSettings = field(
+        default_factory=lambda: course_trl.TRLSettings(steps=50, prompts=8, group=8, learning_rate=5e-4)
+    )
+    """TRL's run: 50 steps of 8 prompts x 8 completions at chapter 00's learning rate (chapter 00: 50 iterations)."""
+    check_prompts: int = 8
+    """Prompts in the batch the exact checks (C13.1, C13.2) read; `trl.group` completions each."""
+    chapter00: ch00.Chapter00Config = field(default_factory=ch00.Chapter00Config)
+    """Chapter 00's settings: its sampling, its evaluation (held-out problems) and its own loop's budget."""
+
+
+def preset(scale: str | None = None) -> Chapter13Config:
+    """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`): chapter 00's budget at that scale."""
+    scale = scale or course_config.scale()
+    base = ch00.preset(scale)
+    grpo = base.grpo
+    settings = course_trl.TRLSettings(grpo.iterations, grpo.prompts_per_iteration, grpo.group_size, grpo.learning_rate)
+    return Chapter13Config(trl=settings, chapter00=base)
+
+
+def course_budget(config: Chapter13Config) -> GRPOConfig:
+    """Chapter 00's loop at TRL's budget (equal to chapter 00's own at both presets)."""
+    return dataclasses.replace(
+        config.chapter00.grpo,
+        iterations=config.trl.steps,
+        prompts_per_iteration=config.trl.prompts,
+        group_size=config.trl.group,
+        learning_rate=config.trl.learning_rate,
+    )
+
+
+def handover_checks(model, tokenizer, config: Chapter13Config, seed: int) -> dict[str, float]:
+    """What TRL builds from one batch of the adapter's rollouts, checked exactly (C13.1, C13.2).
+
+    The loss mask TRL trains with (`completion_mask * tool_mask`) is compared token by token with the mask rebuilt
+    from each trajectory's environment transcript (`rollout.expected_tokens`), padding included; TRL's advantages
+    with GRPO's, computed here from the environment's episode rewards per group (unbiased std + 1e-4, TRL's epsilon).
+    """
+    settings = dataclasses.replace(config.trl, steps=1, prompts=config.check_prompts, seed=seed)
+    kept: list = []
+    trainer = course_trl.rollout_trainer(CHAPTER, settings, copy.deepcopy(model), tokenizer, keep=kept)
+    prompts = list(course_trl.training_prompts(course_trl.chapter_task(CHAPTER), settings.prompts))
+    inputs = [{"prompt": p} for p in prompts for _ in range(settings.group)]
+    with course_trl.quiet_deprecations():
+        batch = trainer._generate_and_score_completions(inputs)  # what TRL's training step computes first
+    loss_mask = (batch["completion_mask"] * batch["tool_mask"]).tolist()
+    mask_errors = 0
+    for row, trajectory in zip(loss_mask, kept, strict=True):
+        _, expected = expected_tokens(trajectory, tokenizer)
+        prompt = sum(1 for turn in trajectory.turn_ids if turn < 0)
+        completion = expected[prompt:]
+        padded = completion + [0] * (len(row) - len(completion))
+        mask_errors += sum(a != b for a, b in zip(row, padded, strict=True))
+    rewards = torch.tensor([t.total_reward for t in kept]).view(settings.prompts, settings.group)
+    advantages = (rewards - rewards.mean(1, keepdim=True)) / (rewards.std(1, keepdim=True) + 1e-4)
+    trl_advantages = batch["advantages"].view(settings.prompts, settings.group).float()
+    return {
+        "completions": float(len(kept)),
+        "policy_tokens": float(sum(sum(row) for row in loss_mask)),
+        "environment_tokens": float(sum(len(t.token_ids) - sum(t.loss_mask) for t in kept)),
+        "tool_calls": float(sum("tool_result" in info for t in kept for info in t.infos)),
+        "mask_errors": float(mask_errors),
+        "advantage_error": float((trl_advantages - advantages).abs().max()),
+    }
+
+
+def run(seed: int, config: Chapter13Config | None = None) -> dict:
+    """The appendix for one seed: chapter 00's base evaluated, the hand-over checked, TRL's run and chapter 00's
+    loop at the same budget from the same base, each evaluated on chapter 00's held-out problems."""
+    config = config or preset()
+    start = time.perf_counter()
+    course_config.seed_everything(seed)
+    model, tokenizer = data.load_base(ch00.BASE_NAME, course_config.device())
+    results = {"base": ch00.evaluate(model, tokenizer, config.chapter00, seed)}
+    results["checks"] = handover_checks(model, tokenizer, config, seed)
+
+    trl_model = copy.deepcopy(model)
+    trainer = course_trl.rollout_trainer(CHAPTER, dataclasses.replace(config.trl, seed=seed), trl_model, tokenizer)
+    trl_start = time.perf_counter()
+    course_trl.quiet_train(trainer)
+    results["trl_seconds"] = time.perf_counter() - trl_start
+    results["trl_history"] = [row for row in trainer.state.log_history if "reward" in row]
+    trl_model.eval()
+    results["trl"] = ch00.evaluate(trl_model, tokenizer, config.chapter00, seed + 1)
+
+    course_model = copy.deepcopy(model)
+    course_config.seed_everything(seed)
+    course_start = time.perf_counter()
+    results["course_history"] = train_grpo(
+        course_model, tokenizer, ch00.make_env, config.chapter00.sampling, course_budget(config), seed
+    )
+    results["course_seconds"] = time.perf_counter() - course_start
+    results["course"] = ch00.evaluate(course_model, tokenizer, config.chapter00, seed + 1)
+    results["minutes"] = (time.perf_counter() - start) / 60
+    results["trl_model"], results["course_model"], results["tokenizer"] = trl_model, course_model, tokenizer
+    return results
+
+
+def claim_numbers(results: Mapping) -> dict[str, float]:
+    """Every number the appendix's claims use: held-out success of the base, of TRL's run and of chapter 00's loop,
+    and the hand-over checks."""
+    base, trl, course = results["base"]["success"], results["trl"]["success"], results["course"]["success"]
+    numbers = {
+        "base_success": base,
+        "trl_success": trl,
+        "course_success": course,
+        "trl_gain": trl - base,
+        "trl_minus_course": trl - course,
+        "trl_seconds": results["trl_seconds"],
+        "course_seconds": results["course_seconds"],
+    }
+    return numbers | {f"checks_{key}": value for key, value in results["checks"].items()}
+
+
+CLAIMS: tuple[ClaimSpec, ...] = (
+    ClaimSpec(
+        "C13.1",
+        "TRL's loss mask is the environment's, token for token (exact, on a real batch with tool calls)",
+        "TRL 1.16 `GRPOTrainer`: `rollout_func`'s `env_mask` becomes its `tool_mask`; the course's C0.3 under TRL",
+        "checks_mask_errors",
+        lambda n: n["checks_mask_errors"] == 0 and n["checks_tool_calls"] > 0 and n["checks_policy_tokens"] > 0,
+    ),
+    ClaimSpec(
+        "C13.2",
+        "TRL's advantages are GRPO's group-normalised episode rewards of the environment (to float rounding)",
+        "DeepSeekMath section 4.1 (GRPO's outcome advantage); TRL's `scale_rewards='group'` with std + 1e-4",
+        "checks_advantage_error",
+        lambda n: n["checks_advantage_error"] <= 1e-5,
+    ),
+    ClaimSpec(
+        "C13.3",
+        "TRL trained through the adapter raises held-out success by at least 15 points (chapter 00's C0.2 bar)",
+        "no paper: the environment travels to another engine and still teaches; threshold from C0.2",
+        "trl_gain",
+        lambda n: n["trl_gain"] >= 0.15,
+    ),
+    ClaimSpec(
+        "C13.4",
+        "at the same budget, TRL's held-out success is within 10 points of chapter 00's loop",
+        "no paper: two engines, one environment; a margin set after two TRL pilot seeds, before any course run here",
+        "trl_minus_course",
+        lambda n: abs(n["trl_minus_course"]) <= 0.10,
+    ),
+)
+
+
+def claims(results: Mapping) -> list[Claim]:
+    """The appendix's claims, evaluated on `claim_numbers(results)`."""
+    return evaluate_all(CLAIMS, claim_numbers(results))
+
+
+def report(results: Mapping) -> list[str]:
+    """What the command line prints for a seed, before its claims."""
+    n = claim_numbers(results)
+    return [
+        f"held-out success: base {n['base_success']:.3f}, TRL {n['trl_success']:.3f} "
+        f"({n['trl_seconds']:.1f} s), course_lib {n['course_success']:.3f} ({n['course_seconds']:.1f} s)",
+        f"hand-over: {results['checks']}",
+    ]
+
+
+def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
+    """Training reward per step of each engine, for seed bands in the notebook."""
+    return {
+        "trl/reward": [(float(row["step"]), float(row["reward"])) for row in results["trl_history"]],
+        "course/reward": [
+            (float(row["iteration"] + 1), float(row["reward"])) for row in results["course_history"] if "loss" in row
+        ],
+    }
+
+
+CHAPTER13 = skeleton.Chapter(
+    "ch13", "Chapter 13 (appendix), chapter 00 under TRL", run, claim_numbers, CLAIMS, curves=curves, report=report
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    skeleton.main(CHAPTER13, argv)
+
+
+if __name__ == "__main__":
+    main()
