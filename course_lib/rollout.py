@@ -382,7 +382,10 @@ class RolloutEngine:
         if temperature > 0:
             # Inverse-CDF sampling: one uniform per row (torch.multinomial is several times slower here).
             cumulative = probs.cumsum(-1)
-            uniform = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device)
+            # Drawn where the generator lives (the chapters seed CPU generators), then moved: a model on a GPU
+            # samples the same uniforms as on the CPU, and a CPU generator is not refused by a CUDA tensor.
+            source = generator.device if generator is not None else probs.device
+            uniform = torch.rand(probs.shape[0], 1, generator=generator, device=source).to(probs.device)
             tokens = torch.searchsorted(cumulative, uniform * cumulative[:, -1:]).squeeze(-1)
             tokens = tokens.clamp(max=probs.shape[-1] - 1)
         else:

@@ -196,13 +196,25 @@ def report(results: Mapping) -> list[str]:
     ]
 
 
-def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
-    """Training reward per step of each engine, for seed bands in the notebook."""
+def reward_histories(results: Mapping) -> dict[str, list[dict[str, float]]]:
+    """Mean training reward per step of each engine, as `{"TRL": rows, "course_lib": rows}` with rows
+    `{"iteration": k, "reward": r}` (k from 1, TRL's step numbering)."""
     return {
-        "trl/reward": [(float(row["step"]), float(row["reward"])) for row in results["trl_history"]],
-        "course/reward": [
-            (float(row["iteration"] + 1), float(row["reward"])) for row in results["course_history"] if "loss" in row
+        "TRL": [{"iteration": float(row["step"]), "reward": float(row["reward"])} for row in results["trl_history"]],
+        "course_lib": [
+            {"iteration": float(row["iteration"] + 1), "reward": float(row["reward"])}
+            for row in results["course_history"]
+            if "loss" in row
         ],
+    }
+
+
+def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
+    """Training reward per step of each engine (`trl/reward`, `course/reward`), for seed bands in the notebook."""
+    histories = reward_histories(results)
+    return {
+        f"{prefix}/reward": [(row["iteration"], row["reward"]) for row in histories[arm]]
+        for arm, prefix in (("TRL", "trl"), ("course_lib", "course"))
     }
 
 

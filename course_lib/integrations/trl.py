@@ -66,6 +66,8 @@ class TRLSettings:
     seed: int = 0
     logging_steps: int = 1
     """TRL logs (and averages its metrics) every this many steps; the command line prints every step."""
+    gpu: bool = False
+    """Train on the GPU(s) in bfloat16 where supported (`--gpu`); the default is the CPU in float32."""
 
 
 def chapter_task(chapter: str) -> ToolTask:
@@ -177,8 +179,8 @@ def grpo_config(settings: TRLSettings, output_dir: str, max_completion_length: i
         max_completion_length=max_completion_length,
         temperature=1.0,
         beta=0.0,
-        use_cpu=True,
-        bf16=False,
+        use_cpu=not settings.gpu,
+        bf16=settings.gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
         gradient_checkpointing=False,
         logging_steps=settings.logging_steps,
         save_strategy="no",
@@ -286,6 +288,17 @@ def quiet_deprecations():
         yield
 
 
+def launch_command(chapter: str = "00", gpus: int = 8, steps: int = 500, prompts: int = 32, group: int = 16) -> str:
+    """The command that trains chapter `chapter` under TRL on `gpus` GPUs of one machine with `accelerate`: one
+    process per GPU, each generating and training on its own `prompts x group` completions per step (so the batch
+    grows with the GPUs). For several machines add accelerate's `--num_machines`, `--machine_rank` and
+    `--main_process_ip`, or run it under DeepSpeed/FSDP with an `accelerate config` file."""
+    return (
+        f"accelerate launch --multi_gpu --num_processes {gpus} -m course_lib.integrations.trl --gpu "
+        f"--chapter {chapter} --steps {steps} --prompts {prompts} --group {group}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.integrations.trl", description=__doc__.splitlines()[0])
     parser.add_argument("--chapter", default="00", choices=CHAPTERS)
@@ -294,8 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", type=int, default=8, help="samples per task (TRL's num_generations)")
     parser.add_argument("--learning-rate", type=float, default=5e-4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gpu", action="store_true", help="train on the GPU(s), in bfloat16 where supported")
     args = parser.parse_args(argv)
-    settings = TRLSettings(args.steps, args.prompts, args.group, args.learning_rate, args.seed)
+    settings = TRLSettings(args.steps, args.prompts, args.group, args.learning_rate, args.seed, gpu=args.gpu)
     result = train(args.chapter, settings)
     print(f"trl_grpo_steps={result['steps']} loss={result['loss']:.4f} reward={result['reward']:.4f}")
     return 0
