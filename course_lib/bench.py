@@ -322,6 +322,7 @@ def paired_trl_run(chapter: str, native: bool, pairs: int, prompts: int, group: 
 
 def print_trl_pairs(label: str, trl_phases: list[dict], course_phases: list[dict]) -> float:
     """Median phases of each side, and the median (with range) of TRL's seconds over the course's per pair."""
+
     def seconds(phases: dict) -> float:
         return sum(phases[phase] for phase in PHASES)
 

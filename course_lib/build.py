@@ -1,11 +1,13 @@
 """The command line of `course_lib.data`: build a chapter's data, or verify every file against the manifest.
 
-    python -m course_lib.data build ch00      # rebuild chapter 00's tasks and base checkpoint
-    python -m course_lib.data verify          # check every file against the manifest
+    python -m course_lib.data build ch00                # rebuild chapter 00's tasks and base checkpoint
+    python -m course_lib.data verify                    # check every file against the manifest
+    python -m course_lib.data build ch00 --scale gpu    # the gpu preset's larger base, into data.gpu_data_dir()
+    python -m course_lib.data verify --scale gpu        # check the gpu data directory
 
 `course_lib.data` (hashes, manifest, loading) imports no chapter; the chapter modules import it. This module
 closes the loop the other way: it maps a chapter key to the module whose `build_data(data_dir, seed,
-progress)` writes its artifacts, and imports that module only when asked to build.
+progress, scale)` writes its artifacts, and imports that module only when asked to build.
 """
 
 from __future__ import annotations
@@ -32,17 +34,18 @@ BUILDERS: dict[str, str] = {
 """Chapter key -> module with `build_data` (chapter 02 reuses chapter 01's data). A new chapter adds a row."""
 
 
-def build(chapter: str, data_dir: Path | None = None, seed: int = 0, progress: bool = True) -> None:
-    """Write chapter `chapter`'s artifacts (`python -m course_lib.data build <chapter>`)."""
+def build(chapter: str, data_dir: Path | None = None, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
+    """Write chapter `chapter`'s artifacts of preset `scale` (`python -m course_lib.data build <chapter>
+    [--scale gpu]`) into `data_dir`, by default that scale's directory (`data.data_dir_for`)."""
     if chapter not in BUILDERS:
         raise KeyError(f"no data to build for {chapter!r}; chapters with data: {', '.join(sorted(BUILDERS))}")
     module = importlib.import_module(BUILDERS[chapter])
-    module.build_data(data.DATA_DIR if data_dir is None else data_dir, seed, progress)
+    module.build_data(data.data_dir_for(scale) if data_dir is None else data_dir, seed, progress, scale=scale)
 
 
-def verify_all(data_dir: Path | None = None) -> list[str]:
+def verify_all(data_dir: Path | None = None, scale: str = "cpu") -> list[str]:
     """Every artifact of the manifest checked; the problems found (empty when all files match)."""
-    data_dir = data.DATA_DIR if data_dir is None else data_dir
+    data_dir = data.data_dir_for(scale) if data_dir is None else data_dir
     problems = []
     for name in data.read_manifest(data_dir)["artifacts"]:
         try:
@@ -58,13 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     command = sub.add_parser("build", help="build a chapter's data")
     command.add_argument("chapter", choices=sorted(BUILDERS))
     command.add_argument("--seed", type=int, default=0)
-    sub.add_parser("verify", help="check every file against the manifest")
+    scales = dict(choices=("cpu", "gpu"), default="cpu", help="cpu: the committed data/; gpu: data.gpu_data_dir()")
+    command.add_argument("--scale", **scales)
+    sub.add_parser("verify", help="check every file against the manifest").add_argument("--scale", **scales)
     args = parser.parse_args(argv)
+    data_dir = data.data_dir_for(args.scale)
     if args.command == "build":
-        build(args.chapter, data.DATA_DIR, args.seed, True)
-        print(f"built {args.chapter} under {data.DATA_DIR}")
+        build(args.chapter, data_dir, args.seed, True, args.scale)
+        print(f"built {args.chapter} under {data_dir}")
         return 0
-    problems = verify_all()
+    if not data.read_manifest(data_dir)["artifacts"]:
+        print(f"no artifacts recorded in {data_dir / data.MANIFEST} yet")
+        return 0
+    problems = verify_all(data_dir)
     print("\n".join(problems) or "all data files match the manifest")
     return 1 if problems else 0
 

@@ -3,6 +3,11 @@
 `COURSE_SCALE` picks a preset (`cpu`, the default and what CI runs, or `gpu`); `COURSE_SEED`
 (default 0) seeds Python, NumPy and torch. Both are read when called, so a notebook can set them
 with `os.environ` before importing a chapter module.
+
+`COURSE_GPU_TINY=1` is a smoke-test switch for the gpu code path on a laptop: under the gpu scale only, every
+chapter's gpu preset is shrunk (`skeleton.by_scale`: model preset `micro`, a few demonstrations, SFT steps and
+GRPO iterations) and its data is built under a `tiny/` folder of the gpu data directory, apart from real gpu
+bases. Its numbers mean nothing; every gpu base label says when it is on.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ def scale() -> str:
     if value not in SCALES:
         raise ValueError(f"COURSE_SCALE must be one of {SCALES}, got {value!r}")
     return value
+
+
+def gpu_tiny() -> bool:
+    """Whether `COURSE_GPU_TINY` asks for the shrunk smoke-test version of the gpu preset (`1`/`true`/`yes`)."""
+    return os.environ.get("COURSE_GPU_TINY", "").strip().lower() in ("1", "true", "yes")
 
 
 def seed() -> int:

@@ -8,8 +8,13 @@ gives a `DataError` that names the command rebuilding it, instead of a confusing
     python -m course_lib.data build ch00      # rebuild chapter 00's tasks and base checkpoint
     python -m course_lib.data verify          # check every file against the manifest
 
+The committed data is the cpu preset's. The gpu preset (`COURSE_SCALE=gpu`) has its own directory outside the
+repository, `~/.cache/course_lib/gpu` or `COURSE_GPU_DATA`, with its own manifest in the same format: there
+`load_base` / `load_tasks` build a chapter's larger base once, the first time one of its artifacts is asked for
+(`build chNN --scale gpu` does the same by hand), and `load_base` prints which base it loaded.
+
 The command line is `course_lib.build` (it maps a chapter to the module that builds its data); this
-module imports no chapter.
+module imports no chapter (the gpu directory's one-off build imports `course_lib.build` when it runs).
 """
 
 from __future__ import annotations
@@ -20,10 +25,15 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 DATA_DIR = Path(os.environ.get("COURSE_DATA", Path(__file__).resolve().parent.parent / "data"))
+"""The cpu preset's data: the committed `data/` (or `COURSE_DATA`)."""
+DEFAULT_GPU_DATA_DIR = Path.home() / ".cache" / "course_lib" / "gpu"
+"""The gpu preset's data directory unless `COURSE_GPU_DATA` names another (`gpu_data_dir()` reads it when called,
+so a notebook or a test may set it after importing this module)."""
 MANIFEST = "MANIFEST.json"
 
 
@@ -53,7 +63,8 @@ def verify(name: str, data_dir: Path = DATA_DIR) -> Path:
     """Check every file of artifact `name` against the manifest; return its folder."""
     entry = read_manifest(data_dir)["artifacts"].get(name)
     if entry is None:
-        raise DataError(f"artifact {name!r} is not in {data_dir / MANIFEST}; build it with: {_command_for(name)}")
+        command = _command_for(name, _scale_of(data_dir))
+        raise DataError(f"artifact {name!r} is not in {data_dir / MANIFEST}; build it with: {command}")
     for relative, expected in entry["files"].items():
         path = data_dir / relative
         if not path.exists():
@@ -73,39 +84,141 @@ def record(name: str, command: str, seed: int, data_dir: Path = DATA_DIR) -> Non
     (data_dir / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
 
-def load_base(name: str, device="cpu", data_dir: Path = DATA_DIR):
-    """`(model, tokenizer)` of base checkpoint `name`, after checking its hashes."""
+def gpu_data_dir() -> Path:
+    """The gpu preset's data directory: `COURSE_GPU_DATA` (default `~/.cache/course_lib/gpu`), read now. Under
+    `COURSE_GPU_TINY=1` its `tiny/` folder, so that a smoke-test build never stands in for a real gpu base."""
+    from course_lib import config
+
+    root = Path(os.environ.get("COURSE_GPU_DATA", DEFAULT_GPU_DATA_DIR))
+    return root / "tiny" if config.gpu_tiny() else root
+
+
+def data_dir_for(scale: str) -> Path:
+    """The data directory of preset `scale`: the committed `DATA_DIR` for cpu, `gpu_data_dir()` for gpu."""
+    if scale not in ("cpu", "gpu"):
+        raise ValueError(f"scale must be 'cpu' or 'gpu', got {scale!r}")
+    return DATA_DIR if scale == "cpu" else gpu_data_dir()
+
+
+def load_base(name: str, device="cpu", data_dir: Path | None = None):
+    """`(model, tokenizer)` of base checkpoint `name`, after checking its hashes.
+
+    Without `data_dir`, from the active scale's directory (`data_dir_for(config.scale())`); under the gpu scale
+    the chapter's gpu data is built first if it is not there yet, and a line says which base was loaded."""
+    from course_lib import config
     from course_lib.models import load
 
-    return load(verify(name, data_dir), device)
+    model, tokenizer = load(_available(name, data_dir), device)
+    if data_dir is None and config.scale() == "gpu":
+        # The cpu preset prints nothing (committed notebook outputs stay as they are); under gpu the reader should
+        # see that the model is not the committed cpu base.
+        print(_label(name, model, gpu_data_dir()), flush=True)
+    return model, tokenizer
 
 
-def load_tasks(name: str, data_dir: Path = DATA_DIR):
-    """The `datasets.DatasetDict` of task set `name`, after checking its hashes."""
+def load_tasks(name: str, data_dir: Path | None = None):
+    """The `datasets.DatasetDict` of task set `name`, after checking its hashes (the active scale's directory
+    without `data_dir`, building the chapter's gpu data first if needed, as `load_base` does)."""
     from datasets import load_from_disk
 
-    return load_from_disk(str(verify(name, data_dir)))
+    return load_from_disk(str(_available(name, data_dir)))
+
+
+def _available(name: str, data_dir: Path | None) -> Path:
+    """The verified folder of artifact `name`: in `data_dir` if given, else in the active scale's directory,
+    where under the gpu scale an artifact missing from the manifest has its chapter's data built once."""
+    if data_dir is not None:
+        return verify(name, data_dir)
+    from course_lib import config
+
+    scale = config.scale()
+    data_dir = data_dir_for(scale)
+    if scale == "gpu" and name not in read_manifest(data_dir)["artifacts"]:
+        _build_gpu_chapter(name, data_dir)
+    return verify(name, data_dir)
+
+
+def _build_gpu_chapter(name: str, data_dir: Path) -> None:
+    """Build the gpu data of the chapter that owns artifact `name` (its prefix: chapter 12 asking for
+    `ch08_base` builds chapter 08's) into `data_dir`, leaving the caller's random state as it was."""
+    from course_lib import build  # imports the chapters; `course_lib.data` must not at import
+
+    chapter = name.split("_")[0]
+    if chapter not in build.BUILDERS:
+        raise DataError(f"artifact {name!r}: no chapter builds it (chapters with data: {', '.join(build.BUILDERS)})")
+    command = _command_for(name, "gpu")
+    print(f"building {chapter}'s gpu data into {data_dir} ({name} is not there yet): {command}", flush=True)
+    # A chapter seeds its run and then loads its base: without this, the first run (which builds) and every
+    # later run (which only loads) would draw different random numbers after the load.
+    with _random_state_kept():
+        build.build(chapter, data_dir, seed=0, progress=True, scale="gpu")
+
+
+@contextmanager
+def _random_state_kept() -> Iterator[None]:
+    """Python's, NumPy's and torch's (CPU and CUDA) global random state restored on exit."""
+    import random
+
+    import numpy as np
+    import torch
+
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng():
+            yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+
+
+def _label(name: str, model, data_dir: Path) -> str:
+    """`base ch00_base: gpu preset, model preset small, 2,345,678 parameters, from <folder>`."""
+    from course_lib import config
+    from course_lib.models import count_parameters, preset_of
+
+    scale = "gpu preset (shrunk by COURSE_GPU_TINY=1, a smoke test)" if config.gpu_tiny() else "gpu preset"
+    return (
+        f"base {name}: {scale}, model preset {preset_of(model.config)}, "
+        f"{count_parameters(model):,} parameters, from {data_dir / name}"
+    )
 
 
 # Writing artifacts (each chapter's `build_data`; the `build` command is `course_lib.build`) ------------
-def write_artifact(name: str, write: Callable[[Path], object], seed: int, data_dir: Path = DATA_DIR) -> None:
-    """Build artifact `name` with `write(folder)` and record its files in the manifest."""
+def write_artifact(
+    name: str, write: Callable[[Path], object], seed: int, data_dir: Path = DATA_DIR, scale: str = "cpu"
+) -> None:
+    """Build artifact `name` with `write(folder)` and record its files in the manifest (with the command that
+    rebuilds it, `--scale gpu` for a gpu artifact)."""
     _replace(data_dir / name, write)
-    record(name, _command_for(name), seed, data_dir)
+    record(name, _command_for(name, scale), seed, data_dir)
 
 
-def write_task_set(name: str, splits: dict[str, dict[str, list]], seed: int, data_dir: Path = DATA_DIR) -> None:
+def write_task_set(
+    name: str, splits: dict[str, dict[str, list]], seed: int, data_dir: Path = DATA_DIR, scale: str = "cpu"
+) -> None:
     """Save columns per split (e.g. `{"train": {...}, "test": {...}}`) as a `DatasetDict` artifact."""
     from datasets import Dataset, DatasetDict, disable_progress_bars
 
     disable_progress_bars()
     tasks = DatasetDict({split: Dataset.from_dict(columns) for split, columns in splits.items()})
-    write_artifact(name, lambda folder: tasks.save_to_disk(str(folder)), seed, data_dir)
+    write_artifact(name, lambda folder: tasks.save_to_disk(str(folder)), seed, data_dir, scale)
 
 
-def _command_for(name: str) -> str:
+def _command_for(name: str, scale: str = "cpu") -> str:
+    """The command that builds artifact `name` of preset `scale` (its chapter is the name's prefix)."""
     chapter = name.split("_")[0]
-    return f"python -m course_lib.data build {chapter}"
+    if scale == "cpu":
+        return f"python -m course_lib.data build {chapter}"
+    from course_lib import config
+
+    # A smoke-test build lives in its own folder, which only COURSE_GPU_TINY=1 selects.
+    prefix = "COURSE_GPU_TINY=1 " if config.gpu_tiny() else ""
+    return f"{prefix}python -m course_lib.data build {chapter} --scale {scale}"
+
+
+def _scale_of(data_dir: Path) -> str:
+    """`gpu` for the gpu preset's data directory, else `cpu` (for the command an error message names)."""
+    return "gpu" if Path(data_dir).resolve() == gpu_data_dir().resolve() else "cpu"
 
 
 def _replace(target: Path, write: Callable[[Path], object]) -> None:

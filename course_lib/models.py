@@ -54,6 +54,15 @@ def build_model(tokenizer, preset: str = "tiny", max_positions: int = 256, **ove
     return AutoModelForCausalLM.from_config(config)
 
 
+def preset_of(config) -> str:
+    """The `MODEL_PRESETS` name whose sizes a model's config has (`"custom"` when none matches): what a loaded
+    checkpoint is, read from the checkpoint itself."""
+    for name, sizes in MODEL_PRESETS.items():
+        if all(getattr(config, key, None) == value for key, value in sizes.items()):
+            return name
+    return "custom"
+
+
 def count_parameters(model: torch.nn.Module, trainable_only: bool = False) -> int:
     """Number of (trainable) parameters, counting tied weights once."""
     seen: set[int] = set()

@@ -112,14 +112,15 @@ def build_base(
     return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 64, texts, config.sft, seed, progress)
 
 
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
-    """`python -m course_lib.data build ch00`: the task set and the warm-started base."""
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
+    """`python -m course_lib.data build ch00 [--scale gpu]`: the task set and the warm-started base of
+    `preset(scale)`."""
 
     def columns(problems: list) -> dict[str, list]:
         return {"question": [f"{a} {op} {b}" for a, op, b in problems], "answer": [solve(*p) for p in problems]}
 
-    data.write_task_set("ch00_tasks", skeleton.task_splits(draw_problem, columns), seed, data_dir)
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
+    data.write_task_set("ch00_tasks", skeleton.task_splits(draw_problem, columns), seed, data_dir, scale)
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 test_seeds = skeleton.held_out_seeds(lambda: make_env("test"))

@@ -177,9 +177,15 @@ def held_out_problems() -> tuple[tuple[str, str], ...]:
     )
 
 
-def build_base(out_dir: str | Path, seed: int = 0, progress: bool = True, config: Chapter01Config | None = None):
-    """Train the LM on the three formats (plans, labelled steps, transitions) and save it."""
-    config = config or preset("cpu")
+def build_base(
+    out_dir: str | Path,
+    seed: int = 0,
+    progress: bool = True,
+    config: Chapter01Config | None = None,
+    scale: str = "cpu",
+):
+    """Train the LM of `preset(scale)` on the three formats (plans, labelled steps, transitions) and save it."""
+    config = config or preset(scale)
     tokenizer = build_blocks_tokenizer()
 
     def rows():
@@ -189,13 +195,14 @@ def build_base(out_dir: str | Path, seed: int = 0, progress: bool = True, config
     return warm_start_and_save(out_dir, tokenizer, config.model_preset, 64, rows, config.sft, seed, progress)
 
 
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
-    """`python -m course_lib.data build ch01`: the task sets and the base LM (shared with chapter 02)."""
-    build_tasks(data_dir, seed)
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
+    """`python -m course_lib.data build ch01 [--scale gpu]`: the task sets and the base LM of `preset(scale)`
+    (shared with chapter 02)."""
+    build_tasks(data_dir, seed, scale)
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
-def build_tasks(data_dir: Path, seed: int = 0) -> None:
+def build_tasks(data_dir: Path, seed: int = 0, scale: str = "cpu") -> None:
     """The task set alone (the base LM never reads it): 200 train draws, 300 distinct test problems
     and 60 validation problems per plan length."""
     validation = validation_rows()
@@ -204,7 +211,7 @@ def build_tasks(data_dir: Path, seed: int = 0) -> None:
         "test": distinct_test_rows(TEST_PER_LENGTH, validation),
         "validation": validation,
     }
-    data.write_task_set(TASKS_NAME, splits, seed, data_dir)
+    data.write_task_set(TASKS_NAME, splits, seed, data_dir, scale)
 
 
 def load_lm(device=None) -> BlocksLM:

@@ -202,18 +202,24 @@ def build_base(
     )
 
 
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
-    """`python -m course_lib.data build ch03`: the query set and the two warm-started bases."""
-    config = preset("cpu")
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
+    """`python -m course_lib.data build ch03 [--scale gpu]`: the query set and the two warm-started bases of
+    `preset(scale)`."""
+    config = preset(scale)
 
     def rows(split: str, count: int) -> dict[str, list]:
         queries = [draw_query(s, split, config.max_slack, config.constrain_share) for s in range(count)]
         return {"seed": list(range(count)), "query": [q.text() for q in queries]}
 
-    data.write_task_set(TASKS_NAME, {"train": rows("train", 2000), "test": rows("test", 1000)}, seed, data_dir)
+    splits = {"train": rows("train", 2000), "test": rows("test", 1000)}
+    data.write_task_set(TASKS_NAME, splits, seed, data_dir, scale)
     for size, name in BASE_NAMES.items():
         data.write_artifact(
-            name, lambda folder, size=size: build_base(folder, size, seed=seed, progress=progress), seed, data_dir
+            name,
+            lambda folder, size=size: build_base(folder, size, seed=seed, scale=scale, progress=progress),
+            seed,
+            data_dir,
+            scale,
         )
 
 

@@ -162,14 +162,15 @@ def build_base(
     return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 128, texts, config.sft, seed, progress)
 
 
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
-    """`python -m course_lib.data build ch04`: the task set and the warm-started base."""
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
+    """`python -m course_lib.data build ch04 [--scale gpu]`: the task set and the warm-started base of
+    `preset(scale)`."""
 
     def columns(problems: list) -> dict[str, list]:
         return {key: [getattr(p, key) for p in problems] for key in ("question", "expression", "answer")}
 
-    data.write_task_set(TASKS_NAME, skeleton.task_splits(draw_problem, columns), seed, data_dir)
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
+    data.write_task_set(TASKS_NAME, skeleton.task_splits(draw_problem, columns), seed, data_dir, scale)
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Measurements (ToRL Fig. 5, plus the tool success rate and hallucinated observations) -------

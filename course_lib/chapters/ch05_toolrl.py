@@ -245,9 +245,9 @@ def build_base(
     )
 
 
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
-    """`python -m course_lib.data build ch05`: the warm-started base checkpoint."""
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
+    """`python -m course_lib.data build ch05 [--scale gpu]`: the warm-started base checkpoint."""
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Evaluation ----------------------------------------------------------------------------------------

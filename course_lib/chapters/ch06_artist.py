@@ -126,14 +126,15 @@ def build_base(
     return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 96, texts, config.sft, seed, progress)
 
 
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
-    """`python -m course_lib.data build ch06`: the task set and the warm-started base."""
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
+    """`python -m course_lib.data build ch06 [--scale gpu]`: the task set and the warm-started base of
+    `preset(scale)`."""
 
     def columns(problems: list) -> dict[str, list]:
         return {"question": [" ".join(p) for p in problems], "answer": [solve(*p) for p in problems]}
 
-    data.write_task_set("ch06_tasks", skeleton.task_splits(draw_problem, columns), seed, data_dir)
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress)
+    data.write_task_set("ch06_tasks", skeleton.task_splits(draw_problem, columns), seed, data_dir, scale)
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Measurements ----------------------------------------------------------------------------------

@@ -181,9 +181,9 @@ def build_base(
     return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 48, texts, config.sft, seed, progress)
 
 
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
-    """`python -m course_lib.data build ch07`: the warm-started base."""
-    data.write_artifact(BASE_NAME, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
+    """`python -m course_lib.data build ch07 [--scale gpu]`: the warm-started base of `preset(scale)`."""
+    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Measurements -----------------------------------------------------------------------------------

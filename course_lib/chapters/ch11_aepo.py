@@ -92,7 +92,9 @@ class Chapter11Config:
 def preset(scale: str | None = None) -> Chapter11Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
     cpu = Chapter11Config()
+    # `task` names chapter 08's gpu recipe: the base this chapter loads under gpu (`ch08_base`) is that one.
     gpu = Chapter11Config(
+        task=ch08.preset("gpu"),
         grpo=dataclasses.replace(cpu.grpo, iterations=100, prompts_per_iteration=16, group_size=16),
         sampler_prompts=256,
     )
@@ -113,13 +115,14 @@ def root_task(config: Chapter11Config, scale: str = "cpu") -> ch08.Chapter08Conf
     return dataclasses.replace(ch08.preset(scale), ambiguous_share=0.0, precise_share=config.root_precise_share)
 
 
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True) -> None:
-    """`python -m course_lib.data build ch11`: the root variant's base (chapter 08's base is chapter 08's build)."""
+def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
+    """`python -m course_lib.data build ch11 [--scale gpu]`: the root variant's base of `preset(scale)` (chapter
+    08's base is chapter 08's build)."""
 
-    def build(out_dir, seed: int = 0, progress: bool = True):
-        return ch08.build_base(out_dir, seed, "cpu", progress, root_task(preset("cpu")))
+    def build(out_dir, seed: int = 0, scale: str = "cpu", progress: bool = True):
+        return ch08.build_base(out_dir, seed, scale, progress, root_task(preset(scale), scale))
 
-    skeleton.write_base(ROOT_BASE_NAME, build, data_dir, seed, progress)
+    skeleton.write_base(ROOT_BASE_NAME, build, data_dir, seed, progress, scale)
 
 
 # Measurements -----------------------------------------------------------------------------------

@@ -90,7 +90,10 @@ class Chapter12Config:
 def preset(scale: str | None = None) -> Chapter12Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
     cpu = Chapter12Config()
-    gpu = Chapter12Config(grpo=dataclasses.replace(cpu.grpo, iterations=100, prompts_per_iteration=16))
+    # `task` names chapter 08's gpu recipe: the base this chapter loads under gpu (`ch08_base`) is that one.
+    gpu = Chapter12Config(
+        task=ch08.preset("gpu"), grpo=dataclasses.replace(cpu.grpo, iterations=100, prompts_per_iteration=16)
+    )
     return skeleton.by_scale(cpu, gpu, scale)
 
 

@@ -17,6 +17,7 @@ and `held_out_seeds` (a chapter's cached `test_seeds`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import sys
 import time
@@ -131,11 +132,69 @@ def main(
 
 
 def by_scale(cpu, gpu, scale: str | None = None):
-    """`cpu` or `gpu` according to `COURSE_SCALE` (or `scale`): a chapter's preset in one line."""
+    """`cpu` or `gpu` according to `COURSE_SCALE` (or `scale`): a chapter's preset in one line.
+
+    With `COURSE_GPU_TINY=1` the gpu preset comes back shrunk (`shrink_for_smoke_test`), so that a CPU test can
+    run the gpu code path (build a gpu base, load it, train) in seconds; the cpu preset never changes."""
     scale = scale or course_config.scale()
     if scale not in ("cpu", "gpu"):
         raise ValueError(f"scale must be 'cpu' or 'gpu', got {scale!r}")
-    return cpu if scale == "cpu" else gpu
+    if scale == "cpu":
+        return cpu
+    if course_config.gpu_tiny():
+        _announce_tiny()
+        return shrink_for_smoke_test(gpu)
+    return gpu
+
+
+TINY_MODEL = "micro"
+"""`COURSE_GPU_TINY`'s model preset (every `model_preset`, `critic_preset` and `model_presets` value)."""
+TINY_CAPS: Mapping[str, int] = {
+    # warm start: demonstrations (and chapter 01's corpus counts), SFT steps and batch
+    "demonstrations": 64, "plans": 64, "steps": 16, "transitions": 64, "warmup_steps": 1, "batch_size": 8,
+    # RL and search budgets (GRPOConfig, MCTS and LATS iterations)
+    "iterations": 2, "prompts_per_iteration": 2, "group_size": 4, "eval_every": 1, "budget_iterations": 2,
+    "noisy_iterations": 1, "ablation_iterations": 2,
+    # measurements
+    "eval_tasks": 4, "tasks_per_length": 2, "world_model_test": 8, "variance_prompts": 2, "sampler_prompts": 2,
+    "check_prompts": 2, "monitor_prompts": 2, "mi_samples": 4, "bucket_maps": 4,
+}  # fmt: skip
+"""`COURSE_GPU_TINY`'s caps: a field of one of these names, anywhere in a preset, is cut to at most this value.
+SFT `steps` shares its name with chapter 01's corpus `steps` (a count of examples); 16 serves both."""
+_tiny_announced = False
+
+
+def shrink_for_smoke_test(preset):
+    """A copy of `preset` (a dataclass tree) with every model preset `TINY_MODEL` and every field named in
+    `TINY_CAPS` cut to its cap (never raised), recursively; other values are returned unchanged."""
+    if not dataclasses.is_dataclass(preset) or isinstance(preset, type):
+        return preset
+    changes = {}
+    for spec in dataclasses.fields(preset):
+        if not spec.init:
+            continue
+        value = getattr(preset, spec.name)
+        if spec.name in ("model_preset", "critic_preset") and isinstance(value, str):
+            changes[spec.name] = TINY_MODEL
+        elif spec.name == "model_presets" and isinstance(value, Mapping):
+            changes[spec.name] = {size: TINY_MODEL for size in value}
+        elif spec.name in TINY_CAPS and isinstance(value, int) and not isinstance(value, bool):
+            changes[spec.name] = min(value, TINY_CAPS[spec.name])
+        elif dataclasses.is_dataclass(value):
+            changes[spec.name] = shrink_for_smoke_test(value)
+    return dataclasses.replace(preset, **changes)
+
+
+def _announce_tiny() -> None:
+    """Say once per process that the gpu preset is the shrunk one, so no number is mistaken for a gpu result."""
+    global _tiny_announced
+    if not _tiny_announced:
+        _tiny_announced = True
+        print(
+            f"COURSE_GPU_TINY=1: the gpu preset is shrunk for a smoke test (model preset {TINY_MODEL}, "
+            "a few demonstrations, steps and iterations); its numbers mean nothing",
+            flush=True,
+        )
 
 
 # Data glue: what the chapters' `build_data` and `build_base` share ----------------------------------
@@ -157,9 +216,14 @@ def task_splits(
     return splits
 
 
-def write_base(name: str, build_base: Callable[..., object], data_dir: Path, seed: int, progress: bool) -> None:
-    """Artifact `name`: `build_base(folder, seed=seed, progress=progress)` written and recorded in the manifest."""
-    data.write_artifact(name, lambda folder: build_base(folder, seed=seed, progress=progress), seed, data_dir)
+def write_base(
+    name: str, build_base: Callable[..., object], data_dir: Path, seed: int, progress: bool, scale: str = "cpu"
+) -> None:
+    """Artifact `name`: `build_base(folder, seed=seed, scale=scale, progress=progress)` (the base of
+    `preset(scale)`) written and recorded in the manifest."""
+    data.write_artifact(
+        name, lambda folder: build_base(folder, seed=seed, scale=scale, progress=progress), seed, data_dir, scale
+    )
 
 
 def warm_start_base(
