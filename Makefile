@@ -27,3 +27,24 @@ test: $(VENV)/.installed
 
 lab: $(VENV)/.installed
 	$(VENV)/bin/jupyter lab notebooks/
+
+# verl integration (course_lib.integrations.verl) in its own venv: verl 0.9.1 pins transformers<5.11 and
+# tensordict<=0.10, older than the main venv's. CPU only: verl's classes import and its agent loop runs against a
+# fake server; training needs GPUs and a vLLM/SGLang server (docs/scale-out.md). cachetools, fastapi and uvicorn are
+# imported by verl's agent loop but not declared by the verl 0.9.1 wheel. The course goes in without its notebook
+# dependencies (--no-deps); its other runtime dependencies come with verl at the versions verl allows.
+VERL_VENV ?= .venv-verl
+VERL_PY := $(VERL_VENV)/bin/python
+
+.PHONY: test-verl
+
+$(VERL_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_PY) -m pip install --quiet --upgrade pip
+	$(VERL_PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(VERL_PY) -m pip install --quiet "verl==0.9.1" cachetools fastapi uvicorn matplotlib networkx "pytest>=8"
+	$(VERL_PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+test-verl: $(VERL_VENV)/.installed
+	$(VERL_PY) -m pytest -q -p no:cacheprovider tests_verl tests/test_verl_export.py
