@@ -166,7 +166,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
     ),
     ClaimSpec(
         "C13.3",
-        "TRL trained through the adapter raises held-out success by at least 15 points (chapter 00's C0.2 bar)",
+        "TRL trained through the adapter raises held-out success by at least 15 points, chapter 00's bar",
         "no paper: the environment travels to another engine and still teaches; threshold from C0.2",
         "trl_gain",
         lambda n: n["trl_gain"] >= 0.15,
