@@ -47,13 +47,18 @@ class ResultsMissing(FileNotFoundError):
     """No (readable) recorded results for a chapter."""
 
 
-def path(chapter: str) -> Path:
-    return RESULTS_DIR / f"{chapter}.json"
+def path(chapter: str, scale: str = "cpu") -> Path:
+    """`results/<chapter>.json` for the cpu preset; `results/gpu/<chapter>.json` for the gpu preset, so that a gpu
+    run never replaces the cpu records the notebooks and `docs/claims.md` quote."""
+    if scale not in ("cpu", "gpu"):
+        raise ValueError(f"scale must be 'cpu' or 'gpu', got {scale!r}")
+    return (RESULTS_DIR if scale == "cpu" else RESULTS_DIR / "gpu") / f"{chapter}.json"
 
 
-def record_command(chapter: str) -> str:
+def record_command(chapter: str, scale: str = "cpu") -> str:
     """The command that (re)creates a chapter's results file."""
-    return f"python -m course_lib.chapters.{MODULES.get(chapter, chapter)} --seeds 0 1 2 --record"
+    prefix = "COURSE_SCALE=gpu " if scale == "gpu" else ""
+    return f"{prefix}python -m course_lib.chapters.{MODULES.get(chapter, chapter)} --seeds 0 1 2 --record"
 
 
 Curves = Mapping[str, Sequence[tuple[float, float]]]
@@ -130,12 +135,16 @@ def provenance() -> dict:
     }
 
 
-def write(chapter: str, records: list[dict]) -> Path:
-    """Merge `records` (from `make_record`) into `results/<chapter>.json`, keyed by seed: a later record
-    for a seed replaces the earlier one. Each record gets its provenance if it has none."""
-    target = path(chapter)
-    seeds = load(chapter)["seeds"] if target.exists() else {}
-    extra = provenance()
+def write(chapter: str, records: list[dict], scale: str | None = None) -> Path:
+    """Merge `records` (from `make_record`) into the chapter's file of preset `scale` (default: the active
+    `COURSE_SCALE`; `path`), keyed by seed: a later record for a seed replaces the earlier one. Each record gets
+    its provenance if it has none."""
+    from course_lib import config
+
+    scale = scale or config.scale()
+    target = path(chapter, scale)
+    seeds = load(chapter, scale)["seeds"] if target.exists() else {}
+    extra = provenance() | {"scale": scale}
     for record in records:
         seeds[str(record["seed"])] = {"provenance": extra, **record}
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -161,10 +170,11 @@ def record(
     return target
 
 
-def load(chapter: str) -> dict:
-    """`{"chapter": ..., "seeds": {"0": record, ...}}`; `ResultsMissing` names the command to run."""
-    target = path(chapter)
-    fix = f"run `{record_command(chapter)}` to record it"
+def load(chapter: str, scale: str = "cpu") -> dict:
+    """`{"chapter": ..., "seeds": {"0": record, ...}}` of preset `scale` (the cpu records unless asked otherwise:
+    the notebooks compare a run with them); `ResultsMissing` names the command to run."""
+    target = path(chapter, scale)
+    fix = f"run `{record_command(chapter, scale)}` to record it"
     if not target.exists():
         raise ResultsMissing(f"{target} does not exist: {fix}")
     try:

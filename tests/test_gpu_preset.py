@@ -215,3 +215,19 @@ def test_every_builder_builds_its_gpu_preset_model(chapter, tmp_path, monkeypatc
     assert gpu.isdisjoint(cpu) and gpu <= {"small", "medium"}
     assert requested["cpu"] and requested["gpu"].keys() == requested["cpu"].keys()
     assert set(requested["gpu"].values()) == gpu and set(requested["cpu"].values()) == cpu
+
+
+def test_the_prepared_gpu_run_runs_chapters_under_the_gpu_preset_and_summarises(monkeypatch, tmp_path, capsys):
+    """`python -m course_lib.gpu_preset` (the script for a machine with a GPU), on the tiny gpu preset: chapter 00's
+    command in its own process, its verdicts read back, and a chapter the budget leaves no time for reported."""
+    from course_lib import gpu_preset
+
+    _tiny_gpu_env(monkeypatch, tmp_path)
+    assert gpu_preset.main(["--chapters", "00", "--budget-minutes", "5"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == "gpu_preset_chapters_ok=1/1"
+    summary = lines[lines.index("summary:") + 1]
+    assert summary.startswith("  ch00: ok, ") and all(f"C0.{k} " in summary for k in range(1, 5))
+    assert gpu_preset.main(["--chapters", "00", "04", "--budget-minutes", "0"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("not run (budget spent)") == 2 and out.strip().endswith("gpu_preset_chapters_ok=0/2")

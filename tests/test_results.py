@@ -181,3 +181,16 @@ def test_own_numbers_drop_pooled_ones_in_seed_order():
     loaded = {"seeds": {"10": {"numbers": {"a": 3.0, "p_x": 9.0}}, "2": {"numbers": {"a": 1.0, "p_x": 9.0}}}}
     assert own_numbers(loaded, "p_") == [{"a": 1.0}, {"a": 3.0}]
     assert results.seed_numbers(loaded) == [{"a": 1.0, "p_x": 9.0}, {"a": 3.0, "p_x": 9.0}]  # seed 2 before 10
+
+
+def test_a_gpu_run_records_beside_the_cpu_records_never_over_them(tmp_results, monkeypatch):
+    cpu_target = results.write("ch09", [results.make_record(0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)])
+    before = cpu_target.read_text()
+    monkeypatch.setenv("COURSE_SCALE", "gpu")
+    gpu_target = results.record("ch09", 0, SPECS, {"gain": 0.3, "cost": 2.0}, 5.0)
+    assert gpu_target == tmp_results / "gpu" / "ch09.json" and cpu_target.read_text() == before
+    assert results.load("ch09")["seeds"]["0"]["numbers"]["gain"] == 0.2  # notebooks read the cpu records
+    loaded = results.load("ch09", "gpu")["seeds"]["0"]
+    assert loaded["numbers"]["gain"] == 0.3 and loaded["provenance"]["scale"] == "gpu"
+    with pytest.raises(results.ResultsMissing, match="COURSE_SCALE=gpu python -m course_lib.chapters.ch04_torl"):
+        results.load("ch04", "gpu")
