@@ -268,7 +268,7 @@ def paired_trl_run(chapter: str, native: bool, pairs: int, prompts: int, group: 
 
     task = course_trl.chapter_task(chapter)
     base, tokenizer = data.load_base(task.base)
-    # TRL logs once, at the end: logging every step would charge it for bookkeeping a run does every 10 steps.
+    # TRL logs once, at the end, as a long run nearly does (logging every step measured no different here).
     settings = course_trl.TRLSettings(pairs + 1, prompts, group, learning_rate=5e-4, logging_steps=pairs + 1)
     make = course_trl.native_trainer if native else course_trl.rollout_trainer
     trainer = make(chapter, settings, copy.deepcopy(base), tokenizer)

@@ -47,9 +47,12 @@ from course_lib.tokenizer import decode
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402  (after the variable above)
+from trl import __version__ as trl_version  # noqa: E402
 
 TESTED_TRL = "1.16.0"
 """The TRL version this module was written and tested against (`pip install -e .[trl]` pins it)."""
+if trl_version != TESTED_TRL:  # `rollout_func` is experimental: its contract may change between releases
+    warnings.warn(f"course_lib.integrations.trl was tested with trl {TESTED_TRL}, not {trl_version}", stacklevel=1)
 CHAPTERS = ("00", "03", "04", "05", "06")
 """The tool tasks of the course (`chapters.tool_tasks`) that TRL can train, by chapter number."""
 
