@@ -495,12 +495,13 @@ def audit_ch13() -> list[SplitAudit]:
     check batch, its first prompts) and chapter 00's loop at the same budget."""
     from course_lib.chapters import ch00_tool_agent as ch00
     from course_lib.chapters import ch13_scale_out as ch
-    from course_lib.integrations.trl import chapter_task, training_prompts
+    from course_lib.integrations.trl import chapter_task, dataset_prompts, training_prompts
 
     config = ch.preset("cpu")
     keys = problem_keys(lambda: ch00.make_env("test"), ch00.test_seeds(config.chapter00.eval_tasks))
     trl = config.trl
-    prompt_seeds = training_prompts(chapter_task(ch.CHAPTER), max(trl.prompts * trl.steps, config.check_prompts))
+    task = chapter_task(ch.CHAPTER)
+    prompt_seeds = {**dataset_prompts(task, trl), **training_prompts(task, config.check_prompts)}
     draws = [*prompt_seeds.values(), *grpo_task_seeds(trl.steps, trl.prompts)]
     training = set(problem_keys(ch00.make_env, draws))
     chapter00 = config.chapter00

@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from course_lib.chapters import chapter_key
 from course_lib.results import MODULES
 
 SEED_LINE = re.compile(r"^seed (\d+) \(([\d.]+) min\)")
@@ -53,7 +54,7 @@ def parse(output: str, run: ChapterRun) -> ChapterRun:
 
 def run_chapter(chapter: str, seeds: list[int], record: bool, timeout_s: float, env: dict[str, str]) -> ChapterRun:
     """`python -m course_lib.chapters.<module> --seeds ...` under the gpu preset, stopped after `timeout_s`."""
-    key = f"ch{chapter.removeprefix('ch')}"
+    key = chapter_key(chapter)
     command = [sys.executable, "-m", f"course_lib.chapters.{MODULES[key]}", "--seeds", *map(str, seeds)]
     command += ["--record"] if record else []
     start = time.perf_counter()
@@ -76,7 +77,7 @@ def run_all(chapters: list[str], seeds: list[int], budget_minutes: float, record
     for chapter in chapters:
         left = deadline - time.perf_counter()
         if left < 30:
-            runs.append(ChapterRun(f"ch{chapter.removeprefix('ch')}", status="not run (budget spent)"))
+            runs.append(ChapterRun(chapter_key(chapter), status="not run (budget spent)"))
             continue
         runs.append(run_chapter(chapter, seeds, record, left, env))
         print(runs[-1].line(), flush=True)
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-minutes", type=float, default=12.0)
     parser.add_argument("--record", action="store_true", help="write results/gpu/<chapter>.json")
     args = parser.parse_args(argv)
-    unknown = [c for c in args.chapters if f"ch{c.removeprefix('ch')}" not in MODULES]
+    unknown = [c for c in args.chapters if not c.removeprefix("ch").isdigit() or chapter_key(c) not in MODULES]
     if unknown:
         parser.error(f"unknown chapters {unknown}; choose from {sorted(MODULES)}")
     runs = run_all(args.chapters, args.seeds, args.budget_minutes, args.record)

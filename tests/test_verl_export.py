@@ -18,6 +18,7 @@ from course_lib import data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch04_torl as ch04
 from course_lib.chapters import ch05_toolrl as ch05
+from course_lib.chapters import chapter_key
 from course_lib.integrations import verl as course_verl
 from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
 from course_lib.tokenizer import decode, encode, tag_id
@@ -103,9 +104,9 @@ def test_command_line_and_agent_loop_yaml(tmp_path, capsys):
 
 
 def test_chapter_keys():
-    assert course_verl.chapter_key("00") == course_verl.chapter_key(0) == course_verl.chapter_key("ch00") == "ch00"
+    assert chapter_key("00") == chapter_key(0) == chapter_key("ch00") == "ch00"
     with pytest.raises(ValueError):
-        course_verl.chapter_key("tool")
+        chapter_key("tool")
     with pytest.raises(KeyError):
         course_verl.chapter_tasks("01")  # chapter 01 is not a tool task
 

@@ -20,6 +20,14 @@ class ToolTask:
     make_env: Callable[[], TextEnv]
 
 
+def chapter_key(chapter: str | int) -> str:
+    """`"00"`, `0`, `"ch00"` -> `"ch00"`: the key of `tool_tasks()` and `results.MODULES`."""
+    text = str(chapter).strip().lower().removeprefix("ch")
+    if not text.isdigit():
+        raise ValueError(f"not a chapter: {chapter!r}")
+    return f"ch{int(text):02d}"
+
+
 def tool_tasks() -> dict[str, ToolTask]:
     """The course's tool tasks by chapter (`"ch00"`, `"ch03"` ... `"ch06"`), as the chapters train on them."""
     # Imported here: the chapter modules import this package.

@@ -84,8 +84,7 @@ def handover_checks(model, tokenizer, config: Chapter13Config, seed: int) -> dic
     mask_errors = 0
     for row, trajectory in zip(loss_mask, kept, strict=True):
         _, expected = expected_tokens(trajectory, tokenizer)
-        prompt = sum(1 for turn in trajectory.turn_ids if turn < 0)
-        completion = expected[prompt:]
+        completion = expected[trajectory.prefix_length(0) :]
         padded = completion + [0] * (len(row) - len(completion))
         mask_errors += sum(a != b for a, b in zip(row, padded, strict=True))
     rewards = torch.tensor([t.total_reward for t in kept]).view(settings.prompts, settings.group)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from course_lib import data
-from course_lib.chapters import ToolTask, tool_tasks
+from course_lib.chapters import ToolTask, chapter_key, tool_tasks
 from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.tokenizer import decode
 
@@ -75,7 +75,7 @@ class TRLSettings:
 
 def chapter_task(chapter: str) -> ToolTask:
     """The tool task of chapter `chapter` ("00", "03" ... "06")."""
-    key = f"ch{chapter.removeprefix('ch')}"
+    key = chapter_key(chapter)
     tasks = tool_tasks()
     if key not in tasks:
         raise KeyError(f"no tool task for chapter {chapter!r}; TRL can train chapters {', '.join(CHAPTERS)}")
@@ -107,7 +107,7 @@ def training_prompts(task: ToolTask, count: int, first_seed: int = 0) -> dict[st
 
 def split_trajectory(trajectory: Trajectory) -> dict:
     """One course trajectory as TRL's rollout fields: prompt ids, completion ids, sampling log-probs, `env_mask`."""
-    prompt = sum(1 for turn in trajectory.turn_ids if turn < 0)
+    prompt = trajectory.prefix_length(0)
     return {
         "prompt_ids": trajectory.token_ids[:prompt],
         "completion_ids": trajectory.token_ids[prompt:],
@@ -210,6 +210,12 @@ def _trainer(model, tokenizer, prompts: dict[str, int], reward, settings: TRLSet
         )
 
 
+def dataset_prompts(task: ToolTask, settings: TRLSettings) -> dict[str, int]:
+    """The trainer's dataset: one epoch of `settings.steps` batches of `settings.prompts` distinct training prompts
+    (`training_prompts`), which TRL's sampler shuffles."""
+    return training_prompts(task, settings.prompts * max(settings.steps, 1))
+
+
 def rollout_trainer(
     chapter: str, settings: TRLSettings, model=None, tokenizer=None, keep: list[Trajectory] | None = None
 ) -> GRPOTrainer:
@@ -218,7 +224,7 @@ def rollout_trainer(
     task = chapter_task(chapter)
     if model is None:
         model, tokenizer = data.load_base(task.base)
-    prompts = training_prompts(task, max(settings.prompts * settings.steps, settings.prompts))
+    prompts = dataset_prompts(task, settings)
     generator = torch.Generator().manual_seed(settings.seed)
     rollout = course_rollout(task, tokenizer, prompts, generator, keep=keep)
     stop_at_tags(model, tokenizer, task)
@@ -232,7 +238,7 @@ def native_trainer(chapter: str, settings: TRLSettings, model=None, tokenizer=No
     task = chapter_task(chapter)
     if model is None:
         model, tokenizer = data.load_base(task.base)
-    seeds = training_prompts(task, max(settings.prompts * settings.steps, settings.prompts))
+    seeds = dataset_prompts(task, settings)
     # The course tokenizer adds no special tokens, so BOS is part of the prompt's text (a single token).
     prompts = {f"{tokenizer.bos_token} {text}": seed for text, seed in seeds.items()}
     stop_at_tags(model, tokenizer, task)

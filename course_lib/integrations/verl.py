@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from course_lib.chapters import chapter_key
 from course_lib.envs.base import TextEnv, distinct_seeds
 from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import decode, encode, tag_id
@@ -75,14 +76,6 @@ class ChapterTasks:
     """`held_out_seeds(split, count)`: the chapter's distinct evaluation seeds of a held-out split."""
 
 
-def chapter_key(chapter: str | int) -> str:
-    """`"00"`, `0`, `"ch00"` -> `"ch00"`."""
-    text = str(chapter).strip().lower().removeprefix("ch")
-    if not text.isdigit():
-        raise ValueError(f"not a chapter: {chapter!r}")
-    return f"ch{int(text):02d}"
-
-
 @functools.cache
 def chapter_tasks(chapter: str | int) -> ChapterTasks:
     """The tool task of `chapter` (one of `chapters.tool_tasks()`: 00, 03, 04, 05, 06)."""
@@ -113,7 +106,7 @@ def chapter_tasks(chapter: str | int) -> ChapterTasks:
         make_env = ch00.make_env
         held_out = test_only(ch00.test_seeds, make_env)
     elif key == "ch03":
-        make_env = functools.partial(_ch03_env, ch03, c03)
+        make_env = functools.partial(_split_env, ch03, c03)
         held_out = test_only(lambda n: ch03.test_seeds(n, c03.max_slack, c03.constrain_share), make_env)
     elif key == "ch04":
         make_env = ch04.make_env
@@ -125,16 +118,13 @@ def chapter_tasks(chapter: str | int) -> ChapterTasks:
             return ch05.test_seeds(count, split, c05.task_mix)
 
     else:
-        make_env = functools.partial(_ch06_env, ch06, c06)
+        make_env = functools.partial(_split_env, ch06, c06)
         held_out = test_only(ch06.test_seeds, make_env)
     return ChapterTasks(key, task.label, task.base, task.sampling, make_env, held_out)
 
 
-def _ch03_env(module, config, split: str) -> TextEnv:
-    return module.make_env(split, config)
-
-
-def _ch06_env(module, config, split: str) -> TextEnv:
+def _split_env(module, config, split: str) -> TextEnv:
+    """`module.make_env(split, config)`: chapters 03 and 06 build their environment from their preset."""
     return module.make_env(split, config)
 
 
