@@ -1,11 +1,13 @@
 """Leakage audit: are the held-out problems of every chapter distinct, and unseen in training?
 
-For each chapter (00 to 07) and each evaluation split, at the cpu preset, this prints
+For each chapter (00 to 13) and each evaluation split, at the cpu preset, this prints
 
 - `N`, the number of problems one evaluation asks, and how many of them are distinct (a split is a
   space of problems drawn *with replacement* by seed, so the first N seeds can repeat problems);
 - how many of those problems the policy also meets in RL training (the problems `train.train_grpo`
-  draws for the run seeds `main` uses by default; chapter 05's SFT arm's traces too);
+  and each chapter's other training batches draw, for every run seed recorded in the chapter's
+  `results/<chapter>*.json`, confirmations and experiments included, or 0-2 if none: `run_seeds`;
+  chapter 05's SFT arm's traces too);
 - how many occur in the warm-start demonstrations the committed base was built from (regenerated
   with the chapter's own generator and the seed recorded in `data/MANIFEST.json`);
 - where a task decomposes into steps, how many of its sub-problems occur in that data: for
@@ -13,27 +15,37 @@ For each chapter (00 to 07) and each evaluation split, at the cpu preset, this p
   problem, against the labelled-step and plan corpora of the base LM; for function calling (chapter
   05), the held-out (tool, parameter, value) triples of the `novel` split, against the calls written
   in the noisy demonstrations (whose value and key noise can land on a held-out pair); for the grid
-  world (chapter 07), the observation of every state a held-out task can reach, against the
-  observations of the warm-start demonstrations.
+  world (chapter 07) and FrozenLake (chapters 09 and 10), the observation of every state a held-out
+  problem can show, against the observations of the warm-start demonstrations and every observation
+  the RL draws' problems can show; for FrozenLake also the held-out first prompts and layouts (goal
+  and holes: the observation leaves the start out, so a layout shared with training shares states);
+  for two-hop questions (chapters 08, 11, 12), their hop lookups, both forms of hop 1 and both
+  candidates' hop 2, against those of the training and demonstration questions.
 
 Overlaps that remain are labelled (inherent to the task, or pending a base rebuild), not hidden.
-The last line is `audit: chapters=K duplicates=D overlaps=O`, with D the repeated problems summed
-over evaluation splits and O every overlap count (problems and sub-problems) summed.
+The last line is `audit: chapters=K duplicates=D overlaps=O leaked_states=S (chNN=s ...)`, with D
+the repeated problems summed over evaluation splits, O every overlap count (problems and
+sub-problems) summed and S the held-out state observations found in training data, per chapter
+with states. A split that cannot be audited (chapter 13 without `trl`) is printed as skipped and
+named at the end of that line.
 
-    python -m course_lib.audit        # about 25 s on one core; no model is loaded
+    python -m course_lib.audit        # about 40 s on one core; no model is loaded
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import sys
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 RUN_SEEDS = (0, 1, 2)
-"""The seeds each chapter's `main` runs by default (`--seeds 0 1 2`): training draws depend on them."""
+"""The seeds each chapter's `main` runs by default (`--seeds 0 1 2`): the run seeds audited where none is recorded."""
+STATES = "observations of held-out states (sub-problems)"
+"""The unit of the state-level overlaps (chapters 07, 09, 10): a held-out problem's states are its sub-problems."""
 
 
 @dataclass
@@ -57,12 +69,16 @@ class SplitAudit:
     """N: problems one evaluation asks (with repeats, if any)."""
     distinct: int
     overlaps: list[Overlap] = field(default_factory=list)
+    skipped: str = ""
+    """Why the split could not be audited (an optional library missing), or empty."""
 
     @property
     def duplicates(self) -> int:
         return self.size - self.distinct
 
     def lines(self) -> list[str]:
+        if self.skipped:
+            return [f"{self.chapter} {self.split}: skipped ({self.skipped})"]
         head = f"{self.chapter} {self.split}: N={self.size} distinct={self.distinct} duplicates={self.duplicates}"
         body = [
             f"    vs {o.against}: {o.count} of {o.total} {o.unit}" + (f"  [{o.note}]" if o.note else "")
@@ -88,7 +104,19 @@ def count_overlap(held_out: Iterable[Hashable], reference: Iterable[Hashable]) -
     return sum(item in reference for item in set(held_out))
 
 
-def grpo_task_seeds(iterations: int, prompts_per_iteration: int, run_seeds: Sequence[int] = RUN_SEEDS) -> list[int]:
+def run_seeds(chapter: str) -> tuple[int, ...]:
+    """The run seeds whose training draws are audited for `chapter`: every seed recorded in its results files
+    (`results/<chapter>*.json`: its runs, confirmations and experiments, beyond the default three), else
+    `RUN_SEEDS`. A seed that was run must be audited, or its draws could hold a held-out problem unseen."""
+    from course_lib import results
+
+    seeds: set[int] = set()
+    for file in results.RESULTS_DIR.glob(f"{chapter}*.json"):
+        seeds |= {int(seed) for seed in results.load(file.stem)["seeds"]}
+    return tuple(sorted(seeds)) or RUN_SEEDS
+
+
+def grpo_task_seeds(iterations: int, prompts_per_iteration: int, run_seeds: Sequence[int]) -> list[int]:
     """The task seeds `train.train_grpo` resets its training environments with, for each run seed:
     `seed * 1_000_003 + iteration * prompts + p` (`train.policy_iteration`; a test checks the two agree)."""
     return [
@@ -122,6 +150,15 @@ def _prompts(texts: Iterable[tuple[str, str]]) -> set[str]:
     return {prompt for prompt, _ in texts}
 
 
+def state_overlaps(held_out: set[str], training: set[str], demos: set[str]) -> list[Overlap]:
+    """The observations of held-out problems' states against every observation the RL draws' problems can show
+    (a policy can wander into any state) and the observations the warm-start demonstrations hold."""
+    return [
+        Overlap("RL training draws", STATES, count_overlap(held_out, training), len(held_out)),
+        Overlap("warm-start demonstrations", STATES, count_overlap(held_out, demos), len(held_out)),
+    ]
+
+
 # Chapters with one test split and GRPO on the train split ----------------------------------------
 def audit_ch00() -> list[SplitAudit]:
     from course_lib.chapters import ch00_tool_agent as ch
@@ -129,7 +166,9 @@ def audit_ch00() -> list[SplitAudit]:
     config = ch.preset("cpu")
     keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
     training = set(
-        problem_keys(ch.make_env, grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration))
+        problem_keys(
+            ch.make_env, grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration, run_seeds("ch00"))
+        )
     )
     demos = _prompts(
         ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config.tool_share, config.direct_correct)
@@ -144,7 +183,7 @@ def audit_ch03() -> list[SplitAudit]:
     seeds = ch.test_seeds(config.eval_tasks, config.max_slack, config.constrain_share)
     keys = problem_keys(lambda: ch.make_env("test", config), seeds)
     # Every reward arm and both sizes train from the same task seeds; the stage does not change the query.
-    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration)
+    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration, run_seeds("ch03"))
     training = set(problem_keys(lambda: ch.make_env("train", config), training_seeds))
     demos = _prompts(ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAMES["small"]), config))
     if base_seed(ch.BASE_NAMES["large"]) != base_seed(ch.BASE_NAMES["small"]):
@@ -158,7 +197,7 @@ def audit_ch04() -> list[SplitAudit]:
     config = ch.preset("cpu")
     keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
     # Every variant (`VARIANTS`) changes masking, penalty or C, never the GRPO sizes: the same task seeds.
-    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration)
+    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration, run_seeds("ch04"))
     training = set(problem_keys(ch.make_env, training_seeds))
     demos = _prompts(
         ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config.tool_share, config.direct_correct)
@@ -172,7 +211,7 @@ def audit_ch06() -> list[SplitAudit]:
     config = ch.preset("cpu")
     keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.eval_tasks))
     # ARTIST's reward and the ablation without the tool term train on the same task seeds.
-    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration)
+    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration, run_seeds("ch06"))
     training = set(problem_keys(lambda: ch.make_env("train", config), training_seeds))
     demos = _prompts(
         ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config.failure_rate, config.retry_share)
@@ -217,20 +256,18 @@ def audit_ch05() -> list[SplitAudit]:
     demo_triples: set[tuple[str, str, str]] = set()
     for _, response in demos:
         demo_triples |= call_triples(parse_calls(response) or [])
-    grpo = config.grpo
+    grpo, seeds = config.grpo, run_seeds("ch05")
     training = set(
         problem_keys(
             lambda: FunctionCallingEnv("train", mix=config.task_mix),
-            grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration),
+            grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds),
         )
     )
     # The SFT arm imitates correct traces of train queries (`ch05_toolrl.correct_examples`: task
     # `seed * 7_000_003 + index + 1`, as many as RL samples sequences); it is training too.
     traces = config.sft_traces or grpo.iterations * grpo.prompts_per_iteration * grpo.group_size
     training |= {
-        config.task_mix.draw(run * 7_000_003 + index + 1, "train").question
-        for run in RUN_SEEDS
-        for index in range(traces)
+        config.task_mix.draw(run * 7_000_003 + index + 1, "train").question for run in seeds for index in range(traces)
     }
     out = []
     for split in ("test", "novel"):
@@ -356,33 +393,32 @@ def audit_ch07() -> list[SplitAudit]:
 
     config = ch.preset("cpu")
     keys = problem_keys(ch.EnvFactory("test", config), ch.test_seeds(config.eval_tasks, config))
-    training = set(
-        problem_keys(
-            ch.EnvFactory("train", config), grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration)
-        )
-    )
+    grpo = config.grpo
+    training_seeds = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, run_seeds("ch07"))
+    training = set(problem_keys(ch.EnvFactory("train", config), training_seeds))
     demos = ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config)
     demo_tasks = set(
         problem_keys(
             ch.EnvFactory("train", config), ch.demonstration_seeds(config.demonstrations, base_seed(ch.BASE_NAME))
         )
     )
-    held_out_states = task_observations(set(keys), config.size)
     overlaps = _problem_overlaps(keys, training, demo_tasks)
-    overlaps.append(
-        Overlap("warm-start demonstrations", "observations of held-out tasks' states (sub-problems)",
-                count_overlap(held_out_states, _prompts(demos)), len(held_out_states))
-    )  # fmt: skip
+    # step mode: each demonstration prompt is one state's observation
+    overlaps += state_overlaps(
+        task_observations(set(keys), config.size), task_observations(training, config.size), _prompts(demos)
+    )
     return [_split("ch07", "test", keys, overlaps)]
 
 
 def question_lookups(questions: Iterable) -> set[tuple[str, str]]:
-    """Both hops of each `two_hop_qa` question, as `(entity, relation)` lookups: its sub-problems. For an
-    ambiguous question the wrong candidate's hop 2 is a lookup a policy may make, so it counts too."""
+    """Both hops of each `two_hop_qa` question, as `(entity, relation)` lookups: its sub-problems. Hop 1 counts in
+    both forms, precise and imprecise, and for an ambiguous question the wrong candidate's hop 2 is a lookup a
+    policy may make, so it counts too."""
     lookups = set()
     for question in questions:
-        (name, role), (bridge, attribute) = question.hop_lookups()
-        lookups.add((name, role))
+        (company, role), (bridge, attribute) = question.hop_lookups()
+        lookups.add((company, role))  # the precise hop 1, `NAME in CITY ROLE`
+        lookups.add((question.name, role))  # the imprecise one, `NAME ROLE` (`naive_actions` makes it)
         lookups.update((person, attribute) for person in question.candidates)
         lookups.add((bridge, attribute))
     return lookups
@@ -406,15 +442,73 @@ def audit_ch08() -> list[SplitAudit]:
 
     config = ch.preset("cpu")
     keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.eval_tasks))
-    grpo = config.grpo
-    training_seeds = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration)
+    grpo, seeds = config.grpo, run_seeds("ch08")
+    training_seeds = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
     variance = range(config.variance_prompts)
-    training_seeds += [ch.VARIANCE_SEED + seed * 1_000 + p for seed in RUN_SEEDS for p in variance]
+    training_seeds += [ch.VARIANCE_SEED + seed * 1_000 + p for seed in seeds for p in variance]
     training = problem_keys(lambda: ch.make_env("train", config), training_seeds)
     demos = problem_keys(
         lambda: ch.make_env("train", config), ch.demonstration_seeds(config.demonstrations, base_seed(ch.BASE_NAME))
     )
     return [_split("ch08", "test", keys, two_hop_overlaps(keys, training, demos))]
+
+
+# Chapters 09 and 10: FrozenLake maps, their layouts and the observations of their states ------------
+LAYOUTS = "layouts (goal, holes) of held-out maps"
+FIRST_PROMPTS = "first prompts of held-out maps"
+
+
+def lake_observations(lakes: Iterable) -> set[str]:
+    """The observation of every state of each map (the agent on any cell but a hole or the goal): what an episode
+    on it can show, so its sub-problems. The start is not in it: maps that differ only by it show the same states."""
+    from course_lib.envs.frozen_lake import SIZE, layout, observation_text
+
+    cells, seen = [(row, col) for row in range(SIZE) for col in range(SIZE)], set()
+    for lake in lakes:
+        goal, holes = layout(lake)
+        seen |= {observation_text(lake, cell) for cell in cells if cell != goal and cell not in holes}
+    return seen
+
+
+def episode_observations(texts: Iterable[tuple[str, str]]) -> set[str]:
+    """Every observation of chapter 09's `(prompt, completion)` episodes: the prompt, and the text between one
+    turn's `</answer>` and the next turn's `<think>` (the last turn's outcome is not in the completion)."""
+    observations = set()
+    for prompt, completion in texts:
+        after_turns = (text.partition("<think>")[0].strip() for text in completion.split("</answer>")[1:])
+        observations |= {prompt, *filter(None, after_turns)}
+    return observations
+
+
+@functools.lru_cache(maxsize=1)
+def _lake_demonstrations() -> tuple[frozenset, frozenset]:
+    """(maps, observations) of the warm-start demonstrations of chapter 09's committed base (chapter 10's too)."""
+    from course_lib.chapters import ch09_ragen as ch
+
+    config, seed = ch.preset("cpu"), base_seed(ch.BASE_NAME)
+    lakes = problem_keys(lambda: ch.make_env("train"), ch.demonstration_seeds(config.demonstrations, seed))
+    texts = ch.demonstration_texts(config.demonstrations, seed, config)
+    return frozenset(lakes), frozenset(episode_observations(texts))
+
+
+def _lake_split(chapter: str, keys: list, training: set) -> SplitAudit:
+    """Held-out maps against the RL draws and the demonstrations: as maps, as layouts (the goal and holes an
+    observation shows: a training map of the same layout shows the same states), by their first prompt, and by
+    the observations of their states."""
+    from course_lib.envs.frozen_lake import layout, observation_text
+
+    demo_lakes, demo_observations = _lake_demonstrations()
+    held_out = set(keys)
+    layouts = {layout(lake) for lake in held_out}
+    first = {observation_text(lake, lake[0]) for lake in held_out}
+    overlaps = _problem_overlaps(keys, training, demo_lakes)
+    overlaps += [
+        Overlap("RL training draws", LAYOUTS, count_overlap(layouts, map(layout, training)), len(layouts)),
+        Overlap("warm-start demonstrations", LAYOUTS, count_overlap(layouts, map(layout, demo_lakes)), len(layouts)),
+        Overlap("warm-start demonstrations", FIRST_PROMPTS, count_overlap(first, demo_observations), len(first)),
+        *state_overlaps(lake_observations(held_out), lake_observations(training), demo_observations),
+    ]
+    return _split(chapter, "test", keys, overlaps)
 
 
 def audit_ch09() -> list[SplitAudit]:
@@ -425,26 +519,20 @@ def audit_ch09() -> list[SplitAudit]:
     # every arm draws seed * 1_000_003 + iteration * prompts + p: the longest arms cover the others' draws
     arms = [ch.arm_config(config, arm) for arm in [*ch.ARMS, *ch.budget_arms(config)]]
     draws = max(grpo.iterations * grpo.prompts_per_iteration for grpo in arms)
-    training = set(problem_keys(lambda: ch.make_env("train"), grpo_task_seeds(1, draws)))
-    demos = problem_keys(
-        lambda: ch.make_env("train"), ch.demonstration_seeds(config.demonstrations, base_seed(ch.BASE_NAME))
-    )
-    return [_split("ch09", "test", keys, _problem_overlaps(keys, training, set(demos)))]
+    training = set(problem_keys(lambda: ch.make_env("train"), grpo_task_seeds(1, draws, run_seeds("ch09"))))
+    return [_lake_split("ch09", keys, training)]
 
 
 def audit_ch10() -> list[SplitAudit]:
-    from course_lib.chapters import ch09_ragen as ch09
     from course_lib.chapters import ch10_ragen2 as ch
 
     config = ch.preset("cpu")
     keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
-    grpo = config.grpo  # every arm has the same iterations and maps per iteration
-    draws = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration)
-    draws += [ch.BUCKET_SEED_OFFSET + seed * 10_000 + m for seed in RUN_SEEDS for m in range(config.bucket_maps)]
+    grpo, seeds = config.grpo, run_seeds("ch10")  # every arm has the same iterations and maps per iteration
+    draws = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
+    draws += [ch.BUCKET_SEED_OFFSET + seed * 10_000 + m for seed in seeds for m in range(config.bucket_maps)]
     training = set(problem_keys(lambda: ch.make_env("train"), draws))
-    demonstrations = ch09.demonstration_seeds(ch09.preset("cpu").demonstrations, base_seed(ch.BASE_NAME))
-    demos = problem_keys(lambda: ch.make_env("train"), demonstrations)
-    return [_split("ch10", "test", keys, _problem_overlaps(keys, training, set(demos)))]
+    return [_lake_split("ch10", keys, training)]  # chapter 09's base, so its demonstrations
 
 
 def audit_ch11() -> list[SplitAudit]:
@@ -453,11 +541,11 @@ def audit_ch11() -> list[SplitAudit]:
 
     config = ch.preset("cpu")
     keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.task.eval_tasks))
-    grpo = config.grpo
-    tool_seeds = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration)
+    grpo, seeds = config.grpo, run_seeds("ch11")
+    tool_seeds = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
     for offset, count in ((ch.CONCENTRATION_SEED, config.sampler_prompts), (ch.CHECK_SEED, config.check_prompts)):
-        tool_seeds += [offset + seed * 1_000 + p for seed in RUN_SEEDS for p in range(count)]
-    split = [ch.SPLIT_SEED + seed * 1_000 + p for seed in RUN_SEEDS for p in range(config.sampler_prompts)]
+        tool_seeds += [offset + seed * 1_000 + p for seed in seeds for p in range(count)]
+    split = [ch.SPLIT_SEED + seed * 1_000 + p for seed in seeds for p in range(config.sampler_prompts)]
     training = problem_keys(lambda: ch.make_env("train", config), tool_seeds)
     for share in (0.0, 1.0):  # C11.4's two kinds of question
         training += problem_keys(lambda share=share: ch.make_env("train", config, share), split)
@@ -480,7 +568,7 @@ def audit_ch12() -> list[SplitAudit]:
     config = ch.preset("cpu")
     keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.task.eval_tasks))
     grpo = config.grpo  # every arm has the same iterations and questions per iteration
-    draws = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration)
+    draws = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, run_seeds("ch12"))
     draws += [ch.MONITOR_SEED + p for p in range(config.monitor_prompts)]
     training = problem_keys(lambda: ch.make_env("train", config), draws)
     demos = problem_keys(
@@ -492,7 +580,10 @@ def audit_ch12() -> list[SplitAudit]:
 
 def audit_ch13() -> list[SplitAudit]:
     """Chapter 00's held-out problems against what the appendix trains on: TRL's prompts (its whole dataset, and the
-    check batch, its first prompts) and chapter 00's loop at the same budget."""
+    check batch, its first prompts) and chapter 00's loop at the same budget. Skipped without `trl` (an optional
+    extra), which the appendix and its prompts need."""
+    if importlib.util.find_spec("trl") is None:
+        return [SplitAudit("ch13", "test", 0, 0, skipped="trl is not installed: pip install -e .[trl]")]
     from course_lib.chapters import ch00_tool_agent as ch00
     from course_lib.chapters import ch13_scale_out as ch
     from course_lib.integrations.trl import chapter_task, dataset_prompts, training_prompts
@@ -502,7 +593,7 @@ def audit_ch13() -> list[SplitAudit]:
     trl = config.trl
     task = chapter_task(ch.CHAPTER)
     prompt_seeds = {**dataset_prompts(task, trl), **training_prompts(task, config.check_prompts)}
-    draws = [*prompt_seeds.values(), *grpo_task_seeds(trl.steps, trl.prompts)]
+    draws = [*prompt_seeds.values(), *grpo_task_seeds(trl.steps, trl.prompts, run_seeds("ch13"))]
     training = set(problem_keys(ch00.make_env, draws))
     chapter00 = config.chapter00
     demos = _prompts(
@@ -532,9 +623,33 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
 
 
 def totals(audits: Sequence[SplitAudit]) -> tuple[int, int, int]:
-    """`(chapters, duplicates, overlaps)` over every audited split."""
-    chapters = len({a.chapter for a in audits})
-    return chapters, sum(a.duplicates for a in audits), sum(o.count for a in audits for o in a.overlaps)
+    """`(chapters, duplicates, overlaps)` over every audited split (a skipped one is not audited)."""
+    audited = [a for a in audits if not a.skipped]
+    chapters = len({a.chapter for a in audited})
+    return chapters, sum(a.duplicates for a in audited), sum(o.count for a in audited for o in a.overlaps)
+
+
+def leaked_states(audits: Sequence[SplitAudit]) -> dict[str, int]:
+    """Per chapter with state-level counts (`STATES`), the held-out state observations found in its training data:
+    the leak a per-problem count cannot see, apart in the summary so that inherent overlaps do not hide it."""
+    leaked: dict[str, int] = {}
+    for a in audits:
+        for o in a.overlaps:
+            if o.unit == STATES:
+                leaked[a.chapter] = leaked.get(a.chapter, 0) + o.count
+    return leaked
+
+
+def summary(audits: Sequence[SplitAudit]) -> str:
+    """The last line: `audit: chapters=K duplicates=D overlaps=O`, then the leaked held-out states (summed, and per
+    chapter) where any chapter counts them, and the skipped splits where any is."""
+    chapters, duplicates, overlaps = totals(audits)
+    line = f"audit: chapters={chapters} duplicates={duplicates} overlaps={overlaps}"
+    states = leaked_states(audits)
+    if states:
+        line += f" leaked_states={sum(states.values())} (" + " ".join(f"{c}={n}" for c, n in states.items()) + ")"
+    skipped = [f"{a.chapter} {a.split}" for a in audits if a.skipped]
+    return line + (f" skipped={', '.join(skipped)}" if skipped else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -555,9 +670,8 @@ def main(argv: list[str] | None = None) -> int:
         for audit in AUDITS[name]():
             print("\n".join(audit.lines()), flush=True)
             audits.append(audit)
-    chapters, duplicates, overlaps = totals(audits)
     print(f"({time.perf_counter() - start:.0f} s)")
-    print(f"audit: chapters={chapters} duplicates={duplicates} overlaps={overlaps}")
+    print(summary(audits))
     return 0
 
 

@@ -6,9 +6,16 @@ its claims once, as `ClaimSpec`s in its module's `CLAIMS`: a check is a pure fun
 dictionary of numbers that the chapter's `claim_numbers(results)` extracts from a run, so a verdict
 can be recomputed from recorded numbers alone (`course_lib.results`, `tests/test_results.py`).
 
-The claims cell prints one line per claim, with no raw numbers (those go in the cell before, so that
-the compared output stays deterministic), and raises if a required claim fails, which makes a
-chapter that stops reproducing its paper fail `pytest --nbval`.
+Every claim has a kind (`KINDS`): a **finding** is a paper's empirical result, tested by a check that could come
+out either way; a **mechanism** check is exact or about the implementation (an identity, a mask, a gradient
+equality, a cost); a **design** check holds by how the experiment is built (a planted signal, a count that cannot
+differ) and is shown, never counted. A phenomenon that an inducer creates (a bonus, a planted base) is `induced`.
+
+A claim has two verdicts. This run's (`ClaimSpec.evaluate`) depends on the machine's floating-point kernels, since
+training lands elsewhere when they differ; the course-level one (`course_lib.verdicts`) is decided on the recorded
+seeds in `results/` and is the one the README, `docs/claims.md` and the notebooks' compared cells show. The claims
+cell prints both (`report`; its output is not compared by nbval) and raises if a required claim fails this run,
+which makes a chapter that stops reproducing its paper fail `pytest --nbval`.
 """
 
 from __future__ import annotations
@@ -34,6 +41,16 @@ def settled(numbers: Mapping[str, float]) -> dict[str, float]:
 
 
 NOT_REPRODUCED = "not reproduced at this scale"
+KINDS = ("finding", "mechanism", "design")
+"""What a claim is (see the module docstring); only findings are counted as a paper's results reproduced."""
+TOLERANCE = 1e-9
+"""Slack of `at_least`: a margin met up to float rounding counts as met."""
+
+
+def at_least(value: float, margin: float, tolerance: float = TOLERANCE) -> bool:
+    """`value >= margin` up to `tolerance`, so that a tie at the margin cannot flip on rounding (0.905 - 0.855 is
+    0.05000000000000004 and 0.85 - 0.80 is 0.04999999999999993). NaN is never at least anything."""
+    return value >= margin - tolerance
 
 
 class ClaimFailed(AssertionError):
@@ -50,6 +67,8 @@ class Claim:
     """Outcome of the check, computed from measured numbers."""
     required: bool = True
     """False for a claim already documented as not reproduced at this scale."""
+    kind: str = "finding"
+    """One of `KINDS`."""
 
     @property
     def status(self) -> str:
@@ -73,11 +92,24 @@ class ClaimSpec:
     check: Callable[[Mapping[str, float]], bool]
     """Verdict from the chapter's numbers alone (no access to models or trajectories)."""
     required: bool = True
-    """False for a claim documented as not reproduced at this scale (it reports instead of failing)."""
+    """True only for a claim that holds on every recorded seed and on any machine (a mechanism check, or a finding
+    with room to spare): the claims cell raises when it fails. The others report instead of failing."""
+    kind: str = "finding"
+    """`finding`, `mechanism` or `design` (`KINDS`)."""
+    induced: bool = False
+    """True when the phenomenon is created by an inducer of the experiment (a bonus, a planted signal)."""
+    effects: tuple[tuple[str, float], ...] = ()
+    """For a finding that compares arms: `(number key, margin)` of each paired difference (one per seed) that the
+    course-level verdict is decided on, over the recorded seeds (`course_lib.verdicts`). Empty: decided on the
+    check passing on every recorded seed."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.id}: kind must be one of {KINDS}, got {self.kind!r}")
 
     def evaluate(self, numbers: Mapping[str, float]) -> Claim:
         """Today's `Claim`: run the check on `numbers`, rounded first (`settled`)."""
-        return Claim(self.id, self.statement, bool(self.check(settled(numbers))), self.required)
+        return Claim(self.id, self.statement, bool(self.check(settled(numbers))), self.required, self.kind)
 
 
 def evaluate_all(specs: Sequence[ClaimSpec], numbers: Mapping[str, float]) -> list[Claim]:
@@ -85,10 +117,13 @@ def evaluate_all(specs: Sequence[ClaimSpec], numbers: Mapping[str, float]) -> li
     return [spec.evaluate(numbers) for spec in specs]
 
 
-def report(claims: list[Claim]) -> None:
-    """Print `ID  STATUS  name` per claim; raise `ClaimFailed` if a required claim failed."""
+def report(claims: list[Claim], course: Mapping[str, str] | None = None) -> None:
+    """Print `ID  kind  this run STATUS  name` per claim, with `course[id]` (the course-level verdict, e.g.
+    `recorded 2 of 3 seeds: not reproduced at this scale`, from `course_lib.verdicts.course_lines`) beside this run's
+    result; raise `ClaimFailed` if a required claim failed this run."""
     for claim in claims:
-        print(f"{claim.id:<6}{claim.status}  {claim.name}")
+        beside = f"; {course[claim.id]}" if course and claim.id in course else ""
+        print(f"{claim.id:<6} {claim.kind:<9} this run {claim.status}{beside}  {claim.name}")
     failed = [claim.id for claim in claims if claim.required and not claim.passed]
     if failed:
         raise ClaimFailed(f"required claims failed: {', '.join(failed)}")

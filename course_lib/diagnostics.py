@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -180,12 +180,17 @@ def reasoning_mutual_information(
     aggregate: str = "mean",
     generator: torch.Generator | None = None,
     span: str = "reasoning",
+    prompt_keys: Mapping[int, Hashable] | None = None,
 ) -> dict[str, float]:
     """RAGEN-2's first-turn estimate on a batch: up to `samples` first-turn reasonings drawn uniformly without
     replacement from the valid ones, each scored under the prompt of every group of the batch that has valid
     reasoning (one representative prompt per group: a group's episodes share their task), then
     `mutual_information` (its keys, plus `samples`, the pairs used). `span`: `reasoning` (`first_turn_reasoning`)
     or `action` (`first_turn_action`, the whole first turn, for tasks without a `<think>` channel).
+    `prompt_keys` maps each group id to its prompt's identity (e.g. the task's seed): groups with equal keys pose
+    the same input, so a reasoning whose best-scoring group is a twin of its own counts as retrieved, as in
+    RAGEN-2's code. Without it every group is its own prompt, which undercounts retrieval when two groups share a
+    prompt (a tie between twins goes to the first). Every group with valid reasoning needs a key.
     Returns NaNs with `samples` 0 when fewer than two groups have valid reasoning (MI needs two inputs)."""  # fmt: skip
     if span not in ("reasoning", "action"):
         raise ValueError(f"span must be 'reasoning' or 'action', got {span!r}")
@@ -203,8 +208,13 @@ def reasoning_mutual_information(
     chosen = [pairs[k] for k in sorted(order)]
     prompts = {group: x for group, (x, _) in reversed(pairs)}  # the group's first valid prompt
     columns = {group: j for j, group in enumerate(groups)}
+    keys = None
+    if prompt_keys is not None:
+        if missing := [g for g in groups if g not in prompt_keys]:
+            raise ValueError(f"prompt_keys has no key for groups {missing}")
+        keys = [prompt_keys[g] for g in groups]
     logp = teacher_forced_logp(model, [prompts[g] for g in groups], [z for _, (_, z) in chosen], aggregate)
-    return {**mutual_information(logp, [columns[g] for g, _ in chosen]), "samples": float(len(chosen))}
+    return {**mutual_information(logp, [columns[g] for g, _ in chosen], keys), "samples": float(len(chosen))}
 
 
 def reward_std_buckets(rewards: torch.Tensor, group_ids: torch.Tensor, edges: Sequence[float]) -> torch.Tensor:

@@ -5,6 +5,11 @@
 
 `refresh` is the only way committed outputs are produced: it forces the cpu preset, executes each
 notebook top to bottom in a fresh kernel, and strips volatile metadata so diffs stay small.
+
+`run` builds a small site that works without the repository: one HTML page per chapter, the README as
+`README.html` and every `docs/**/*.md` as `docs/**/*.html`, and links between them re-pointed at those pages (a
+chapter's link to `01_rap_world_model_mcts.ipynb` goes to `01_rap_world_model_mcts.html`, `../README.md` to
+`README.html`, `../docs/claims.md` to `docs/claims.html`); the index links the chapters and the README.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import argparse
 import html
 import importlib.util
 import os
+import posixpath
+import re
 import shutil
 import sys
 import time
@@ -22,10 +29,12 @@ import nbformat
 import zmq
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
+from nbconvert.filters.markdown_mistune import markdown2html_mistune
 from traitlets.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+DOCS = ROOT / "docs"
 
 
 def kernel_config() -> Config:
@@ -74,6 +83,92 @@ def local_mathjax(out: Path) -> str | None:
     return f"mathjax/MathJax.js?config={MATHJAX_CONFIG}"
 
 
+def site_page(repo_path: str) -> str | None:
+    """Where the site holds a repository file (paths relative to the repository root and to the site's folder):
+    `notebooks/N.ipynb` is `N.html`, `README.md` is `README.html`, `docs/**/X.md` is `docs/**/X.html`; None for a
+    file the site does not hold."""
+    folder, name = posixpath.split(repo_path)
+    if folder == "notebooks" and name.endswith(".ipynb"):
+        return name[: -len(".ipynb")] + ".html"
+    if repo_path == "README.md" or (repo_path.startswith("docs/") and name.endswith(".md")):
+        return repo_path[: -len(".md")] + ".html"
+    return None
+
+
+LINK = re.compile(r'(?P<attribute>\b(?:href|src))="(?P<url>[^"]*)"')
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def rewrite_links(page: str, source: str, target: str) -> str:
+    """`page` (HTML made from the repository file `source`, written at `target` in the site; both relative paths)
+    with every relative `href` or `src` that names a repository file the site holds (`site_page`) re-pointed at
+    that page, its `#fragment` kept. Other links (absolute, in-page, to files the site does not hold) are left."""
+
+    def replace(match: re.Match) -> str:
+        url = match["url"]
+        if not url or url.startswith(("#", "/")) or SCHEME.match(url):
+            return match[0]
+        path = re.split(r"[?#]", url, maxsplit=1)[0]
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(source), path))
+        page_path = None if resolved.startswith("..") else site_page(resolved)
+        if page_path is None:
+            return match[0]
+        relative = posixpath.relpath(page_path, posixpath.dirname(target) or ".")
+        return f'{match["attribute"]}="{html.escape(relative)}{url[len(path) :]}"'
+
+    return LINK.sub(replace, page)
+
+
+MATHJAX_INLINE = (
+    '<script type="text/x-mathjax-config">MathJax.Hub.Config({tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], '
+    "processEscapes: true}});</script>"
+)
+"""MathJax 2's setting for `$...$` inline maths (its default knows only `\\(...\\)`), for the markdown pages."""
+
+
+def markdown_page(path: Path, out: Path, mathjax: str | None) -> str:
+    """Write the repository's markdown file `path` as its site page under `out` (links re-pointed); returns the
+    page's path relative to `out`."""
+    source = path.relative_to(ROOT).as_posix()
+    target = site_page(source)
+    assert target is not None, source
+    title = "Agentic RL course" if target == "README.html" else path.stem
+    head = f'<meta charset="utf-8"><title>{html.escape(title)}</title>'
+    if mathjax:  # inline $...$ as in the notebooks' pages
+        up = posixpath.relpath(".", posixpath.dirname(target) or ".")
+        head += f"\n{MATHJAX_INLINE}\n" + f'<script src="{html.escape(posixpath.join(up, mathjax))}"></script>'
+    body = markdown2html_mistune(path.read_text())
+    page = f"<!doctype html><html><head>{head}</head><body>\n{body}\n</body></html>\n"
+    (out / target).parent.mkdir(parents=True, exist_ok=True)
+    (out / target).write_text(rewrite_links(page, source, target))
+    return target
+
+
+def export(notebook: nbformat.NotebookNode, path: Path, out: Path, exporter: HTMLExporter) -> str:
+    """Write an (executed) notebook from the repository's `path` as its site page under `out`, links re-pointed;
+    returns the page's path relative to `out`."""
+    source = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else f"notebooks/{path.name}"
+    target = path.with_suffix(".html").name
+    body, _ = exporter.from_notebook_node(notebook)
+    (out / target).write_text(rewrite_links(body, source, target))
+    return target
+
+
+def write_site(out: Path, chapters: list[tuple[str, float]], mathjax: str | None) -> None:
+    """The README and `docs/**/*.md` as pages, and the index: `chapters` as (notebook stem, seconds it ran)."""
+    markdown_page(ROOT / "README.md", out, mathjax)
+    for path in sorted(DOCS.rglob("*.md")):
+        markdown_page(path, out, mathjax)
+    links = "\n".join(
+        f'<li><a href="{html.escape(name)}.html">{html.escape(name)}</a> ({seconds / 60:.1f} min)</li>'
+        for name, seconds in chapters
+    )
+    (out / "index.html").write_text(
+        '<!doctype html><title>Agentic RL course</title><h1>Chapters</h1><p><a href="README.html">README</a></p>'
+        f"<ul>\n{links}\n</ul>\n"
+    )
+
+
 def run(paths: list[Path], out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     mathjax = local_mathjax(out)
@@ -82,17 +177,10 @@ def run(paths: list[Path], out: Path) -> int:
     for path in paths:
         notebook, seconds = execute(path)
         nbformat.write(notebook, out / path.name)
-        body, _ = exporter.from_notebook_node(notebook)
-        (out / path.with_suffix(".html").name).write_text(body)
+        export(notebook, path, out, exporter)
         rows.append((path.stem, seconds))
         print(f"{path.name}: {seconds / 60:.1f} min")
-    links = "\n".join(
-        f'<li><a href="{html.escape(name)}.html">{html.escape(name)}</a> ({seconds / 60:.1f} min)</li>'
-        for name, seconds in rows
-    )
-    (out / "index.html").write_text(
-        f"<!doctype html><title>Agentic RL course</title><h1>Chapters</h1><ul>\n{links}\n</ul>\n"
-    )
+    write_site(out, rows, mathjax)
     print(f"wrote {out / 'index.html'}")
     return 0
 

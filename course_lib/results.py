@@ -320,3 +320,17 @@ def repool(chapter: str, specs: Sequence[ClaimSpec], pool: Callable[[list[dict]]
         rewritten.append({**made, "provenance": record["provenance"]})
     write(chapter, rewritten)
     return pooled
+
+
+def rederive(chapter: str, specs: Sequence[ClaimSpec], derive: Callable[[dict], dict] | None = None) -> Path:
+    """Rewrite every recorded seed of `chapter` with its numbers plus `derive(numbers)` (numbers that are functions of
+    recorded ones) and its verdicts re-evaluated by `specs` (same provenance, minutes and curves): after a claim's
+    check is restated or split, so that each record's verdicts follow from its own numbers without a re-run."""
+    rewritten = []
+    for seed, record in _by_seed(load(chapter)):
+        numbers = dict(record["numbers"])
+        numbers |= derive(numbers) if derive else {}
+        curves = {name: [tuple(p) for p in points] for name, points in record.get("curves", {}).items()}
+        made = make_record(int(seed), specs, numbers, record["minutes"], curves or None)
+        rewritten.append({**made, "provenance": record["provenance"]})
+    return write(chapter, rewritten)

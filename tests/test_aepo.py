@@ -81,8 +81,21 @@ def test_entropy_aware_advantages_edge_cases():
     mask = torch.ones(2, 2)
     assert torch.equal(aepo.entropy_aware_advantages(advantages, flat, mask), advantages), "std 0 -> z = 0"
     assert torch.equal(aepo.entropy_aware_advantages(advantages, torch.rand(2, 2), torch.zeros(2, 2)), advantages)
+
+
+def test_entropy_aware_advantages_with_one_valid_token():
+    """One valid token: its std is taken as 1 (AEPO's code gets `torch.std` of one value, NaN, and NaN advantages),
+    so z = H - H_valid, 0 on the valid token, and the masked tokens are shifted by it."""
+    advantages = torch.tensor([[0.5, 0.5], [-1.0, -1.0]])
+    entropies = torch.tensor([[0.3, 1.3], [0.8, 0.3]])
     one = torch.tensor([[1, 0], [0, 0]])
-    assert torch.equal(aepo.entropy_aware_advantages(advantages, torch.rand(2, 2), one)[0, 0:1], advantages[0, 0:1])
+    out = aepo.entropy_aware_advantages(advantages, entropies, one)
+    z = entropies - 0.3
+    assert torch.allclose(out, advantages * (1 + 0.2 * z), atol=0, rtol=1e-6) and out[0, 0] == advantages[0, 0]
+    assert bool(torch.isfinite(out).all())
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        code_std = float(entropies[one.bool()].std())
+    assert math.isnan(code_std), "the unbiased std the code would divide by"
 
 
 def test_global_samples_split():

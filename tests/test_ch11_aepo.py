@@ -56,12 +56,12 @@ def test_claim_checks():
     c1 = claim("C11.1").check
     n = {"top3_arpo_over_uniform": 0.05, "top3_aepo_minus_arpo": -0.01}
     assert c1(n) and not c1(n | {"top3_arpo_over_uniform": 0.0}) and not c1(n | {"top3_aepo_minus_arpo": 0.0})
-    c2 = claim("C11.2").check
+    c2a, c2b = claim("C11.2a").check, claim("C11.2b").check
     n = {"gradient_above_share": 0.01, "gradient_gradient_gap": 1e-8, "gradient_value_gap": 0.0,
          "drift_balanced_minus_hard": -0.1}  # fmt: skip
-    assert c2(n)
-    assert not c2(n | {"gradient_above_share": 0.0}), "no token above the bound: nothing was checked"
-    assert not c2(n | {"gradient_gradient_gap": 1e-5}) and not c2(n | {"drift_balanced_minus_hard": 0.0})
+    assert c2a(n) and c2b(n)
+    assert not c2a(n | {"gradient_above_share": 0.0}), "no token above the bound: nothing was checked"
+    assert not c2a(n | {"gradient_gradient_gap": 1e-5}) and not c2b(n | {"drift_balanced_minus_hard": 0.0})
     c3 = claim("C11.3").check
     n = {"aepo_minus_arpo_pass_1": -0.02, "aepo_minus_arpo_pass_k": 0.1}
     assert c3(n) and not c3(n | {"aepo_minus_arpo_pass_1": -0.021}) and not c3(n | {"aepo_minus_arpo_pass_k": -0.03})

@@ -85,20 +85,22 @@ def small_config(**changes) -> ch12.Chapter12Config:
 
 
 def test_a_short_run_measures_every_claim_number():
-    results = ch12.run(0, small_config())
+    """Every arm for two iterations, with a stop that cannot fire (its threshold (1 - inf) x the base's monitor MI
+    is -inf), so the MI-stop arms train all the way and `combined`, which only evaluates more often than
+    `aepo_snr`, must make exactly `aepo_snr`'s updates (the stop's firing is `test_the_mi_stop_fires...`'s)."""
+    results = ch12.run(0, small_config(gate_drop=math.inf))
     assert set(results["histories"]) == set(ch12.ARMS)
     numbers = ch12.claim_numbers(results)
+    assert results["base"]["monitor_mi"] > 0, "a positive base MI: the threshold is -inf"
     for key, value in numbers.items():
         assert math.isfinite(value) or key.endswith("stopped_at"), key
+        assert not key.endswith("stopped_at") or math.isnan(value), f"{key}: the stop fired"
     assert 0 < numbers["base_mi"] <= math.log(16) + 1e-6
-    assert all(numbers[f"{arm}_iterations"] == 2 for arm in ch12.ARMS if math.isnan(numbers[f"{arm}_stopped_at"]))
+    assert all(numbers[f"{arm}_iterations"] == 2 for arm in ch12.ARMS)
     assert {key.split("/")[0] for key in ch12.curves(results)} == set(ch12.ARMS)
     assert len(ch12.summary_lines(results)) == 1 + len(ch12.ARMS)
-    if math.isnan(numbers["combined_stopped_at"]):  # the stop only evaluates: training is aepo_snr's
-        losses = [
-            [row["loss"] for row in results["histories"][arm] if "loss" in row] for arm in ("aepo_snr", "combined")
-        ]
-        assert losses[0] == losses[1]
+    losses = [[row["loss"] for row in results["histories"][arm] if "loss" in row] for arm in ("aepo_snr", "combined")]
+    assert len(losses[0]) == 2 and losses[0] == losses[1], "the stop only evaluates: training is aepo_snr's"
 
 
 def test_the_mi_stop_fires_and_rolls_back(monkeypatch):

@@ -81,3 +81,16 @@ def test_top_p_softmax_by_hand():
     assert kept_groups(top_p_groups_by_reward_std(rewards, ids, 0.5, mode="softmax"), ids) == {12, 10}
     assert kept_groups(top_p_groups_by_reward_std(rewards, ids, 0.9, mode="softmax"), ids) == {12, 10, 13, 11}
     assert kept_groups(top_p_groups_by_reward_std(rewards, ids, 0.3, mode="softmax"), ids) == {12}
+
+
+def test_top_p_one_keeps_fewer_groups_than_the_official_code():
+    """At `top_p` 1 RAGEN-2's code keeps every group (every non-zero-std one without `include_zero`); linear mode
+    here still applies its threshold: zero-std groups go, and so does a tail of stds summing to less than eps."""
+    rewards, ids = pairs_with_stds([0.003, 0.0, 0.7])  # threshold 1.0 * 0.703 - 0.01 = 0.693, met by 0.7 alone
+    for include_zero in (False, True):
+        kept = top_p_groups_by_reward_std(rewards, ids, 1.0, include_zero=include_zero)
+        assert kept_groups(kept, ids) == {12}
+    assert top_p_groups_by_reward_std(rewards, ids, 1.0, mode="softmax", include_zero=True).all()
+    assert top_p_groups_by_reward_std(rewards, ids, 1.0, mode="softmax", include_zero=False).all(), (
+        "softmax mode scores every group whatever include_zero (the official code would drop the zero-std one)"
+    )

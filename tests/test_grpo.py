@@ -118,6 +118,22 @@ def test_surrogate_clipping_by_sign_of_advantage():
     assert stats["clip_fraction"] == 0.5
 
 
+def test_surrogate_has_no_dual_clip():
+    """A negative advantage at ratio 4: here (the paper, TRL) the loss is -A * 4 with gradient 4 through the token;
+    verl's dual clip (`clip_ratio_c` 3, kept by `algos.aepo.balanced_clip_losses`) caps it at -A * 3, flat."""
+    from course_lib.algos.aepo import balanced_clip_losses
+
+    old = t([[0.0]])
+    new = t([[math.log(4.0)]], requires_grad=True)
+    loss, _ = clipped_surrogate_loss(new, old, t([-1.0]), t([[1]]))
+    loss.backward()
+    assert loss.item() == pytest.approx(4.0) and new.grad.item() == pytest.approx(4.0)
+    capped = new.detach().clone().requires_grad_()
+    dual, _ = balanced_clip_losses(capped, old, t([-1.0]), balanced=False)
+    dual.sum().backward()
+    assert dual.item() == pytest.approx(3.0) and capped.grad.item() == 0.0
+
+
 def test_surrogate_clip_fraction_and_clip_high():
     """Ratios [2.0, 1.25, 0.5] with A=+1 and eps_low=0.2, eps_high=0.3: only 2.0 is clipped."""
     old = torch.zeros(1, 4)

@@ -163,3 +163,58 @@ def test_first_turn_action_and_its_batch_estimate(scorer):
     assert out["samples"] == 2 and out["mi"] == pytest.approx(mutual_information(logp, [0, 1])["mi"])
     with pytest.raises(ValueError, match="span"):
         reasoning_mutual_information(model, tokenizer, trajectories, span="turns")
+
+
+class Bigram(torch.nn.Module):
+    """A model whose next-token log-probabilities depend on the last token only: `table[last]` (rows sum to 1 in
+    probability), so every cross-score log p(z | x) can be written down by hand."""
+
+    def __init__(self, table: torch.Tensor):
+        super().__init__()
+        self.table = torch.nn.Parameter(table)
+
+    def forward(self, input_ids, attention_mask=None):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(logits=self.table[input_ids])
+
+
+def test_groups_that_share_a_prompt_count_as_retrieved_with_prompt_keys(scorer):
+    """Groups 0 and 1 pose the same prompt `a`, group 2 the prompt `b`; each writes one first action, u, u and v.
+    With p(u|a) = 0.5, p(u|b) = 0.1, p(v|a) = 0.1, p(v|b) = 0.6 the cross-scores are, by hand (columns: groups),
+
+        u of group 0: log [0.5, 0.5, 0.1];  u of group 1: the same;  v of group 2: log [0.1, 0.1, 0.6]
+
+    group 1's best column ties between its twin 0 and itself and goes to 0: without keys 2 of 3 are retrieved,
+    with keys telling that 0 and 1 are one prompt all 3 are. MI is the same either way (keys only judge retrieval):
+    mean(log(0.5 / (1.1 / 3)) twice, log(0.6 / (0.8 / 3)))."""
+    from course_lib.diagnostics import reasoning_mutual_information
+
+    _, tokenizer = scorer
+    a, b, u, v = (tokenizer.convert_tokens_to_ids(f"w{k}") for k in range(4))
+    size = len(tokenizer)
+    probabilities = torch.full((size, size), 1.0 / size, dtype=torch.float64)
+    for row, chosen in ((a, {u: 0.5, v: 0.1}), (b, {u: 0.1, v: 0.6})):
+        probabilities[row] = (1 - sum(chosen.values())) / (size - 2)
+        for token, p in chosen.items():
+            probabilities[row, token] = p
+    model = Bigram(probabilities.log())
+    trajectories = [fake_turn([a, u], 1, group=0), fake_turn([a, u], 1, group=1), fake_turn([b, v], 1, group=2)]
+    plain = reasoning_mutual_information(model, tokenizer, trajectories, span="action")
+    keyed = reasoning_mutual_information(
+        model, tokenizer, trajectories, span="action", prompt_keys={0: "a", 1: "a", 2: "b"}
+    )
+    mi = (2 * math.log(0.5 * 3 / 1.1) + math.log(0.6 * 3 / 0.8)) / 3
+    assert plain["retrieval_accuracy"] == pytest.approx(2 / 3) and keyed["retrieval_accuracy"] == 1.0
+    assert plain["mi"] == pytest.approx(mi, abs=1e-12) and keyed["mi"] == pytest.approx(mi, abs=1e-12)
+    assert {k: val for k, val in keyed.items() if k != "retrieval_accuracy"} == {
+        k: val for k, val in plain.items() if k != "retrieval_accuracy"
+    }
+    assert plain["prompts"] == 3 and plain["chance"] == pytest.approx(1 / 3)
+    # no keys is every group its own prompt, exactly: the estimate on the cross-scores, as before keys existed
+    logp = teacher_forced_logp(model, [[a], [a], [b]], [[u], [u], [v]])
+    assert plain == {**mutual_information(logp, [0, 1, 2]), "samples": 3.0}
+    own = reasoning_mutual_information(model, tokenizer, trajectories, span="action", prompt_keys={0: 0, 1: 1, 2: 2})
+    assert own == plain
+    with pytest.raises(ValueError, match="no key for groups"):
+        reasoning_mutual_information(model, tokenizer, trajectories, span="action", prompt_keys={0: "a", 2: "b"})

@@ -104,6 +104,29 @@ def test_frozen_lake_holes_and_edges():
     assert observation == "fell" and reward == 0.0 and terminated and not info["success"]
 
 
+def test_frozen_lake_splits_by_layout_so_no_held_out_state_is_shown_in_training():
+    """The observation leaves the start out, so maps that differ only by it must share a split; then no
+    observation a held-out map can show (any cell but a hole or the goal) is shown by a training map."""
+    import random
+
+    rng = random.Random(0)
+    cells = [(r, c) for r in range(frozen_lake.SIZE) for c in range(frozen_lake.SIZE)]
+    for _ in range(300):
+        _, goal, holes = frozen_lake.random_map(rng)
+        splits = {frozen_lake.split_of((start, goal, holes)) for start in cells if start not in (goal, *holes)}
+        assert len(splits) == 1, (goal, holes)
+    shown = {}
+    for split in ("train", "test"):
+        env, shown[split] = envs.make("frozen_lake", split=split), set()
+        for seed in range(400):
+            observation, _ = env.reset(seed=seed)
+            goal, holes = frozen_lake.layout(env.lake)
+            states = {frozen_lake.observation_text(env.lake, c) for c in cells if c not in (goal, *holes)}
+            assert observation in states
+            shown[split] |= states
+    assert shown["train"] and shown["test"] and not shown["train"] & shown["test"]
+
+
 def test_sokoban_rewards_follow_gym_sokoban():
     for seed in range(100):
         env = envs.make("sokoban")

@@ -24,6 +24,9 @@ There is no entropy gate in the code: every token above the bound is treated thi
 *Entropy-aware advantage*: A * (1 + alpha * sg(z)), z the token entropy standardised over the batch's valid
 tokens (unbiased std, 1 when it is 0), alpha = 0.2. In the released recipes it never runs: the actor computes
 entropy only when the entropy coefficient is non-zero, and both released configurations set it to 0.
+One departure: with a single valid token in the micro-batch the code's unbiased std is NaN, which its "std 0 -> 1"
+guard does not catch (`compute_policy_loss_entropy_balanced_clipping` in AEPO's `core_algos.py`), so every
+advantage, and the loss, is NaN; here the std is 1 then, the valid token's z is 0 and its advantage unchanged.
 
 **In the rollout.** *Entropy pre-monitoring* splits a budget of k samples per prompt: with H_root the entropy at
 the root and H_tool the mean entropy after tool calls (both from one pre-rollout),
@@ -104,7 +107,8 @@ def entropy_aware_advantages(
     advantages: Tensor, entropies: Tensor, loss_mask: Tensor, alpha: float = ADVANTAGE_ALPHA
 ) -> Tensor:
     """A * (1 + alpha * sg(z)) per token, `[B, T]`: z = (H - mean) / std over the valid tokens of `entropies`
-    (`[B, T]`, masked by `loss_mask`), std unbiased as `torch.std` and 1 when it is 0 (or with one valid token).
+    (`[B, T]`, masked by `loss_mask`), std unbiased as `torch.std` and 1 when it is 0 or when there is one valid
+    token (where AEPO's code takes `torch.std` of one value, NaN, and returns NaN advantages: module docstring).
     advantages: `[B]` or `[B, T]`. Tokens outside the mask get their standardised entropy too (the loss ignores
     them), as in the code. No valid token: the advantages, expanded, unchanged."""
     if advantages.dim() == 1:

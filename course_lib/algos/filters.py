@@ -13,6 +13,24 @@ whole groups; advantages are computed afterwards, on the kept rows.
   with zero-std groups dropped): the prefix's summed std reaches `top_p * sum - eps`; if it never does (for
   example every std is 0), nothing is kept and the step is skipped. `softmax` mode (the published main-table
   recipe, zero-std groups included): the same on softmax(std), which is much flatter, so nearly every group stays.
+
+Where the SNR-aware filter departs from the official code (`mll-lab-nu/RAGEN`, `RolloutFilter._select_top_groups`
+and `RewardRolloutFilter.filter` in `ragen/trainer/rollout_filter.py`); the chapters use linear mode at `top_p`
+0.9 with `include_zero=False`, where the two keep the same groups (up to ties and float32 rounding at the
+threshold):
+
+- **`top_p` 1.** The official code applies no threshold: `_select_top_groups` returns every candidate group
+  at once (every group with `include_zero`, the groups with a non-zero std without it), and with
+  `include_zero` `filter` hands back the whole batch. Here the linear rule runs at 1 as at any other value, so it
+  keeps fewer: zero-std groups are dropped even with `include_zero` (the prefix stops at the first non-positive
+  score), and so are the smallest positive-std groups once the prefix has reached `sum - eps` without them (with
+  stds 0.7 and 0.003, only the 0.7 group is kept). `softmax` mode keeps every group at 1 (as the official code
+  with `include_zero`; without it, see the next point).
+- **`softmax` with `include_zero=False`.** The official code drops the zero-std groups before the softmax; here
+  `include_zero` is read in linear mode only, and softmax mode always scores every group.
+- **Defaults.** `include_zero` defaults to False here (the docs' recommendation), to True in the official config.
+- **Ties** at equal std go to the group seen first here; the official code's `torch.sort` orders them as it
+  happens to. It also scores in float32, here in float64.
 """
 
 from __future__ import annotations
@@ -92,9 +110,12 @@ def top_p_groups_by_reward_std(
 
     `linear`: scores are the stds; zero-std groups (|std| <= 1e-10) are dropped unless `include_zero`; the prefix's
     sum must reach `top_p * sum(std) - eps`, adding only positive scores; if it cannot, nothing is kept.
-    `softmax`: scores are softmax(std) over all groups; keep the first `searchsorted(cumsum, top_p) + 1`.
+    `softmax`: scores are softmax(std) over all groups, whatever `include_zero`; keep the first
+    `searchsorted(cumsum, top_p) + 1`.
     In linear mode the prefix stops at the first non-positive score, so zero-std groups are never kept, even with
-    `include_zero` and `top_p` 1 (which keep every group with a positive std).
+    `include_zero`; and it stops as soon as it reaches `top_p * sum - eps`, so at `top_p` 1 the trailing groups
+    whose stds add up to less than `eps` are dropped too. `top_p` 1 in linear mode therefore keeps the groups with
+    a positive std except that small tail, where the official code keeps every group (module docstring).
     """
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must lie in (0, 1], got {top_p}")

@@ -16,6 +16,14 @@ The policy loss is PPO's clipped surrogate on token ratios rho_t = pi(a_t|s_t) /
 
 where `agg` is one of the aggregation modes below, taken over policy tokens only (the loss mask).
 eps_high > eps_low is DAPO's "clip-higher" (arXiv 2503.14476), used by RAGEN's StarPO-S.
+
+This is the loss of the GRPO paper and of TRL's `GRPOTrainer` at its default (`delta=None`). It has no *dual clip*,
+which verl's PPO loss applies by default (`compute_policy_loss_vanilla` in `verl/trainer/ppo/core_algos.py`,
+`clip_ratio_c=3`, which the verl-based releases inherit; ARPO's and AEPO's configurations keep 3): for a
+negative advantage verl caps the token's loss at -A * 3, so a token whose ratio has passed 3 contributes a constant
+and no gradient, where here it keeps contributing -A rho_t with gradient -A rho_t grad log pi. The two agree
+whenever every negative-advantage ratio stays at or below 3 (on a first update from fresh rollouts every ratio is
+1). `algos.aepo.balanced_clip_losses` has the dual clip (`dual_clip`, default 3), as AEPO's code.
 """
 
 from __future__ import annotations

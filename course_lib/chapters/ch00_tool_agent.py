@@ -247,6 +247,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "no paper: RL needs a base that sometimes succeeds (a group with equal rewards has no GRPO signal)",
         "base_success",
         lambda n: 0.05 <= n["base_success"] <= 0.80,
+        kind="design",
     ),
     ClaimSpec(
         "C0.2",
@@ -254,6 +255,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "no paper: the course's warm-up; ToRL, ToolRL and ARTIST all report RL gains over their base",
         "success_gain",
         lambda n: n["success_gain"] >= 0.15,
+        effects=(("success_gain", 0.15),),
     ),
     ClaimSpec(
         "C0.3",
@@ -261,6 +263,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "no paper: tool output is masked from the loss (as ToRL and ARTIST do); an exact check",
         "checks_mask_errors",
         lambda n: n["checks_mask_errors"] == 0 and n["checks_policy_tokens"] > 0 and n["checks_tool_calls"] > 0,
+        kind="mechanism",
     ),
     ClaimSpec(
         "C0.4",
@@ -268,6 +271,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "no paper: re-tokenising a multi-turn transcript must not change what the policy sampled; an exact check",
         "checks_id_and_text_errors",
         lambda n: n["checks_id_errors"] == 0 and n["checks_text_errors"] == 0,
+        kind="mechanism",
     ),
 )
 

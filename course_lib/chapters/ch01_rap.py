@@ -415,6 +415,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "RAP (LLaMA-33B, Blocksworld): RAP(20) about 0.64 success over all plan lengths against 0.00-0.17 for CoT",
         "mcts_gain_over_greedy",
         lambda n: n["mcts_gain_over_greedy"] >= 0.15,
+        effects=(("mcts_gain_over_greedy", 0.15),),
     ),
     ClaimSpec(
         "C1.2",
@@ -423,6 +424,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "RAP (Blocksworld, 6-step): RAP(10) 0.26, RAP(20) 0.42",
         "mcts_gain_over_single_rollout",
         lambda n: n["mcts_gain_over_single_rollout"] >= 0.05 and _budget_monotone(n),
+        effects=(("mcts_gain_over_single_rollout", 0.05),),
     ),
     ClaimSpec(
         "C1.3",
@@ -436,6 +438,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         # setting of docs/experiments/ch01-02-imperfect-world-model.md (a separate world model with optimistic
         # errors; `ch02_lats.DESIGNED_CLAIMS`).
         required=False,
+        effects=(("gap_widening", 0.05),),
     ),
 )
 

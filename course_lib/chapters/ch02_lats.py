@@ -233,6 +233,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         # seeds 0-2 in the designed setting of docs/experiments/ch01-02-imperfect-world-model.md (a separate world
         # model with optimistic errors; `DESIGNED_CLAIMS`, notebook section 7).
         required=False,
+        effects=(("lats_top_minus_rap", 0.10),),
     ),
     ClaimSpec(
         "C2.2",
@@ -247,6 +248,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         # (on the earlier, leaky base it held on seeds 0-2). The margin is kept: lowering it after seeing these
         # numbers would decide the verdict from the result.
         required=False,
+        effects=(("lats_top_lead", LEAD),),
     ),
     ClaimSpec(
         "C2.3",
@@ -326,6 +328,7 @@ DESIGNED_CLAIMS: tuple[ClaimSpec, ...] = (
         "optimistic_gap_widening",
         lambda n: n["optimistic_gap_widening"] >= 0.05,
         required=False,
+        effects=(("gap_widening", 0.05),),
     ),
     ClaimSpec(
         "C2.1",

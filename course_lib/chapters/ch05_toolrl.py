@@ -487,6 +487,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "fine_minus_coarse",
         lambda n: reproduced(n, "fine_minus_coarse") and reproduced(n, "fine_minus_coarse_auc"),
         required=False,
+        effects=(("fine_minus_coarse", 0.05), ("fine_minus_coarse_auc", 0.05)),
     ),
     ClaimSpec(
         "C5.2",
@@ -495,6 +496,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "fine_minus_length",
         lambda n: reproduced(n, "fine_minus_length"),
         required=False,
+        effects=(("fine_minus_length", 0.05),),
     ),
     ClaimSpec(
         "C5.3",
@@ -504,6 +506,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "dynamic_minus_fine",
         lambda n: reproduced(n, "dynamic_minus_fine"),
         required=False,
+        effects=(("dynamic_minus_fine", 0.03),),
     ),
     ClaimSpec(
         "C5.4",
@@ -513,6 +516,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "rl_minus_sft_novel",
         lambda n: reproduced(n, "rl_minus_sft_novel"),
         required=False,
+        effects=(("rl_minus_sft_novel", 0.05),),
     ),
     ClaimSpec(
         "C5.5",
@@ -529,6 +533,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "ToolRL (BFCL v3 overall): partial credit 9.5 points above coarse (Qwen2.5-1.5B), 1.6 (Qwen2.5-3B)",
         "fine_minus_coarse_auc",
         lambda n: -0.05 < _pooled(n, "fine_minus_coarse_auc")[1] and _pooled(n, "fine_minus_coarse_auc")[2] < 0.05,
+        kind="design",
     ),
 )
 

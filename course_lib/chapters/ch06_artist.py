@@ -258,6 +258,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "ARTIST: up to 22 points absolute over the base model; tau-bench Airline about 0.12 to 0.26",
         "success_gain",
         lambda n: n["success_gain"] >= 0.15,
+        effects=(("success_gain", 0.15),),
     ),
     ClaimSpec(
         "C6.2",
@@ -270,6 +271,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
             and n["trained_failed_calls"] >= MIN_FAILED_CALLS
             and n["retry_rate_gain"] >= 0.25
         ),
+        effects=(("retry_rate_gain", 0.25),),
     ),
 )
 

@@ -1,11 +1,11 @@
 """Chapter 07: GiGPO, step-level credit from repeated states (arXiv 2505.10978).
 
 A tiny policy plays `key_door` (fetch the key, open the door, reach the goal; sparse terminal
-reward, up to 30 steps) in step mode: each step is its own short sequence, prompt = the current
-observation, response = one action word. GRPO gives every step of an episode the episode's
-advantage; GiGPO adds a step advantage that compares the discounted returns of the actions taken
-from the same state (the same observation text) anywhere in the group. The chapter trains both at
-the same budget, and the controls: gamma = 1 (a terminal-only reward leaves every step of an
+reward, at most 22 steps in RL and evaluation: `max_steps`) in step mode: each step is its own short
+sequence, prompt = the current observation, response = one action word. GRPO gives every step of an
+episode the episode's advantage; GiGPO adds a step advantage that compares the discounted returns of
+the actions taken from the same state (the same observation text) anywhere in the group. The chapter
+trains both at the same budget, and the controls: gamma = 1 (a terminal-only reward leaves every step of an
 episode the same return), mean-only normalisation, and a noisy view in which no observation repeats
 (every step group has one member, so GiGPO is GRPO, exactly). The base is built by
 `python -m course_lib.data build ch07`.
@@ -198,11 +198,12 @@ def _held_out(count: int, size: int) -> list[int]:
     return distinct_seeds(lambda: envs.make(ENV_NAME, split="test", size=size), count)
 
 
-def evaluate(model, tokenizer, config: Chapter07Config, seed: int) -> dict[str, float]:
-    """Held-out success, steps per episode and invalid-action rate, in step mode at temperature 1."""
+def evaluate(model, tokenizer, config: Chapter07Config, seed: int, view: str = "full") -> dict[str, float]:
+    """Held-out success, steps per episode and invalid-action rate, in step mode at temperature 1, on the held-out
+    tasks shown in `view` (`full` or `aliased`; the tasks are the same in every view)."""
     stats, _ = evaluate_policy(
-        model, tokenizer, EnvFactory("test", config), test_seeds(config.eval_tasks, config), config.sampling, seed,
-        rollout_mode="step", history_window=config.grpo.history_window,
+        model, tokenizer, EnvFactory("test", config, view), test_seeds(config.eval_tasks, config), config.sampling,
+        seed, rollout_mode="step", history_window=config.grpo.history_window,
     )  # fmt: skip
     return stats
 
@@ -240,10 +241,11 @@ def step_group_histogram(model, tokenizer, config: Chapter07Config, seed: int, v
 
 
 def train(model, tokenizer, config: Chapter07Config, seed: int, grpo: GRPOConfig, view: str = "full") -> list[dict]:
-    """RL with `grpo`'s estimator on training tasks of `view` (model trained in place)."""
+    """RL with `grpo`'s estimator on training tasks of `view` (model trained in place), evaluated on the held-out
+    tasks in the same view every `eval_every` iterations (not in the noisy view, whose runs are compared exactly)."""
     return train_grpo(
         model, tokenizer, EnvFactory("train", config, view), config.sampling, grpo, seed,
-        evaluate=(lambda m: evaluate(m, tokenizer, config, seed + 1)) if view == "full" else None,
+        evaluate=(lambda m: evaluate(m, tokenizer, config, seed + 1, view)) if view != "noisy" else None,
     )  # fmt: skip
 
 
@@ -357,6 +359,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "gigpo_minus_grpo",
         lambda n: n["gigpo_minus_grpo"] >= 0.05,
         required=False,
+        effects=(("gigpo_minus_grpo", 0.05),),
     ),
     ClaimSpec(
         "C7.1b",
@@ -367,6 +370,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "pooled_lead_mean",
         lambda n: n["pooled_lead_low"] > 0,
         required=False,
+        effects=(("gigpo_minus_grpo", 0.0),),
     ),
     ClaimSpec(
         "C7.2",
@@ -375,6 +379,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "GiGPO: with no repeated states A^S = 0 and GiGPO reduces to GRPO",
         "noisy_runs_identical",
         lambda n: n["noisy_singleton_share"] == 1.0 and n["noisy_runs_identical"] == 1.0,
+        kind="mechanism",
     ),
     ClaimSpec(
         "C7.3",
@@ -393,6 +398,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "gigpo_extra_share",
         lambda n: n["gigpo_extra_share"] < 0.05,
         required=False,
+        kind="mechanism",
     ),
 )
 

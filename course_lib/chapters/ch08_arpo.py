@@ -539,6 +539,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "ARPO: entropy rises in the first 10-50 tokens after each tool call (Qwen2.5-3B/7B, search and Python)",
         "entropy_rise_ambiguous",
         lambda n: n["entropy_rise_ambiguous"] >= 0.01 and n["entropy_ambiguous_minus_unambiguous"] >= 0.01,
+        kind="design",
+        induced=True,
     ),
     ClaimSpec(
         "C8.2",
@@ -548,6 +550,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "varied_share_tree_minus_independent",
         lambda n: n["varied_share_tree_minus_independent"] > 0,
         required=False,
+        effects=(("varied_share_tree_minus_independent", 0.0),),
     ),
     ClaimSpec(
         "C8.3",
@@ -565,6 +568,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "ARPO: soft advantage estimation on shared tokens equals hard (averaged) estimation",
         "credit_gap_token_mean",
         lambda n: n["credit_gap_token_mean"] < 1e-5,
+        kind="mechanism",
     ),
 )
 

@@ -9,8 +9,8 @@ and there is input dependence to lose. From it the chapter trains, at the same b
 - StarPO with GRPO's advantage and with PPO's (a critic and GAE, `course_lib.critic`);
 - StarPO-S: keep the top quarter of groups by reward std (`algos.filters.top_groups_by_reward_std`), clip-higher
   (0.2/0.28), no KL, with and without the critic;
-- freshness and diversity at a fixed budget: rollouts reused for several updates against fresh ones at the same
-  number of updates; more distinct maps with fewer samples each against fewer maps with more.
+- freshness and diversity at a fixed rollout budget: rollouts reused for several updates against fresh ones on the
+  same number of episodes; more distinct maps with fewer samples each against fewer maps with more.
 
 It reads the Echo Trap's warning signals from the runs' logs (within-group reward std, entropy, gradient norm),
 dates each one, and measures templated reasoning directly: the share of turns whose reasoning names the agent's
@@ -37,7 +37,7 @@ from course_lib import data, envs, loop
 from course_lib import results as recorded
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.critic import Critic, CriticConfig, build_critic
 from course_lib.envs import frozen_lake
 from course_lib.envs.base import InvalidAction
@@ -268,11 +268,15 @@ def budget_arms(config: Chapter09Config) -> dict[str, dict]:
     StarPO's first `budget_iterations` updates (8 maps x 8 episodes, a fresh batch per update):
 
     - `reused`: a batch every `reuse` updates (the same number of updates on a quarter of the rollouts);
+    - `fresh_equal`: a fresh batch every update for `budget_iterations / reuse` updates, the reused arm's number of
+      episodes (C9.4 compares the two at an equal rollout budget; StarPO's own evaluation at `budget_iterations` is
+      the equal-updates comparison, shown beside it);
     - `maps_16x4`: 16 maps x 4 episodes per batch (more distinct initial states, the same 64 episodes);
     - `maps_4x16`: 4 maps x 16 episodes (fewer states, more samples each)."""
     steps = config.budget_iterations
     return {
         "reused": {"updates_per_batch": config.reuse, "iterations": steps // config.reuse},
+        "fresh_equal": {"iterations": steps // config.reuse},
         "maps_16x4": {"prompts_per_iteration": 16, "group_size": 4, "iterations": steps},
         "maps_4x16": {"prompts_per_iteration": 4, "group_size": 16, "iterations": steps},
     }
@@ -376,6 +380,17 @@ def collapse_point(history: Sequence[Mapping], drop: float) -> dict[str, float]:
     }
 
 
+def echo_windows(history: Sequence[Mapping]) -> dict[str, float]:
+    """C9.1's pre-registered windows of held-out success (fixed before the runs on the layout-split base, so that the
+    peak is not the maximum of noisy evaluations): the mean over the evaluations after iteration 0 up to half the run
+    (`early_success`) and over those in its last third (`late_success`)."""
+    curve = eval_curve(history)
+    last = curve[-1][0]
+    early = [value for it, value in curve if 0 < it <= last / 2]
+    late = [value for it, value in curve if it > 2 * last / 3]
+    return {"early_success": statistics.fmean(early), "late_success": statistics.fmean(late)}
+
+
 def windowed(history: Sequence[Mapping], key: str, window: int) -> list[tuple[int, float]]:
     """`(last iteration, mean)` of `key` over consecutive windows of `window` training iterations."""
     rows = [r for r in history if key in r and "time_rollout" in r]
@@ -408,8 +423,10 @@ def signal_onsets(history: Sequence[Mapping], window: int, drop: float) -> dict[
 
 
 def timeline(history: Sequence[Mapping], config: Chapter09Config) -> dict[str, float]:
-    return collapse_point(history, config.collapse_drop) | signal_onsets(
-        history, config.signal_window, config.signal_drop
+    return (
+        collapse_point(history, config.collapse_drop)
+        | signal_onsets(history, config.signal_window, config.signal_drop)
+        | echo_windows(history)
     )
 
 
@@ -460,9 +477,12 @@ def claim_numbers(results: Mapping, config: Chapter09Config | None = None) -> di
     for arm in ARMS:
         for key, value in timeline(histories[arm], config).items():
             numbers[f"{arm}_{key}"] = value
+    numbers["starpo_early_minus_base"] = numbers["starpo_early_success"] - numbers["base_success"]
+    numbers["starpo_early_minus_late"] = numbers["starpo_early_success"] - numbers["starpo_late_success"]
     fresh = dict(eval_curve(histories["starpo"]))[config.budget_iterations]
-    numbers["fresh_success"] = fresh
-    numbers["fresh_minus_reused"] = fresh - numbers["reused_success"]
+    numbers["fresh_success"] = fresh  # equal updates, four times the reused arm's episodes: shown, not checked
+    numbers["fresh_updates_minus_reused"] = fresh - numbers["reused_success"]
+    numbers["fresh_minus_reused"] = numbers["fresh_equal_success"] - numbers["reused_success"]
     numbers["maps16_minus_maps4"] = numbers["maps_16x4_success"] - numbers["maps_4x16_success"]
     for arm in ("starpo_s", "starpo_s_ppo"):
         plain = "starpo" if arm == "starpo_s" else "starpo_ppo"
@@ -471,7 +491,7 @@ def claim_numbers(results: Mapping, config: Chapter09Config | None = None) -> di
 
 
 def _echo_trap(n: Mapping[str, float]) -> bool:
-    return n["starpo_peak_success"] >= n["base_success"] + 0.05 and not math.isnan(n["starpo_collapse_iteration"])
+    return at_least(n["starpo_early_minus_base"], 0.05) and at_least(n["starpo_early_minus_late"], 0.05)
 
 
 def _warnings_first(n: Mapping[str, float]) -> bool:
@@ -487,12 +507,14 @@ def _warnings_first(n: Mapping[str, float]) -> bool:
 CLAIMS: tuple[ClaimSpec, ...] = (
     ClaimSpec(
         "C9.1",
-        "vanilla StarPO (GRPO) improves held-out success by at least 5 points over the base, then falls at least 5 "
-        "points below its peak",
+        "vanilla StarPO (GRPO) improves, then collapses: its mean held-out success over the early window (evaluations "
+        "after 0 up to half the run) is at least 5 points above the base's, and over the late window (the last third) "
+        "at least 5 points below the early window's (windows fixed before the runs)",
         "RAGEN: StarPO-PPO and -GRPO improve, then collapse on Bandit, Sokoban and FrozenLake (Qwen2.5-0.5B)",
-        "starpo_peak_success",
+        "starpo_early_minus_late",
         _echo_trap,
         required=False,
+        effects=(("starpo_early_minus_base", 0.05), ("starpo_early_minus_late", 0.05)),
     ),
     ClaimSpec(
         "C9.2",
@@ -510,15 +532,18 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "starpo_s_minus_starpo",
         lambda n: n["starpo_s_minus_starpo"] >= 0 and n["starpo_s_ppo_minus_starpo_ppo"] >= 0,
         required=False,
+        effects=(("starpo_s_minus_starpo", 0.0), ("starpo_s_ppo_minus_starpo_ppo", 0.0)),
     ),
     ClaimSpec(
         "C9.4",
-        "at the same number of updates, fresh rollouts end above rollouts each used for 4 updates, and 16 maps x 4 "
-        "episodes above 4 maps x 16",
+        "at the same number of episodes (a quarter of StarPO's first 20 updates' worth), fresh rollouts (a new batch "
+        "every update) end above rollouts each used for 4 updates; and at the same 1,280 episodes, 16 maps x 4 "
+        "episodes end above 4 maps x 16",
         "RAGEN: fresher rollouts and more diverse initial states (with fewer responses each) train better",
         "fresh_minus_reused",
         lambda n: n["fresh_minus_reused"] > 0 and n["maps16_minus_maps4"] > 0,
         required=False,
+        effects=(("fresh_minus_reused", 0.0), ("maps16_minus_maps4", 0.0)),
     ),
 )
 
@@ -557,21 +582,23 @@ def summary_lines(results: Mapping, config: Chapter09Config | None = None) -> li
 
 
 def budget_lines(results: Mapping, config: Chapter09Config | None = None) -> list[str]:
-    """C9.4's arms beside StarPO's evaluation after the same number of updates."""
+    """C9.4's arms beside StarPO's evaluation after `budget_iterations` updates: updates, episodes, held-out success."""
     config = config or preset()
     steps = config.budget_iterations
     fresh = dict(eval_curve(results["histories"]["starpo"]))[steps]
     plain = config.grpo
-    rows = [("fresh (StarPO)", "8 maps x 8, a new batch every update",
+    rows = [("starpo", "8 maps x 8, a new batch every update", steps,
              steps * plain.prompts_per_iteration * plain.group_size, fresh)]  # fmt: skip
-    names = {"reused": f"8 maps x 8, each batch used for {config.reuse} updates",
+    names = {"fresh_equal": "8 maps x 8, a new batch every update",
+             "reused": f"8 maps x 8, each batch used for {config.reuse} updates",
              "maps_16x4": "16 maps x 4 episodes, fresh", "maps_4x16": "4 maps x 16 episodes, fresh"}  # fmt: skip
     for arm, text in names.items():
         grpo = arm_config(config, arm)
-        rows.append((arm, text, grpo.iterations * grpo.prompts_per_iteration * grpo.group_size,
+        rows.append((arm, text, grpo.iterations * grpo.updates_per_batch,
+                     grpo.iterations * grpo.prompts_per_iteration * grpo.group_size,
                      results["final"][arm]["eval_success"]))  # fmt: skip
-    return [f"{arm:15} {text:44} episodes {episodes:5d}  held-out success after {steps} updates {success:.3f}"
-            for arm, text, episodes, success in rows]  # fmt: skip
+    return [f"{arm:12} {text:42} updates {updates:3d}  episodes {episodes:5d}  held-out success {success:.3f}"
+            for arm, text, updates, episodes, success in rows]  # fmt: skip
 
 
 CHAPTER = skeleton.Chapter("ch09", "Chapter 09, RAGEN", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines)
