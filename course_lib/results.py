@@ -229,11 +229,12 @@ def _cell(text: str) -> str:
 
 
 def claims_table(specs: Sequence[ClaimSpec], numbers: Mapping[str, float], recorded: Mapping | None) -> str:
-    """A Markdown table: claim, the paper's number, the miniature's test, this run's headline value, its
-    range over the recorded seeds (`recorded` is `load(chapter)`, or None), and this run's verdict."""
+    """A Markdown table: claim, its kind (`claims.KINDS`, induced or not), the paper's number, the miniature's test,
+    this run's headline value, its range over the recorded seeds (`recorded` is `load(chapter)`, or None), and this
+    run's verdict (the course-level one is `course_lib.verdicts`')."""
     lines = [
-        "| claim | paper | miniature's test (margin) | this run | recorded seeds | verdict |",
-        "|---|---|---|---|---|---|",
+        "| claim | kind | paper | miniature's test (margin) | this run | recorded seeds | this run's verdict |",
+        "|---|---|---|---|---|---|---|",
     ]
     seeds = (recorded or {}).get("seeds", {})
     for spec in specs:
@@ -244,7 +245,8 @@ def claims_table(specs: Sequence[ClaimSpec], numbers: Mapping[str, float], recor
             spread = f"{format_number(low)} to {format_number(high)} ({_seed_list(list(values))})"
         this_run = format_number(numbers[spec.value]) if spec.value in numbers else "not measured"
         verdict = spec.evaluate(numbers).status
-        cells = (spec.id, spec.paper, f"{spec.statement} [`{spec.value}`]", this_run, spread, verdict)
+        kind = spec.kind + (", induced" if spec.induced else "")
+        cells = (spec.id, kind, spec.paper, f"{spec.statement} [`{spec.value}`]", this_run, spread, verdict)
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines)
 

@@ -228,3 +228,11 @@ def test_a_short_run_measures_every_claim_number():
     assert posterior.shape == (len(labels), len(labels)) and torch.allclose(
         posterior.sum(1), torch.ones(len(labels), dtype=posterior.dtype)
     )
+
+
+def test_no_bonus_lines_count_the_runs_whose_mi_rose():
+    n = ch10.claim_numbers(hand_results())
+    lines = ch10.no_bonus_lines({0: n, 3: n | {"grpo_mi_change": -0.2}})
+    assert lines[0].startswith("seed 0: base MI 1.600") and "GRPO 1.700 (+0.100)" in lines[0]
+    assert lines[1].startswith("seed 3:") and "(-0.200)" in lines[1]
+    assert lines[-1] == "MI rose in 1 of 4 runs without the entropy bonus", "grpo_snr's change is 0: no rise"

@@ -22,11 +22,11 @@ def statuses(claims: list[Claim]) -> dict[str, str]:
 
 
 def test_report_format_and_failure(capsys):
-    claims = [Claim("C9.1", "holds", True), Claim("C9.2", "optional", False, required=False)]
-    report(claims)
+    claims = [Claim("C9.1", "holds", True), Claim("C9.2", "optional", False, required=False, kind="mechanism")]
+    report(claims, {"C9.1": "recorded 3 of 3 seeds: reproduced"})
     assert capsys.readouterr().out.splitlines() == [
-        "C9.1  PASS  holds",
-        f"C9.2  {NOT_REPRODUCED}  optional",
+        "C9.1   finding   this run PASS; recorded 3 of 3 seeds: reproduced  holds",
+        f"C9.2   mechanism this run {NOT_REPRODUCED}  optional",
     ]
     with pytest.raises(ClaimFailed, match="C9.3"):
         report([*claims, Claim("C9.3", "required", False)])

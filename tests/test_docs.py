@@ -189,35 +189,6 @@ def test_readme_claims_column_matches_docs():
     assert set(docs) == set(range(14)), "docs/claims.md covers chapters 00-13"
 
 
-def readme_not_reproduced() -> set[str]:
-    """Ids the README's claims column marks not reproduced: those named in "(C1.3 not reproduced ...)", or
-    every id of the row for "(none reproduced ...)"."""
-    out: set[str] = set()
-    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 3 or not cells[0].isdigit() or "(" not in cells[-1]:
-            continue
-        head, note = cells[-1].split("(", 1)
-        if "none reproduced" in note:
-            out |= set().union(*(expand_range(r) for r in re.findall(r"C\d+\.\d+(?:-C\d+\.\d+)?", head)))
-        elif "not reproduced" in note:
-            out |= set(re.findall(r"C\d+\.\d+[a-z]?", note))
-    return out
-
-
-def test_docs_status_matches_the_readme():
-    """docs/claims.md's status column says "not reproduced at this scale" exactly for the claims the README
-    marks so, and PASS for the others."""
-    not_reproduced = readme_not_reproduced()
-    assert {"C1.3", "C2.1", "C3.2", "C3.3", "C5.1", "C5.4"} <= not_reproduced  # the parser reads both forms
-    docs = (ROOT / "docs" / "claims.md").read_text(encoding="utf-8")
-    rows = re.finditer(r"^\| (C\d+\.\d+)([a-z]?) \|.*\|([^|]*)\|$", docs, flags=re.M)
-    statuses = [(m.group(1) + m.group(2), m.group(3).strip()) for m in rows]
-    assert len(statuses) >= 25, "docs/claims.md has a table row per claim of the written chapters"
-    for claim, status in statuses:  # a part-lettered row (C7.1b) is marked by its own id in the README's note
-        assert status == ("not reproduced at this scale" if claim in not_reproduced else "PASS"), claim
-
-
 # Parameter counts quoted in prose: "511,616 parameters", "0.7M-parameter", "1.0M parameters", "500K parameters".
 _COUNT = r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?[MK])"
 # the count before "parameters", and the first of a pair ("0.47M and 1.0M parameters")

@@ -109,10 +109,15 @@ def test_claims_table(tmp_results):
                            for s, g in ((0, 0.12), (1, 0.2), (2, 0.16))])  # fmt: skip
     table = results.claims_table(SPECS, {"gain": 0.05, "cost": 7.25}, results.load("ch09"))
     lines = table.splitlines()
-    assert lines[0] == "| claim | paper | miniature's test (margin) | this run | recorded seeds | verdict |"
-    assert lines[2] == "| C9.1 | paper: +0.2 | gain at least 0.1 [`gain`] | 0.050 | 0.120 to 0.200 (seeds 0-2) | FAIL |"
-    # a `|` inside a cell is escaped so the row keeps six columns
-    assert lines[3] == "| C9.2 | paper: 5 \\| 6 | cost below 10 [`cost`] | 7.250 | 5 to 5 (seeds 0-2) | PASS |"
+    assert lines[0] == (
+        "| claim | kind | paper | miniature's test (margin) | this run | recorded seeds | this run's verdict |"
+    )
+    row = "| C9.1 | finding | paper: +0.2 | gain at least 0.1 [`gain`] | 0.050 | 0.120 to 0.200 (seeds 0-2) | FAIL |"
+    assert lines[2] == row
+    # a `|` inside a cell is escaped so the row keeps seven columns
+    assert (
+        lines[3] == "| C9.2 | finding | paper: 5 \\| 6 | cost below 10 [`cost`] | 7.250 | 5 to 5 (seeds 0-2) | PASS |"
+    )
     assert "not recorded" in results.claims_table(SPECS, {"gain": 0.2, "cost": 1.0}, None)
 
 

@@ -27,7 +27,7 @@ from course_lib import envs
 from course_lib import results as recorded
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.models import build_model
 from course_lib.search.blocks_lm import BlocksLM, SplitRolesLM, build_blocks_tokenizer, examples, world_corpus
 from course_lib.search.lats import Budget, LATSConfig, Memory, Outcome, lats, react, retries, rollout
@@ -227,7 +227,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "imagination with the same imperfect model",
         "LATS paper (GPT-3.5, HotPotQA): LATS 0.71 exact match against about 0.60 for RAP",
         "lats_top_minus_rap",
-        lambda n: n["lats_top_minus_rap"] >= 0.10,
+        lambda n: at_least(n["lats_top_minus_rap"], 0.10),
         # Not reproduced on the chapter's base: chapter 01's world model is nearly always right and its errors are
         # visible to the search, so grounding has little to correct and RAP(20) stays ahead of LATS. Reproduced on
         # seeds 0-2 in the designed setting of docs/experiments/ch01-02-imperfect-world-model.md (a separate world
@@ -242,7 +242,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "lead is reported, not checked)",
         "LATS paper (GPT-3.5, HotPotQA): LATS 0.71 exact match, Reflexion 0.51, ReAct 0.32",
         "lats_top_lead",
-        lambda n: n["lats_top_lead"] >= LEAD,
+        lambda n: at_least(n["lats_top_lead"], LEAD),
         # Not reproduced at this margin since the base no longer saw the held-out problems' sub-problems: LATS
         # leads at a budget of 48 by 4.0, 4.7, 7.3, 7.3 and 5.3 points on seeds 0-4, under 5 on seeds 0 and 1
         # (on the earlier, leaky base it held on seeds 0-2). The margin is kept: lowering it after seeing these
@@ -259,7 +259,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         # The factor 2 was set after seeing 29 to 34 interactions per solved problem for LATS against 11 to 14
         # for ReAct (seeds 0-2, the earlier base), so it had to be confirmed on fresh seeds: on the leak-free base
         # the ratio is 2.70, 2.41, 2.40 on seeds 0-2 and 2.29, 2.09 on the fresh seeds 3 and 4 (recorded).
-        lambda n: n["lats_top_cost_over_react"] >= 2.0,
+        lambda n: at_least(n["lats_top_cost_over_react"], 2.0),
     ),
 )
 
@@ -326,7 +326,7 @@ DESIGNED_CLAIMS: tuple[ClaimSpec, ...] = (
         "6-step than for 2-step problems",
         "RAP: a learned world model's errors cap planning in imagination, more so for longer plans",
         "optimistic_gap_widening",
-        lambda n: n["optimistic_gap_widening"] >= 0.05,
+        lambda n: at_least(n["optimistic_gap_widening"], 0.05),
         required=False,
         effects=(("gap_widening", 0.05),),
     ),
@@ -336,7 +336,7 @@ DESIGNED_CLAIMS: tuple[ClaimSpec, ...] = (
         "problems than RAP(20)",
         "LATS paper (GPT-3.5, HotPotQA): LATS 0.71 exact match against about 0.60 for RAP",
         "optimistic_lats_minus_rap",
-        lambda n: n["optimistic_lats_minus_rap"] >= 0.10,
+        lambda n: at_least(n["optimistic_lats_minus_rap"], 0.10),
         required=False,
     ),
 )

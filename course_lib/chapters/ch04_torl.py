@@ -28,7 +28,7 @@ from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib import results as recorded
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.envs.word_math import MAX_NUMBER, draw_problem, vocabulary
 from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import build_tokenizer, tag_id
@@ -363,7 +363,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "RL raises held-out accuracy by at least 15 points and the code ratio by at least 20",
         "ToRL (Fig. 5): code ratio rises from about 40% to about 80%; ToRL-7B reaches 43.3% on AIME24",
         "masked_accuracy_gain",
-        lambda n: n["masked_accuracy_gain"] >= 0.15 and n["masked_code_ratio_gain"] >= 0.20,
+        lambda n: at_least(n["masked_accuracy_gain"], 0.15) and at_least(n["masked_code_ratio_gain"], 0.20),
         effects=(("masked_accuracy_gain", 0.15), ("masked_code_ratio_gain", 0.20)),
     ),
     ClaimSpec(
@@ -371,7 +371,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "the share of ineffective tool calls falls by at least 10 points during RL",
         "ToRL (Fig. 5): the share of effective code rises during RL (self-regulation of ineffective code)",
         "ineffective_rate_drop",
-        lambda n: n["ineffective_rate_drop"] >= 0.10,
+        lambda n: at_least(n["ineffective_rate_drop"], 0.10),
         effects=(("ineffective_rate_drop", 0.10),),
     ),
     ClaimSpec(
@@ -380,7 +380,9 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "the masked one in under 2%",
         "ToRL masks tool output from the loss; unmasked, a policy can learn to write observations itself",
         "unmasked_silent_tool_hallucination",
-        lambda n: n["unmasked_silent_tool_hallucination"] >= 0.08 and n["masked_silent_tool_hallucination"] < 0.02,
+        lambda n: (
+            at_least(n["unmasked_silent_tool_hallucination"], 0.08) and n["masked_silent_tool_hallucination"] < 0.02
+        ),
     ),
     ClaimSpec(
         "C4.3b",
@@ -390,7 +392,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "mean_eval_accuracy_masked_minus_unmasked",
         # The mean over the run (rather than the final accuracy) was adopted after the final gap was seen to be
         # within noise, so this check must be confirmed on fresh seeds (3 and 4), not only on seeds 0-2.
-        lambda n: n["mean_eval_accuracy_masked_minus_unmasked"] >= 0.05,
+        lambda n: at_least(n["mean_eval_accuracy_masked_minus_unmasked"], 0.05),
         effects=(("mean_eval_accuracy_masked_minus_unmasked", 0.05),),
     ),
 )

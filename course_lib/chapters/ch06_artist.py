@@ -23,7 +23,7 @@ from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib import results as recorded
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.envs.price_tools import NUMBER_RANGE, draw_problem, solve, vocabulary
 from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import build_tokenizer
@@ -257,7 +257,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "GRPO on the multi-turn loop raises held-out task success by at least 15 points",
         "ARTIST: up to 22 points absolute over the base model; tau-bench Airline about 0.12 to 0.26",
         "success_gain",
-        lambda n: n["success_gain"] >= 0.15,
+        lambda n: at_least(n["success_gain"], 0.15),
         effects=(("success_gain", 0.15),),
     ),
     ClaimSpec(
@@ -269,7 +269,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         lambda n: (
             n["base_failed_calls"] >= MIN_FAILED_CALLS
             and n["trained_failed_calls"] >= MIN_FAILED_CALLS
-            and n["retry_rate_gain"] >= 0.25
+            and at_least(n["retry_rate_gain"], 0.25)
         ),
         effects=(("retry_rate_gain", 0.25),),
     ),

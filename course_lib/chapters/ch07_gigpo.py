@@ -30,7 +30,7 @@ from course_lib import data, envs, loop
 from course_lib import results as recorded
 from course_lib.algos.gigpo import step_group_sizes
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.envs.base import distinct_seeds
 from course_lib.envs.key_door import ACTIONS, expert_action, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig
@@ -357,7 +357,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "held-out success at the same budget",
         "GiGPO: +13.3 points over GRPO on ALFWorld, +10.6 on WebShop (Qwen2.5-1.5B, w/o std)",
         "gigpo_minus_grpo",
-        lambda n: n["gigpo_minus_grpo"] >= 0.05,
+        lambda n: at_least(n["gigpo_minus_grpo"], 0.05),
         required=False,
         effects=(("gigpo_minus_grpo", 0.05),),
     ),

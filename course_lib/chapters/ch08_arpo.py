@@ -59,7 +59,7 @@ from course_lib import data, envs, loop
 from course_lib import results as recorded
 from course_lib.algos.grpo import group_advantages
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.envs.two_hop_qa import expert_actions, naive_actions, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.stats import interval
@@ -538,7 +538,9 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "above that after an unambiguous response",
         "ARPO: entropy rises in the first 10-50 tokens after each tool call (Qwen2.5-3B/7B, search and Python)",
         "entropy_rise_ambiguous",
-        lambda n: n["entropy_rise_ambiguous"] >= 0.01 and n["entropy_ambiguous_minus_unambiguous"] >= 0.01,
+        lambda n: (
+            at_least(n["entropy_rise_ambiguous"], 0.01) and at_least(n["entropy_ambiguous_minus_unambiguous"], 0.01)
+        ),
         kind="design",
         induced=True,
     ),
@@ -557,7 +559,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "ARPO ends with held-out success at most 2 points below GRPO's, using no more tool calls per solved question",
         "ARPO: higher accuracy than GRPO on 13 benchmarks with about half the tool calls (Qwen3-14B)",
         "arpo_minus_grpo",
-        lambda n: n["arpo_minus_grpo"] >= -0.02 and n["tool_calls_per_solved_arpo_minus_grpo"] <= 0,
+        lambda n: at_least(n["arpo_minus_grpo"], -0.02) and n["tool_calls_per_solved_arpo_minus_grpo"] <= 0,
         required=False,
     ),
     ClaimSpec(

@@ -68,8 +68,9 @@ class Chapter09Config:
     sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1200, batch_size=32, learning_rate=3e-3))
     """Warm start. Chosen after seeing RL on a first base (disclosed in the chapter): warm-started for 600 steps
     (loss already flat at about 0.12), it had held-out success 0.25 and every RL arm degraded it from the first
-    iterations at the course's learning rate; the base warm-started twice as long (0.21) first improves under
-    StarPO (seed 0 of a pilot: 0.21 to 0.31 within 10 iterations)."""
+    iterations at the course's learning rate; the base warm-started twice as long (0.21, on the whole-map split of
+    the time) first improves under StarPO (seed 0 of a pilot: 0.21 to 0.31 within 10 iterations). Rebuilt with the
+    same settings on the layout split, it has held-out success 0.27-0.31 (evaluation seeds 1-3)."""
     sampling: SamplingConfig = field(
         default_factory=lambda: SamplingConfig(
             temperature=1.0, max_turn_tokens=16, max_total_tokens=400, stop_tags=(STOP,)
@@ -388,7 +389,8 @@ def echo_windows(history: Sequence[Mapping]) -> dict[str, float]:
     last = curve[-1][0]
     early = [value for it, value in curve if 0 < it <= last / 2]
     late = [value for it, value in curve if it > 2 * last / 3]
-    return {"early_success": statistics.fmean(early), "late_success": statistics.fmean(late)}
+    return {f"{name}_success": statistics.fmean(window) if window else math.nan
+            for name, window in (("early", early), ("late", late))}  # fmt: skip
 
 
 def windowed(history: Sequence[Mapping], key: str, window: int) -> list[tuple[int, float]]:
@@ -530,7 +532,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "StarPO-S ends at or above StarPO with the same estimator, with GRPO and with the critic",
         "RAGEN: StarPO-S (top 25% of groups, clip-higher, no KL) delays or removes the collapse and raises success",
         "starpo_s_minus_starpo",
-        lambda n: n["starpo_s_minus_starpo"] >= 0 and n["starpo_s_ppo_minus_starpo_ppo"] >= 0,
+        lambda n: at_least(n["starpo_s_minus_starpo"], 0) and at_least(n["starpo_s_ppo_minus_starpo_ppo"], 0),
         required=False,
         effects=(("starpo_s_minus_starpo", 0.0), ("starpo_s_ppo_minus_starpo_ppo", 0.0)),
     ),
