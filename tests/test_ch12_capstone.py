@@ -57,13 +57,14 @@ def test_collapse_sign_and_claim_check():
     n = {"base_mi": 2.0, "aepo_bonus_mi": 1.0, "combined_bonus_mi": 1.9}
     assert ch12.collapsed(n, "aepo_bonus") and not ch12.collapsed(n, "combined_bonus")
     check = ch12.CLAIMS[0].check
-    n = {"aepo_bonus_collapsed": 1.0, "combined_bonus_collapsed": 0.0, "combined_bonus_minus_aepo_bonus": 0.0,
-         "combined_minus_aepo": -0.02}  # fmt: skip
-    assert check(n)
-    assert not check(n | {"aepo_bonus_collapsed": 0.0}), "no collapse to avoid: not reproduced"
-    assert not check(n | {"combined_bonus_collapsed": 1.0})
-    assert not check(n | {"combined_bonus_minus_aepo_bonus": -0.01})
+    n = {"combined_bonus_minus_aepo": -0.02, "combined_minus_aepo": -0.02}
+    assert check(n), "at the margin on both sides"
+    assert not check(n | {"combined_bonus_minus_aepo": -0.021}), "the inducer cost more than AEPO's gains allow"
     assert not check(n | {"combined_minus_aepo": -0.021})
+    # the parts that hold by construction are not part of the check
+    assert check(n | {"aepo_bonus_collapsed": 0.0, "combined_bonus_collapsed": 1.0})
+    numbers = {"combined_bonus_success": 0.5, "aepo_success": 0.9}
+    assert ch12.derived_numbers(numbers) == {"combined_bonus_minus_aepo": pytest.approx(-0.4)}
 
 
 def test_table_rows_by_hand():

@@ -86,12 +86,15 @@ def test_claims_report_prints_and_raises(capsys):
 
     report([Claim("C9.9", "holds", True), Claim("C9.8", "too small here", False, required=False)])
     assert capsys.readouterr().out.splitlines() == [
-        "C9.9  PASS  holds",
-        "C9.8  not reproduced at this scale  too small here",
+        "C9.9   finding   this run PASS  holds",
+        "C9.8   finding   this run not reproduced at this scale  too small here",
     ]
     with pytest.raises(ClaimFailed, match="C9.7"):
         report([Claim("C9.7", "broken", False), Claim("C9.6", "fine", True)])
-    assert capsys.readouterr().out.splitlines() == ["C9.7  FAIL  broken", "C9.6  PASS  fine"]
+    assert capsys.readouterr().out.splitlines() == [
+        "C9.7   finding   this run FAIL  broken",
+        "C9.6   finding   this run PASS  fine",
+    ]
 
 
 def test_base_build_is_deterministic(tmp_path):

@@ -272,7 +272,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "most 2 points below AEPO's without the inducer, and without the inducer (where the MI stop never fires, so "
         "it is AEPO + SNR filter) at most 2 points below AEPO's (AEPO alone collapsing under the inducer, and the "
         "combination's MI staying above half the base's through its rollback, hold by construction: shown, not "
-        "checked)",
+        "checked; restated after the recorded runs, whose earlier check counted those parts, and decided on the same "
+        "recorded numbers)",
         "the survey: branch at high entropy, keep informative groups, watch MI; keeps AEPO's gains without template "
         "collapse",
         "combined_bonus_minus_aepo",
