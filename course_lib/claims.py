@@ -103,6 +103,11 @@ class ClaimSpec:
     course-level verdict is decided on, over the recorded seeds (`course_lib.verdicts`). Empty: decided on the
     check passing on every recorded seed."""
 
+    @property
+    def label(self) -> str:
+        """`finding`, `mechanism` or `design`, with `, induced` where the phenomenon is induced."""
+        return self.kind + (", induced" if self.induced else "")
+
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"claim {self.id}: kind must be one of {KINDS}, got {self.kind!r}")

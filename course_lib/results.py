@@ -224,7 +224,8 @@ def _seed_list(seeds: list[int]) -> str:
     return ("seeds " if len(seeds) > 1 else "seed ") + ", ".join(map(str, seeds))
 
 
-def _cell(text: str) -> str:
+def table_cell(text: str) -> str:
+    """`text` as one Markdown table cell: `|` escaped, on one line."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -245,9 +246,8 @@ def claims_table(specs: Sequence[ClaimSpec], numbers: Mapping[str, float], recor
             spread = f"{format_number(low)} to {format_number(high)} ({_seed_list(list(values))})"
         this_run = format_number(numbers[spec.value]) if spec.value in numbers else "not measured"
         verdict = spec.evaluate(numbers).status
-        kind = spec.kind + (", induced" if spec.induced else "")
-        cells = (spec.id, kind, spec.paper, f"{spec.statement} [`{spec.value}`]", this_run, spread, verdict)
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        cells = (spec.id, spec.label, spec.paper, f"{spec.statement} [`{spec.value}`]", this_run, spread, verdict)
+        lines.append("| " + " | ".join(table_cell(c) for c in cells) + " |")
     return "\n".join(lines)
 
 
@@ -267,7 +267,10 @@ def seed_table(chapter: str, columns: Sequence[tuple[str, str]]) -> str:
     """A Markdown table of recorded numbers: one row per seed, one column per `(number key, label)`, and a
     mean row over the seeds (a seed lacking a number shows "-" and is left out of that column's mean)."""
     seeds = load(chapter)["seeds"]
-    lines = ["| seed | " + " | ".join(_cell(label) for _, label in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    lines = [
+        "| seed | " + " | ".join(table_cell(label) for _, label in columns) + " |",
+        "|---" * (len(columns) + 1) + "|",
+    ]
     for seed, rec in seeds.items():
         cells = [format_number(rec["numbers"][key]) if key in rec["numbers"] else "-" for key, _ in columns]
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
@@ -310,28 +313,20 @@ def own_numbers(loaded: Mapping, prefix: str) -> list[dict[str, float]]:
 def repool(chapter: str, specs: Sequence[ClaimSpec], pool: Callable[[list[dict]], dict], prefix: str) -> dict:
     """Recompute the numbers pooled over seeds (their names start with `prefix`) of every recorded seed of
     `chapter` from all its recorded seeds (`pool(per-seed numbers) -> pooled numbers`) and rewrite the records
-    (same provenance, minutes and curves), so that each record's verdicts follow from its own numbers. Returns
-    the pooled numbers."""
-    loaded = load(chapter)
-    own = own_numbers(loaded, prefix)
-    pooled = pool(own)
-    rewritten = []
-    for (seed, record), numbers in zip(_by_seed(loaded), own, strict=True):
-        curves = {name: [tuple(p) for p in points] for name, points in record.get("curves", {}).items()}
-        made = make_record(int(seed), specs, numbers | pooled, record["minutes"], curves or None)
-        rewritten.append({**made, "provenance": record["provenance"]})
-    write(chapter, rewritten)
+    (`rederive`), so that each record's verdicts follow from its own numbers. Returns the pooled numbers."""
+    pooled = pool(own_numbers(load(chapter), prefix))
+    rederive(chapter, specs, lambda numbers: {k: v for k, v in numbers.items() if not k.startswith(prefix)} | pooled)
     return pooled
 
 
 def rederive(chapter: str, specs: Sequence[ClaimSpec], derive: Callable[[dict], dict] | None = None) -> Path:
-    """Rewrite every recorded seed of `chapter` with its numbers plus `derive(numbers)` (numbers that are functions of
-    recorded ones) and its verdicts re-evaluated by `specs` (same provenance, minutes and curves): after a claim's
-    check is restated or split, so that each record's verdicts follow from its own numbers without a re-run."""
+    """Rewrite every recorded seed of `chapter` with its numbers replaced by `derive(numbers)` (default: unchanged)
+    and its verdicts re-evaluated by `specs`, keeping provenance, minutes and curves: after numbers pooled over
+    seeds change, or a claim's check is restated or split, so that each record's verdicts follow from its own
+    numbers without a re-run."""
     rewritten = []
     for seed, record in _by_seed(load(chapter)):
-        numbers = dict(record["numbers"])
-        numbers |= derive(numbers) if derive else {}
+        numbers = derive(dict(record["numbers"])) if derive else dict(record["numbers"])
         curves = {name: [tuple(p) for p in points] for name, points in record.get("curves", {}).items()}
         made = make_record(int(seed), specs, numbers, record["minutes"], curves or None)
         rewritten.append({**made, "provenance": record["provenance"]})

@@ -74,13 +74,19 @@ def effect(key: str, margin: float, values: Sequence[float]) -> Effect:
 class CourseVerdict:
     """A claim's status for the course, from its recorded seeds."""
 
-    id: str
-    kind: str
-    induced: bool
+    spec: ClaimSpec
     seeds: int
     passed: int
     """Recorded seeds on which the claim's own check passed."""
     effects: tuple[Effect, ...]
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
 
     @property
     def holds(self) -> bool:
@@ -96,10 +102,6 @@ class CourseVerdict:
             return "holds" if self.holds else "fails"
         return "holds by design" if self.holds else "design not met"
 
-    @property
-    def label(self) -> str:
-        return self.kind + (", induced" if self.induced else "")
-
     def short(self) -> str:
         """`recorded 2 of 3 seeds: not reproduced at this scale` (what the claims cell prints beside this run)."""
         return f"recorded {self.passed} of {self.seeds} seeds: {self.status}"
@@ -107,8 +109,8 @@ class CourseVerdict:
     def line(self) -> str:
         """One deterministic line: id, kind, status, seeds, and the effects it was decided on."""
         decided = "; ".join(e.text() for e in self.effects) if self.effects else "its check on every recorded seed"
-        return f"{self.id:<6} {self.label:<18} {self.status} (check passed on {self.passed} of {self.seeds} seeds; " \
-               f"decided on {decided})"  # fmt: skip
+        passed = f"check passed on {self.passed} of {self.seeds} seeds"
+        return f"{self.id:<6} {self.spec.label:<18} {self.status} ({passed}; decided on {decided})"
 
 
 def decide(spec: ClaimSpec, seed_numbers: Sequence[Mapping[str, float]]) -> CourseVerdict:
@@ -118,7 +120,7 @@ def decide(spec: ClaimSpec, seed_numbers: Sequence[Mapping[str, float]]) -> Cour
         effect(key, margin, [numbers[key] for numbers in seed_numbers if key in numbers])
         for key, margin in spec.effects
     )
-    return CourseVerdict(spec.id, spec.kind, spec.induced, len(seed_numbers), passed, effects)
+    return CourseVerdict(spec, len(seed_numbers), passed, effects)
 
 
 def chapter_specs(chapter: str) -> tuple[ClaimSpec, ...]:
@@ -161,10 +163,6 @@ def print_chapter(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> Non
 
 
 # Generated documents -----------------------------------------------------------------------------------------
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _row_cells(line: str) -> list[str]:
     return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
 
@@ -207,8 +205,8 @@ def claims_doc(text: str) -> str:
             verdict = verdicts[spec.id]
             status = f"{verdict.status} (check passed on {verdict.passed} of {verdict.seeds} seeds"
             status += "".join(f"; {e.key} {e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]" for e in verdict.effects) + ")"
-            cells = (spec.id, verdict.label, findings.get(spec.id, spec.paper), spec.statement, status)
-            out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+            cells = (spec.id, spec.label, findings.get(spec.id, spec.paper), spec.statement, status)
+            out.append("| " + " | ".join(recorded.table_cell(c) for c in cells) + " |")
     return "\n".join(out)
 
 

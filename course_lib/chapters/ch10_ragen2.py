@@ -39,7 +39,7 @@ from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import group_advantages
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import skeleton
-from course_lib.claims import TOLERANCE, Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import (
     first_turn_reasoning,
     reasoning_mutual_information,
@@ -306,9 +306,8 @@ def claim_numbers(results: Mapping, config: Chapter10Config | None = None) -> di
 
 
 def _template_collapse(n: Mapping[str, float]) -> bool:
-    return (
-        n["entropy_mi"] <= 0.5 * n["base_mi"] + TOLERANCE
-        and n["entropy_retrieval_accuracy"] <= n["retrieval_halfway"] + TOLERANCE
+    return at_least(0.5 * n["base_mi"], n["entropy_mi"]) and at_least(
+        n["retrieval_halfway"], n["entropy_retrieval_accuracy"]
     )
 
 
