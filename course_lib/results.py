@@ -58,6 +58,9 @@ def path(chapter: str, scale: str = "cpu") -> Path:
 def record_command(chapter: str, scale: str = "cpu") -> str:
     """The command that (re)creates a chapter's results file."""
     prefix = "COURSE_SCALE=gpu " if scale == "gpu" else ""
+    if chapter.endswith(("_design", "_design_pilot")):  # a designed setting (`course_lib.designs`)
+        step = "--pilot" if chapter.endswith("_pilot") else "--decide"
+        return f"{prefix}python -m course_lib.designs {chapter.split('_')[0]} {step} --record"
     return f"{prefix}python -m course_lib.chapters.{MODULES.get(chapter, chapter)} --seeds 0 1 2 --record"
 
 

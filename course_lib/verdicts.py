@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_lib import designs, stats
 from course_lib import results as recorded
-from course_lib import stats
 from course_lib.claims import NOT_REPRODUCED, TOLERANCE, ClaimSpec, at_least
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,14 +123,28 @@ def decide(spec: ClaimSpec, seed_numbers: Sequence[Mapping[str, float]]) -> Cour
     return CourseVerdict(spec, len(seed_numbers), passed, effects)
 
 
+def recorded_design(chapter: str) -> designs.Design | None:
+    """`chapter`'s designed setting when it has one with deciding seeds recorded (`course_lib.designs`)."""
+    design = designs.find(chapter)
+    return design if design is not None and designs.recorded_design_seeds(design) else None
+
+
 def chapter_specs(chapter: str) -> tuple[ClaimSpec, ...]:
-    return tuple(importlib.import_module(f"course_lib.chapters.{recorded.MODULES[chapter]}").CLAIMS)
+    """The chapter's `CLAIMS`, then its designed setting's claim once deciding seeds are recorded."""
+    specs = tuple(importlib.import_module(f"course_lib.chapters.{recorded.MODULES[chapter]}").CLAIMS)
+    design = recorded_design(chapter)
+    return specs + ((design.claim,) if design else ())
 
 
 def chapter_verdicts(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> list[CourseVerdict]:
-    """Every claim of `chapter`, decided on `results/<chapter>.json`."""
+    """Every claim of `chapter`, decided on `results/<chapter>.json`; its designed setting's claim (unless `specs`
+    are given) on `results/<chapter>_design.json`."""
     seed_numbers = recorded.seed_numbers(recorded.load(chapter))
-    return [decide(spec, seed_numbers) for spec in specs or chapter_specs(chapter)]
+    if specs:
+        return [decide(spec, seed_numbers) for spec in specs]
+    design = recorded_design(chapter)
+    main = [decide(spec, seed_numbers) for spec in chapter_specs(chapter) if not design or spec is not design.claim]
+    return main + ([decide(design.claim, designs.recorded_design_seeds(design))] if design else [])
 
 
 def course_lines(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> dict[str, str]:
@@ -156,7 +170,9 @@ def tally(verdicts: Sequence[CourseVerdict]) -> str:
 def print_chapter(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> None:
     """The notebooks' compared cell: the course-level verdicts (deterministic: read from `results/`) and the tally."""
     verdicts = chapter_verdicts(chapter, specs)
-    print(f"course-level verdicts, from results/{chapter}.json:")
+    design = None if specs else recorded_design(chapter)
+    sources = f"results/{chapter}.json" + (f" and results/{design.name}.json ({design.claim.id})" if design else "")
+    print(f"course-level verdicts, from {sources}:")
     for verdict in verdicts:
         print(verdict.line())
     print(tally(verdicts))

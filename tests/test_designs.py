@@ -1,0 +1,134 @@
+"""Designed settings: the power rule against hand-computed values, the pilot -> plan -> decision path on a fake
+design, and the course-level verdict it feeds."""
+
+import math
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from course_lib import designs, verdicts
+from course_lib import results as recorded
+from course_lib.claims import ClaimSpec, at_least
+
+Z = 1.959964 + 0.841621  # z_0.975 + z_0.8
+
+
+def test_seeds_needed_matches_the_formula_by_hand():
+    # ((2.801585 * 0.05 / 0.05)^2 = 7.849 -> 8
+    assert designs.seeds_needed(0.05, 0.05) == 8
+    # sd twice the effect: (2 * 2.801585)^2 = 31.40 -> 32, capped at 20
+    assert designs.seeds_needed(0.10, 0.05) == 20
+    assert designs.seeds_needed(0.10, 0.05, maximum=100) == 32
+    # a tiny spread still asks for the minimum
+    assert designs.seeds_needed(0.01, 0.05) == 6
+    assert designs.seeds_needed(0.0, 0.05) == 6
+    # "at most 2 points worse" with a true effect of 0: the distance is 0.02
+    assert designs.seeds_needed(0.02, 0.0, margin=-0.02) == 8
+    # a positive margin does not move the null (the interval must clear 0; the mean must reach the margin)
+    assert designs.seeds_needed(0.05, 0.05, margin=0.03) == 8
+
+
+def test_power_is_80_percent_at_the_planned_seeds_and_below_with_one_fewer():
+    for sd, effect in ((0.05, 0.05), (0.08, 0.03), (0.2, 0.1)):
+        n = designs.seeds_needed(sd, effect, maximum=10**6)
+        assert designs.power(sd, effect, 0.0, n) >= 0.8
+        if n > 6:
+            assert designs.power(sd, effect, 0.0, n - 1) < 0.8
+    # by hand: z = 1 * sqrt(8) - 1.959964 = 0.868463 -> Phi = 0.8074
+    assert designs.power(0.05, 0.05, 0.0, 8) == pytest.approx(0.8074, abs=1e-4)
+    assert designs.power(0.0, 0.05, 0.0, 2) == 1.0
+
+
+def test_seeds_needed_rejects_an_effect_at_the_null():
+    with pytest.raises(ValueError, match="beyond the null"):
+        designs.seeds_needed(0.05, 0.0)
+    with pytest.raises(ValueError, match="sd"):
+        designs.seeds_needed(float("nan"), 0.05)
+
+
+def claim(margin: float = 0.0) -> ClaimSpec:
+    check = lambda n: at_least(n["a_minus_b"], margin)  # noqa: E731
+    return ClaimSpec("C99.1d", "arm a beats arm b", "a paper", "a_minus_b", check, required=False,
+                     effects=(("a_minus_b", margin),))  # fmt: skip
+
+
+def fake_run(seed: int) -> dict[str, float]:
+    a = 0.5 + 0.01 * (seed % 5)
+    b = 0.45 + 0.005 * (seed % 3)
+    return {"a": a, "b": b, "a_minus_b": a - b}
+
+
+def test_design_rejects_overlapping_seeds_and_a_non_finding():
+    with pytest.raises(ValueError, match="overlap"):
+        designs.Design("ch99", "doc.md", claim(), 0.05, fake_run, pilot_seeds=(3, 100))
+    mechanism = ClaimSpec("C99.2", "s", "p", "v", lambda n: True, kind="mechanism")
+    with pytest.raises(ValueError, match="finding"):
+        designs.Design("ch99", "doc.md", mechanism, 0.05, fake_run)
+    with pytest.raises(ValueError, match="beyond the null"):
+        designs.Design("ch99", "doc.md", claim(-0.02), -0.03, fake_run)
+
+
+@pytest.fixture
+def fake_design(tmp_path, monkeypatch):
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
+    design = designs.Design("ch08", "docs/experiments/fake.md", claim(), 0.02, fake_run, arms=(("a", "A"), ("b", "B")))
+    module = types.ModuleType("fake_design_module")
+    module.DESIGN = design
+    monkeypatch.setitem(sys.modules, "fake_design_module", module)
+    monkeypatch.setitem(designs.MODULES, "ch08", "fake_design_module")
+    return design
+
+
+def test_pilot_plan_and_decision_run_from_recorded_files(fake_design, capsys):
+    with pytest.raises(recorded.ResultsMissing, match="--pilot --record"):
+        designs.plan(fake_design)
+    designs.main(["ch08", "--pilot", "--record"])
+    plan = designs.plan(fake_design)
+    diffs = [fake_run(s)["a_minus_b"] for s in fake_design.pilot_seeds]
+    sd = float(np.std(diffs, ddof=1))
+    assert plan.sd == pytest.approx(sd)
+    assert plan.seeds == designs.seeds_needed(sd, 0.02)
+    assert plan.uncapped >= plan.seeds
+    designs.main(["ch08", "--decide", "--record", "--seeds", "0", "1"])
+    designs.main(["ch08", "--decide", "--record"])  # resumes: 0 and 1 are skipped
+    out = capsys.readouterr().out
+    assert "seed 0: already recorded" in out
+    numbers = designs.recorded_design_seeds(fake_design)
+    assert len(numbers) == plan.seeds
+    with pytest.raises(SystemExit):
+        designs.main(["ch08", "--decide", "--seeds", "100"])  # a pilot seed never decides
+
+
+def test_the_designed_claim_joins_the_chapter_verdicts(fake_design, monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(recorded, "RESULTS_DIR", recorded.ROOT / "results")  # the chapter's real records
+    assert designs.find("ch08") is fake_design
+    assert fake_design.claim not in verdicts.chapter_specs("ch08")  # nothing recorded yet: not shown
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
+    designs.run_seeds(fake_design, fake_design.pilot_seeds, record=True, pilot=True)
+    designs.run_seeds(fake_design, range(6), record=True)
+    real = recorded.ROOT / "results" / "ch08.json"
+    (tmp_path / "ch08.json").write_text(real.read_text())
+    decided = verdicts.chapter_verdicts("ch08")
+    assert decided[-1].id == "C99.1d"
+    assert decided[-1].holds  # every seed's a - b is positive and the interval clears 0
+    verdicts.print_chapter("ch08")
+    assert "results/ch08_design.json (C99.1d)" in capsys.readouterr().out
+    designs.show("ch08")
+    shown = capsys.readouterr().out
+    assert "pre-registered in docs/experiments/fake.md" in shown and "reproduced" in shown
+
+
+def test_a_design_whose_effect_points_the_other_way_is_not_reproduced(fake_design, monkeypatch, tmp_path):
+    flipped = designs.Design("ch08", "doc.md", claim(), 0.02, lambda s: {"a_minus_b": -fake_run(s)["a_minus_b"]})
+    designs.run_seeds(flipped, range(6), record=True)
+    verdict = verdicts.decide(flipped.claim, designs.recorded_design_seeds(flipped))
+    assert not verdict.holds and verdict.status == "not reproduced at this scale"
+    assert math.isfinite(verdict.effects[0].detectable)
+
+
+def test_find_returns_none_for_a_chapter_without_a_design():
+    assert designs.find("ch01") is None
+    with pytest.raises(KeyError, match="registered"):
+        designs.load("ch01")
