@@ -60,6 +60,9 @@ class Design:
     pilot_seeds: tuple[int, ...] = (100, 101, 102, 103)
     max_seeds: int = 20
     min_seeds: int = 6
+    first_seed: int = 0
+    """Deciding seeds are `first_seed` .. `first_seed + n - 1`: above 0 when a chapter's own records already ran
+    seeds 0, 1, 2 of a nearby setting, so that no seed whose outcome was seen decides."""
     arms: tuple[tuple[str, str], ...] = ()
     """`(number key, label)` of each arm, plotted per seed beside the difference."""
 
@@ -79,12 +82,15 @@ class Design:
     def margin(self) -> float:
         return self.claim.effects[0][1]
 
+    def deciding_seeds(self, count: int) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + count))
+
     def __post_init__(self) -> None:
         if self.claim.kind != "finding" or not self.claim.effects:
             raise ValueError(f"design {self.chapter}: its claim must be a finding with effects, got {self.claim}")
         if self.scaled_effect <= min(self.margin, 0.0):
             raise ValueError(f"design {self.chapter}: scaled effect {self.scaled_effect} is not beyond the null")
-        if set(self.pilot_seeds) & set(range(self.max_seeds)):
+        if set(self.pilot_seeds) & set(self.deciding_seeds(self.max_seeds)):
             raise ValueError(f"design {self.chapter}: pilot seeds {self.pilot_seeds} overlap deciding seeds")
 
 
@@ -121,7 +127,7 @@ class Plan:
     uncapped: int
     """Seeds for 80% power with no cap (before clipping to [min_seeds, max_seeds])."""
     seeds: int
-    """Deciding seeds: 0 .. seeds - 1."""
+    """Number of deciding seeds (`Design.deciding_seeds`)."""
     power: float
     """Power at the scaled effect with `seeds` seeds."""
 
@@ -130,7 +136,8 @@ class Plan:
         return (
             f"pilot seeds {', '.join(map(str, self.pilot_seeds))}: {design.effect_key} mean {self.pilot_mean:+.3f}, "
             f"sd {self.sd:.3f}; 80% power at the pre-registered effect {design.scaled_effect:+.3f} "
-            f"(null {min(design.margin, 0.0):+.3f}) needs {self.uncapped} seeds -> seeds 0-{self.seeds - 1}{capped}"
+            f"(null {min(design.margin, 0.0):+.3f}) needs {self.uncapped} seeds -> seeds "
+            f"{design.first_seed}-{design.first_seed + self.seeds - 1}{capped}"
         )
 
 
@@ -283,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.record:
             print(plan(design).text(design))
         return 0
-    seeds = args.seeds if args.seeds is not None else list(range(plan(design).seeds))
+    seeds = args.seeds if args.seeds is not None else design.deciding_seeds(plan(design).seeds)
     if set(seeds) & set(design.pilot_seeds):
         parser.error(f"pilot seeds {design.pilot_seeds} never decide")
     run_seeds(design, seeds, args.record)

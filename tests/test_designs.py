@@ -63,6 +63,9 @@ def fake_run(seed: int) -> dict[str, float]:
 def test_design_rejects_overlapping_seeds_and_a_non_finding():
     with pytest.raises(ValueError, match="overlap"):
         designs.Design("ch99", "doc.md", claim(), 0.05, fake_run, pilot_seeds=(3, 100))
+    with pytest.raises(ValueError, match="overlap"):
+        designs.Design("ch99", "doc.md", claim(), 0.05, fake_run, pilot_seeds=(30,), first_seed=20)
+    assert designs.Design("ch99", "d", claim(), 0.05, fake_run, first_seed=20).deciding_seeds(3) == [20, 21, 22]
     mechanism = ClaimSpec("C99.2", "s", "p", "v", lambda n: True, kind="mechanism")
     with pytest.raises(ValueError, match="finding"):
         designs.Design("ch99", "doc.md", mechanism, 0.05, fake_run)
