@@ -65,6 +65,8 @@ class Design:
     seeds 0, 1, 2 of a nearby setting, so that no seed whose outcome was seen decides."""
     arms: tuple[tuple[str, str], ...] = ()
     """`(number key, label)` of each arm, plotted per seed beside the difference."""
+    arms_measure: str = "held-out success"
+    """What the arms' numbers measure (the y axis of `plot`'s left panel)."""
 
     @property
     def name(self) -> str:
@@ -250,7 +252,7 @@ def plot(chapter: str):
         left.scatter(i + jitter, values, s=14, alpha=0.7)
         left.hlines(values.mean(), i - 0.3, i + 0.3, color="black")
     left.set_xticks(range(len(design.arms)), [label for _, label in design.arms])
-    left.set_ylabel(design.claim.value.replace("_", " "))
+    left.set_ylabel(design.arms_measure)
     left.set_title(f"{len(numbers)} seeds, each a dot")
     diffs = [n[design.effect_key] for n in numbers]
     mean, low, high = stats.bootstrap_interval(diffs)

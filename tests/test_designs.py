@@ -104,15 +104,13 @@ def test_pilot_plan_and_decision_run_from_recorded_files(fake_design, capsys):
         designs.main(["ch08", "--decide", "--seeds", "100"])  # a pilot seed never decides
 
 
-def test_the_designed_claim_joins_the_chapter_verdicts(fake_design, monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(recorded, "RESULTS_DIR", recorded.ROOT / "results")  # the chapter's real records
+def test_the_designed_claim_joins_the_chapter_verdicts(fake_design, capsys, tmp_path):
+    real = recorded.ROOT / "results" / "ch08.json"  # the chapter's own records, beside the fake design's
+    (tmp_path / "ch08.json").write_text(real.read_text())
     assert designs.find("ch08") is fake_design
     assert fake_design.claim not in verdicts.chapter_specs("ch08")  # nothing recorded yet: not shown
-    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
     designs.run_seeds(fake_design, fake_design.pilot_seeds, record=True, pilot=True)
     designs.run_seeds(fake_design, range(6), record=True)
-    real = recorded.ROOT / "results" / "ch08.json"
-    (tmp_path / "ch08.json").write_text(real.read_text())
     decided = verdicts.chapter_verdicts("ch08")
     assert decided[-1].id == "C99.1d"
     assert decided[-1].holds  # every seed's a - b is positive and the interval clears 0

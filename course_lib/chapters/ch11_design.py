@@ -275,6 +275,7 @@ DESIGN = Design(
         ("released_arpo_excess", "ARPO, released"),
         ("released_aepo_excess", "AEPO, released"),
     ),
+    arms_measure="top-3 branch share minus uniform",
 )
 """C11.1d: the penalty's effect on ARPO's excess concentration, planned for 80% power at half of ARPO's excess
 (0.02; `docs/experiments/ch11-design.md`)."""
