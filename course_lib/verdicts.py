@@ -242,7 +242,10 @@ def readme_claims(text: str) -> str:
                     totals[v.kind][0] += v.holds
                     totals[v.kind][1] += 1
             cells = _row_cells(line)
-            ids = verdicts[0].id if len(verdicts) == 1 else f"{verdicts[0].id}-{verdicts[-1].id}"
+            design = recorded_design(f"ch{row.group(1)}")
+            main = [v for v in verdicts if not design or v.spec is not design.claim]
+            ids = main[0].id if len(main) == 1 else f"{main[0].id}-{main[-1].id}"
+            ids += f", {design.claim.id}" if design else ""
             cells[-1] = f"{ids}: {tally(verdicts)}"
             line = "| " + " | ".join(cells) + " |"
         out.append(line)
