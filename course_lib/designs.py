@@ -12,7 +12,10 @@ run, and is decided the way claims.md asks (after Agarwal et al., 2021, arXiv 21
    effect scaled to the miniature, `Design.scaled_effect`) with 80% power by a two-sided 5% test of the paired
    mean against its null boundary (0, or the margin when the claim is "at most m worse"):
    n = ceil(((z_0.975 + z_0.8) sd / (effect - min(margin, 0)))^2), at least `min_seeds`, at most `max_seeds`
-   (`seeds_needed`); when the cap binds, the power actually reached is reported.
+   (`seeds_needed`); when the cap binds, the power actually reached is reported. Four pilot seeds know `sd` only
+   to a factor of about 1.7 (its 80% upper bound, `stats.sd_upper_bound`): the plan prints the seeds that bound
+   would ask beside the pre-registered rule's, and after the decision `hindsight` compares the deciding seeds'
+   spread with the pilot's and states the power they actually had.
 3. **Decision.** Seeds 0 .. n-1 are run and recorded (`results/<chapter>_design.json`); the course-level verdict
    comes from `course_lib.verdicts` (95% bootstrap interval of the paired difference, interquartile mean,
    probability of improvement, and the smallest effect those seeds could detect).
@@ -132,6 +135,11 @@ class Plan:
     """Number of deciding seeds (`Design.deciding_seeds`)."""
     power: float
     """Power at the scaled effect with `seeds` seeds."""
+    sd_upper: float
+    """The 80% upper confidence bound of `sd` (`stats.sd_upper_bound`): a sturdier spread to plan on, shown beside
+    the plan (the pre-registered rule plans on `sd`)."""
+    uncapped_upper: int
+    """Seeds for 80% power had the plan used `sd_upper` (no cap)."""
 
     def text(self, design: Design) -> str:
         capped = f", capped at {design.max_seeds} (power {self.power:.2f})" if self.uncapped > self.seeds else ""
@@ -139,7 +147,9 @@ class Plan:
             f"pilot seeds {', '.join(map(str, self.pilot_seeds))}: {design.effect_key} mean {self.pilot_mean:+.3f}, "
             f"sd {self.sd:.3f}; 80% power at the pre-registered effect {design.scaled_effect:+.3f} "
             f"(null {min(design.margin, 0.0):+.3f}) needs {self.uncapped} seeds -> seeds "
-            f"{design.first_seed}-{design.first_seed + self.seeds - 1}{capped}"
+            f"{design.first_seed}-{design.first_seed + self.seeds - 1}{capped}\n"
+            f"  sturdier: the sd's 80% upper bound from {len(self.pilot_seeds)} pilot seeds is {self.sd_upper:.3f}, "
+            f"which would need {self.uncapped_upper} seeds"
         )
 
 
@@ -161,8 +171,25 @@ def plan(design: Design) -> Plan:
     sd = float(np.std(values, ddof=1))
     uncapped = seeds_needed(sd, design.scaled_effect, design.margin, minimum=design.min_seeds, maximum=10**6)
     chosen = min(uncapped, design.max_seeds)
+    upper = stats.sd_upper_bound(sd, len(values))
+    uncapped_upper = seeds_needed(upper, design.scaled_effect, design.margin, minimum=design.min_seeds, maximum=10**6)
     return Plan(tuple(seeds), float(np.mean(values)), sd, uncapped, chosen,
-                power(sd, design.scaled_effect, design.margin, chosen))  # fmt: skip
+                power(sd, design.scaled_effect, design.margin, chosen), upper, uncapped_upper)  # fmt: skip
+
+
+def hindsight(design: Design, pilot: Plan, numbers: Sequence[Mapping[str, float]]) -> str:
+    """How the pilot's spread compared with the deciding seeds' (`numbers`), and the power those seeds had at the
+    pre-registered effect given the spread they showed: whether a "not reproduced" could have seen the effect."""
+    values = [n[design.effect_key] for n in numbers if design.effect_key in n]
+    if len(values) < 2:
+        return f"  hindsight: {len(values)} deciding seed(s), no spread to compare"
+    sd = float(np.std(values, ddof=1))
+    reached = power(sd, design.scaled_effect, design.margin, len(values))
+    ratio = f" ({sd / pilot.sd:.1f}x the pilot's)" if pilot.sd > 0 else ""
+    return (
+        f"  hindsight: the {len(values)} deciding seeds' sd is {sd:.3f}{ratio}; with it, the power at "
+        f"{design.scaled_effect:+.3f} was {reached:.2f}"
+    )
 
 
 def load(chapter: str) -> Design:
@@ -233,6 +260,7 @@ def show(chapter: str) -> None:
         mean, low, high = stats.bootstrap_interval(values)
         print(f"  {label:<24} mean {mean:.3f} [{low:.3f}, {high:.3f}] over {len(values)} seeds")
     print(verdicts.decide(design.claim, numbers).line())
+    print(hindsight(design, plan(design), numbers))
 
 
 def plot(chapter: str):

@@ -61,6 +61,50 @@ Z_975, Z_80 = 1.959964, 0.841621
 """Standard normal quantiles: two-sided 5% level, and 80% power."""
 
 
+def chi2_cdf(x: float, df: int) -> float:
+    """P(X <= x) for a chi-square variable with a whole number `df` of degrees of freedom, in closed form: for even
+    df, 1 - exp(-x/2) sum_{j < df/2} (x/2)^j / j!; for odd df, erf(sqrt(x/2)) - sqrt(2x/pi) exp(-x/2)
+    sum_{j=1}^{(df-1)/2} x^(j-1) / (1 * 3 * ... * (2j-1)) (Abramowitz and Stegun 26.4.4-5)."""
+    if df < 1 or int(df) != df:
+        raise ValueError(f"df must be a positive whole number, got {df}")
+    if x <= 0:
+        return 0.0
+    if df % 2 == 0:
+        term, total = 1.0, 1.0
+        for j in range(1, df // 2):
+            term *= (x / 2) / j
+            total += term
+        return 1.0 - math.exp(-x / 2) * total
+    term, total = 1.0, 0.0
+    for j in range(1, (df + 1) // 2):
+        total += term
+        term *= x / (2 * j + 1)
+    return math.erf(math.sqrt(x / 2)) - math.sqrt(2 * x / math.pi) * math.exp(-x / 2) * total
+
+
+def chi2_quantile(p: float, df: int) -> float:
+    """The `p` quantile of the chi-square distribution with `df` degrees of freedom (`chi2_cdf` inverted by
+    bisection to 1e-12)."""
+    if not 0 < p < 1:
+        raise ValueError(f"p must lie in (0, 1), got {p}")
+    low, high = 0.0, max(1.0, 4.0 * df)
+    while chi2_cdf(high, df) < p:
+        high *= 2
+    while high - low > 1e-12 * max(1.0, high):
+        middle = (low + high) / 2
+        low, high = (middle, high) if chi2_cdf(middle, df) < p else (low, middle)
+    return (low + high) / 2
+
+
+def sd_upper_bound(sd: float, n: int, confidence: float = 0.8) -> float:
+    """One-sided upper confidence bound of a normal population's standard deviation from a sample sd of `n` values:
+    sd sqrt((n - 1) / chi2_{1 - confidence}(n - 1)). Four pilot seeds know the sd only to a factor of about 1.7 at
+    80% confidence, which is why a plan on the sample sd alone can fall short of its power."""
+    if n < 2:
+        raise ValueError(f"need at least two values for an sd, got {n}")
+    return sd * math.sqrt((n - 1) / chi2_quantile(1 - confidence, n - 1))
+
+
 def bootstrap_interval(
     values: Sequence[float],
     strata: Sequence[object] | None = None,

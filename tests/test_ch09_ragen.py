@@ -206,6 +206,16 @@ def test_a_short_run_measures_every_claim_number():
     assert {claim.id for claim in ch09.claims(results, config)} == {"C9.1", "C9.2", "C9.3", "C9.4"}
     assert len(ch09.summary_lines(results, config)) == 1 + len(results["final"]) + len(ch09.ARMS)
 
+    # The notebook's live subset: its arms' results are exactly the full run's (each arm reseeds), and the claims
+    # that read a critic arm are unmeasured rather than failing or raising.
+    live = ch09.run(0, config, arms=ch09.LIVE_ARMS)
+    assert list(live["final"]) == list(ch09.LIVE_ARMS)
+    assert all(live["final"][arm] == results["final"][arm] for arm in ch09.LIVE_ARMS)
+    statuses = {claim.id: claim.measured for claim in ch09.claims(live, config)}
+    assert statuses == {"C9.1": True, "C9.2": True, "C9.3": False, "C9.4": True}
+    with pytest.raises(ValueError, match="unknown arms"):
+        ch09.run(0, config, arms=["starpo", "ppo"])
+
 
 def test_held_out_evaluator_reuses_the_base_evaluation_exactly():
     """The shortcut is exact: the base's evaluation equals a fresh one of an untouched copy (same seed)."""

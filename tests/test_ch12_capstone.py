@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from course_lib.chapters import ch12_capstone as ch12
+from course_lib.claims import NOT_RUN_HERE
 
 
 def test_arms_change_only_what_they_name():
@@ -102,6 +103,17 @@ def test_a_short_run_measures_every_claim_number():
     assert len(ch12.summary_lines(results)) == 1 + len(ch12.ARMS)
     losses = [[row["loss"] for row in results["histories"][arm] if "loss" in row] for arm in ("aepo_snr", "combined")]
     assert len(losses[0]) == 2 and losses[0] == losses[1], "the stop only evaluates: training is aepo_snr's"
+
+    # The notebook's live subset: its arms' results are exactly the full run's (each arm reseeds), C12.1 measured.
+    live = ch12.run(0, small_config(gate_drop=math.inf), arms=ch12.LIVE_ARMS)
+    assert list(live["final"]) == list(ch12.LIVE_ARMS)
+    for arm in ch12.LIVE_ARMS:
+        same = {k: v for k, v in live["final"][arm].items() if k != "seconds_per_iteration"}
+        full = {k: v for k, v in results["final"][arm].items() if k != "seconds_per_iteration"}
+        assert same == pytest.approx(full, rel=0, abs=0, nan_ok=True), arm  # exact; NaN: the stop did not fire
+    assert [claim.measured for claim in ch12.claims(live)] == [True]
+    without = ch12.run(0, small_config(gate_drop=math.inf), arms=["grpo", "aepo"])
+    assert [claim.status for claim in ch12.claims(without)] == [NOT_RUN_HERE]
 
 
 def test_the_mi_stop_fires_and_rolls_back(monkeypatch):

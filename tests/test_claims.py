@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from course_lib.claims import NOT_REPRODUCED, Claim, ClaimFailed, ClaimSpec, report
+from course_lib.claims import NOT_REPRODUCED, NOT_RUN_HERE, Claim, ClaimFailed, ClaimSpec, report
 from course_lib.results import MODULES
 
 
@@ -38,6 +38,19 @@ def test_spec_evaluates_its_check_on_numbers():
     assert spec.evaluate({"x": 0.5}).status == "FAIL"
     optional = ClaimSpec("C9.2", "x at least 1", "paper", "x", lambda n: n["x"] >= 1, required=False)
     assert optional.evaluate({"x": 0.5}).status == NOT_REPRODUCED
+
+
+def test_a_claim_whose_numbers_a_partial_run_lacks_is_unmeasured(capsys):
+    """A run of some arms (`partial`): a check reading a missing number gives no verdict and never raises, even
+    for a required claim; a full run keeps the KeyError, so a misspelt key cannot pass silently."""
+    spec = ClaimSpec("C9.1", "x at least 1", "paper", "x", lambda n: n["x"] >= 1)
+    unmeasured = spec.evaluate({}, partial=True)
+    assert not unmeasured.measured and unmeasured.status == NOT_RUN_HERE
+    assert spec.evaluate({"x": 0.5}, partial=True).status == "FAIL", "a number that is there is still checked"
+    with pytest.raises(KeyError):
+        spec.evaluate({})
+    report([unmeasured])  # required, but not run here: no ClaimFailed
+    assert NOT_RUN_HERE in capsys.readouterr().out
 
 
 # Synthetic `run` results, shaped as each chapter's `run` returns them (only the parts the claims read).

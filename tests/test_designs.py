@@ -8,7 +8,7 @@ import types
 import numpy as np
 import pytest
 
-from course_lib import designs, verdicts
+from course_lib import designs, stats, verdicts
 from course_lib import results as recorded
 from course_lib.claims import ClaimSpec, at_least
 
@@ -39,6 +39,25 @@ def test_power_is_80_percent_at_the_planned_seeds_and_below_with_one_fewer():
     # by hand: z = 1 * sqrt(8) - 1.959964 = 0.868463 -> Phi = 0.8074
     assert designs.power(0.05, 0.05, 0.0, 8) == pytest.approx(0.8074, abs=1e-4)
     assert designs.power(0.0, 0.05, 0.0, 2) == 1.0
+
+
+def test_chi_square_quantiles_match_the_printed_tables():
+    """Against a standard chi-square table (e.g. NIST/SEMATECH's): lower quantiles for small df, and a median."""
+    for p, df, table in ((0.2, 3, 1.005), (0.2, 4, 1.649), (0.2, 5, 2.343), (0.05, 1, 0.00393), (0.95, 10, 18.307),
+                         (0.2, 17, 12.002)):  # fmt: skip
+        assert stats.chi2_quantile(p, df) == pytest.approx(table, abs=1e-3 if table > 0.01 else 1e-5)
+    assert stats.chi2_quantile(0.5, 2) == pytest.approx(2 * math.log(2), abs=1e-9)  # df 2 is Exp(1/2)
+    assert stats.chi2_cdf(stats.chi2_quantile(0.3, 7), 7) == pytest.approx(0.3, abs=1e-10)
+    with pytest.raises(ValueError):
+        stats.chi2_cdf(1.0, 0)
+
+
+def test_sd_upper_bound_by_hand():
+    # four pilot values: sqrt(3 / 1.00517) = 1.7276, the factor a four-seed pilot leaves on its sd
+    assert stats.sd_upper_bound(1.0, 4) == pytest.approx(1.7276, abs=1e-4)
+    assert stats.sd_upper_bound(0.1, 21) > 0.1 and stats.sd_upper_bound(0.1, 21) < stats.sd_upper_bound(0.1, 4)
+    with pytest.raises(ValueError):
+        stats.sd_upper_bound(1.0, 1)
 
 
 def test_seeds_needed_rejects_an_effect_at_the_null():
@@ -94,6 +113,8 @@ def test_pilot_plan_and_decision_run_from_recorded_files(fake_design, capsys):
     assert plan.sd == pytest.approx(sd)
     assert plan.seeds == designs.seeds_needed(sd, 0.02)
     assert plan.uncapped >= plan.seeds
+    assert plan.sd_upper == pytest.approx(sd * math.sqrt(3 / stats.chi2_quantile(0.2, 3)))
+    assert plan.uncapped_upper == designs.seeds_needed(plan.sd_upper, 0.02, maximum=10**6) >= plan.uncapped
     designs.main(["ch08", "--decide", "--record", "--seeds", "0", "1"])
     designs.main(["ch08", "--decide", "--record"])  # resumes: 0 and 1 are skipped
     out = capsys.readouterr().out
@@ -102,6 +123,10 @@ def test_pilot_plan_and_decision_run_from_recorded_files(fake_design, capsys):
     assert len(numbers) == plan.seeds
     with pytest.raises(SystemExit):
         designs.main(["ch08", "--decide", "--seeds", "100"])  # a pilot seed never decides
+    deciding_sd = float(np.std([n["a_minus_b"] for n in numbers], ddof=1))
+    line = designs.hindsight(fake_design, plan, numbers)
+    assert f"sd is {deciding_sd:.3f}" in line
+    assert f"was {designs.power(deciding_sd, 0.02, 0.0, len(numbers)):.2f}" in line
 
 
 def test_the_designed_claim_joins_the_chapter_verdicts(fake_design, capsys, tmp_path):

@@ -47,7 +47,7 @@ import dataclasses
 import functools
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,7 +60,7 @@ from course_lib import results as recorded
 from course_lib.algos.grpo import group_advantages
 from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
-from course_lib.envs.two_hop_qa import expert_actions, naive_actions, vocabulary
+from course_lib.envs.two_hop_qa import Question, TwoHopQAEnv, expert_actions, naive_actions, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.stats import interval
 from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
@@ -180,12 +180,24 @@ def demonstration_texts(count: int, seed: int, config: Chapter08Config | None = 
     """
     config = config or Chapter08Config()
     rng = random.Random(seed)
-    env = make_env("train", config)
+    return played_demonstrations(
+        make_env("train", config),
+        demonstration_seeds(count, seed),
+        lambda question: demonstrator_actions(question, rng, config.precise_share),
+    )
+
+
+def played_demonstrations(
+    env: TwoHopQAEnv, task_seeds: Sequence[int], actions: Callable[[Question], list[str]]
+) -> list[tuple[str, str]]:
+    """`(prompt, completion)` per task seed: `actions(question)` played in `env`, the completion joining every
+    action and the observation that answered it (the tokens a rollout of the same actions produces). A demonstrator
+    whose actions do not end the episode is a bug in the demonstrator: it raises rather than teach a cut episode."""
     texts = []
-    for task_seed in demonstration_seeds(count, seed):
+    for task_seed in task_seeds:
         prompt, _ = env.reset(seed=task_seed)
         parts = []
-        for action in demonstrator_actions(env.question, rng, config.precise_share):
+        for action in actions(env.question):
             observation, *_ = env.step(action)
             parts += [action, observation] if observation else [action]
         if not env.done:

@@ -89,18 +89,11 @@ def demonstration_texts(
     (`ch08.demonstration_seeds`), played in the environment so tool responses are its own."""
     config = config or ch08.Chapter08Config()
     rng = random.Random(seed)
-    env = ch08.make_env("train", config)
-    texts = []
-    for task_seed in ch08.demonstration_seeds(count, seed):
-        prompt, _ = env.reset(seed=task_seed)
-        parts = []
-        for action in research_actions(env.question, rng, research_share):
-            observation, *_ = env.step(action)
-            parts += [action, observation] if observation else [action]
-        if not env.done:
-            raise RuntimeError(f"a demonstration did not end its episode: {prompt} {' '.join(parts)}")
-        texts.append((prompt, " ".join(parts)))
-    return texts
+    return ch08.played_demonstrations(
+        ch08.make_env("train", config),
+        ch08.demonstration_seeds(count, seed),
+        lambda question: research_actions(question, rng, research_share),
+    )
 
 
 def build_base(out_dir: str | Path, seed: int = 0, research_share: float = RESEARCH_SHARE) -> list[dict]:

@@ -135,21 +135,13 @@ def demonstration_texts(count: int, seed: int, config: DesignConfig) -> list[tup
     """`(prompt, completion)` demonstrations played in the environment (chapter 08's `demonstration_texts` with the
     re-searching demonstrator), on chapter 08's demonstration questions."""
     rng = random.Random(seed)
-    env = make_env("train", config)
-    texts = []
-    for task_seed in ch08.demonstration_seeds(count, seed):
-        prompt, _ = env.reset(seed=task_seed)
-        parts = []
-        actions = demonstrator_actions(
-            env.question, rng, config.precise_share, config.research_share, config.max_researches
-        )
-        for action in actions:
-            observation, *_ = env.step(action)
-            parts += [action, observation] if observation else [action]
-        if not env.done:
-            raise RuntimeError(f"a demonstration did not end its episode: {prompt} {' '.join(parts)}")
-        texts.append((prompt, " ".join(parts)))
-    return texts
+    return ch08.played_demonstrations(
+        make_env("train", config),
+        ch08.demonstration_seeds(count, seed),
+        lambda question: demonstrator_actions(
+            question, rng, config.precise_share, config.research_share, config.max_researches
+        ),
+    )
 
 
 def cache_dir() -> Path:
