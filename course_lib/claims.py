@@ -21,7 +21,7 @@ which makes a chapter that stops reproducing its paper fail `pytest --nbval`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 CHECK_DECIMALS = 9
@@ -118,24 +118,21 @@ class ClaimSpec:
         if self.kind not in KINDS:
             raise ValueError(f"claim {self.id}: kind must be one of {KINDS}, got {self.kind!r}")
 
-    def evaluate(self, numbers: Mapping[str, float], partial: bool = False) -> Claim:
-        """Today's `Claim`: run the check on `numbers`, rounded first (`settled`).
-
-        With `partial` (a run of a subset of the chapter's arms) a check that reads a number the run did not
-        produce gives an unmeasured claim instead of a `KeyError`; a full run keeps the error, so that a check
-        reading a misspelt key fails loudly."""
-        try:
-            passed = bool(self.check(settled(numbers)))
-        except KeyError:
-            if not partial:
-                raise
+    def evaluate(self, numbers: Mapping[str, float], measured: bool = True) -> Claim:
+        """Today's `Claim`: run the check on `numbers`, rounded first (`settled`). With `measured` False (a run that
+        did not train the arms the claim compares: a notebook's live subset) the check is not run and the claim
+        has no verdict this run; the recorded one stands."""
+        if not measured:
             return Claim(self.id, self.statement, False, self.required, self.kind, measured=False)
-        return Claim(self.id, self.statement, passed, self.required, self.kind)
+        return Claim(self.id, self.statement, bool(self.check(settled(numbers))), self.required, self.kind)
 
 
-def evaluate_all(specs: Sequence[ClaimSpec], numbers: Mapping[str, float], partial: bool = False) -> list[Claim]:
-    """Every spec evaluated on the same numbers, in order (`partial`: see `ClaimSpec.evaluate`)."""
-    return [spec.evaluate(numbers, partial) for spec in specs]
+def evaluate_all(
+    specs: Sequence[ClaimSpec], numbers: Mapping[str, float], unmeasured: Collection[str] = ()
+) -> list[Claim]:
+    """Every spec evaluated on the same numbers, in order; the ids in `unmeasured` get no verdict this run (a
+    chapter's `unmeasured_claims(results)` says which: those whose arms the run did not train)."""
+    return [spec.evaluate(numbers, spec.id not in unmeasured) for spec in specs]
 
 
 def report(claims: list[Claim], course: Mapping[str, str] | None = None) -> None:

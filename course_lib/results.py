@@ -14,7 +14,7 @@ import math
 import platform
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -232,10 +232,13 @@ def table_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def claims_table(specs: Sequence[ClaimSpec], numbers: Mapping[str, float], recorded: Mapping | None) -> str:
+def claims_table(
+    specs: Sequence[ClaimSpec], numbers: Mapping[str, float], recorded: Mapping | None, unmeasured: Collection[str] = ()
+) -> str:
     """A Markdown table: claim, its kind (`claims.KINDS`, induced or not), the paper's number, the miniature's test,
     this run's headline value, its range over the recorded seeds (`recorded` is `load(chapter)`, or None), and this
-    run's verdict (the course-level one is `course_lib.verdicts`')."""
+    run's verdict (none for the ids in `unmeasured`, whose arms the run did not train; the course-level verdict is
+    `course_lib.verdicts`')."""
     lines = [
         "| claim | kind | paper | miniature's test (margin) | this run | recorded seeds | this run's verdict |",
         "|---|---|---|---|---|---|---|",
@@ -248,7 +251,7 @@ def claims_table(specs: Sequence[ClaimSpec], numbers: Mapping[str, float], recor
             low, high = min(values.values()), max(values.values())
             spread = f"{format_number(low)} to {format_number(high)} ({_seed_list(list(values))})"
         this_run = format_number(numbers[spec.value]) if spec.value in numbers else "not measured"
-        verdict = spec.evaluate(numbers, partial=True).status  # a live run of some arms: the others unmeasured
+        verdict = spec.evaluate(numbers, spec.id not in unmeasured).status  # `unmeasured`: arms not run live
         cells = (spec.id, spec.label, spec.paper, f"{spec.statement} [`{spec.value}`]", this_run, spread, verdict)
         lines.append("| " + " | ".join(table_cell(c) for c in cells) + " |")
     return "\n".join(lines)

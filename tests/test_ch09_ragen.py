@@ -213,6 +213,7 @@ def test_a_short_run_measures_every_claim_number():
     assert all(live["final"][arm] == results["final"][arm] for arm in ch09.LIVE_ARMS)
     statuses = {claim.id: claim.measured for claim in ch09.claims(live, config)}
     assert statuses == {"C9.1": True, "C9.2": True, "C9.3": False, "C9.4": True}
+    assert ch09.unmeasured_claims(results, config) == set()
     with pytest.raises(ValueError, match="unknown arms"):
         ch09.run(0, config, arms=["starpo", "ppo"])
 

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from course_lib.claims import NOT_REPRODUCED, NOT_RUN_HERE, Claim, ClaimFailed, ClaimSpec, report
+from course_lib.claims import NOT_REPRODUCED, NOT_RUN_HERE, Claim, ClaimFailed, ClaimSpec, evaluate_all, report
 from course_lib.results import MODULES
 
 
@@ -40,15 +40,17 @@ def test_spec_evaluates_its_check_on_numbers():
     assert optional.evaluate({"x": 0.5}).status == NOT_REPRODUCED
 
 
-def test_a_claim_whose_numbers_a_partial_run_lacks_is_unmeasured(capsys):
-    """A run of some arms (`partial`): a check reading a missing number gives no verdict and never raises, even
-    for a required claim; a full run keeps the KeyError, so a misspelt key cannot pass silently."""
-    spec = ClaimSpec("C9.1", "x at least 1", "paper", "x", lambda n: n["x"] >= 1)
-    unmeasured = spec.evaluate({}, partial=True)
-    assert not unmeasured.measured and unmeasured.status == NOT_RUN_HERE
-    assert spec.evaluate({"x": 0.5}, partial=True).status == "FAIL", "a number that is there is still checked"
+def test_an_unmeasured_claim_has_no_verdict_and_never_raises(capsys):
+    """A run of some arms: a claim whose arms it did not train is not checked (its check is never called, so a
+    short-circuit on the numbers that are there cannot give a verdict either), even a required one."""
+    calls = []
+    spec = ClaimSpec("C9.1", "x at least 1", "paper", "x", lambda n: calls.append(1) or n["x"] >= 1)
+    unmeasured = spec.evaluate({"x": 0.5}, measured=False)
+    assert not unmeasured.measured and unmeasured.status == NOT_RUN_HERE and not calls
+    assert [c.status for c in evaluate_all([spec], {"x": 0.5}, unmeasured={"C9.1"})] == [NOT_RUN_HERE]
+    assert [c.status for c in evaluate_all([spec], {"x": 0.5})] == ["FAIL"]
     with pytest.raises(KeyError):
-        spec.evaluate({})
+        spec.evaluate({})  # a measured claim reading a missing number fails loudly
     report([unmeasured])  # required, but not run here: no ClaimFailed
     assert NOT_RUN_HERE in capsys.readouterr().out
 

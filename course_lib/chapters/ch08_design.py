@@ -46,10 +46,18 @@ from course_lib.rollout import RolloutEngine, Trajectory
 from course_lib.train import GRPOConfig, policy_iteration
 from course_lib.tree_rollout import TreeConfig, sample_trees
 
-BASE_DIR = Path(data.DATA_DIR) / "ch08_design_base"
-"""The committed base (built by `build_base`, seed 0; about 8 minutes on one CPU thread)."""
+BASE_NAME = "ch08_design_base"
+"""The committed base, an artifact of `data/MANIFEST.json` (built by `build_base`, seed 0; about 8 minutes on one
+CPU thread, with `BUILD_COMMAND`)."""
+BASE_DIR = Path(data.DATA_DIR) / BASE_NAME
+BUILD_COMMAND = (
+    'python -c "from course_lib import data; from course_lib.chapters import ch08_design as d; '
+    'd.build_base(data.DATA_DIR / d.BASE_NAME); data.record(d.BASE_NAME, d.BUILD_COMMAND, 0)"'
+)
+"""What rebuilds the base and records its hashes (the manifest names it when a file is missing or corrupted)."""
 BASE_SHA256 = "28d5c62bf6d37936b6680a58427db2ac1c09d3b7926cc7fe8c4ae1bb9a6c038e"
-"""sha256 of the base's `model.safetensors`, checked at load."""
+"""sha256 of the base's `model.safetensors` as pre-registered (the manifest checks every file at load; this pins the
+weights the recorded seeds were trained from)."""
 RESEARCH_SHARE = 0.3
 """The demonstrator's probability of re-searching precisely after a two-candidate response."""
 ITERATIONS = 40
@@ -107,13 +115,12 @@ def build_base(out_dir: str | Path, seed: int = 0, research_share: float = RESEA
 
 
 def load_base():
-    """`(model, tokenizer)` of the committed base, after checking its weights' hash."""
-    from course_lib.models import load
-
-    digest = hashlib.sha256((BASE_DIR / "model.safetensors").read_bytes()).hexdigest()
-    if digest != BASE_SHA256:
-        raise data.DataError(f"{BASE_DIR} does not hold the design's base (sha256 {digest}); rebuild: build_base")
-    return load(BASE_DIR, "cpu")
+    """`(model, tokenizer)` of the committed base, after checking every file against the manifest and the weights
+    against the pre-registered hash."""
+    digest = hashlib.sha256((BASE_DIR / "model.safetensors").read_bytes()).hexdigest() if BASE_DIR.exists() else None
+    if digest is not None and digest != BASE_SHA256:
+        raise data.DataError(f"{BASE_DIR} does not hold the design's base (sha256 {digest}); rebuild: {BUILD_COMMAND}")
+    return data.load_base(BASE_NAME, "cpu", data.DATA_DIR)
 
 
 # Counting the tool calls a sampler makes ---------------------------------------------------------

@@ -301,9 +301,18 @@ CLAIMS: tuple[ClaimSpec, ...] = (
 )
 
 
+CLAIM_ARMS: dict[str, tuple[str, ...]] = {"C12.1": ("aepo", "combined", "combined_bonus")}
+"""The arms each claim compares (a run without one of them cannot decide it)."""
+
+
+def unmeasured_claims(results: Mapping) -> set[str]:
+    """Ids of the claims whose arms this run did not train (`run`'s `arms`)."""
+    return {claim for claim, arms in CLAIM_ARMS.items() if not set(arms) <= set(results["final"])}
+
+
 def claims(results: Mapping) -> list[Claim]:
-    """C12.1 on `claim_numbers(results)`; unmeasured when this run did not train its arms (`run`'s `arms`)."""
-    return evaluate_all(CLAIMS, claim_numbers(results), partial=set(results["final"]) != set(ARMS))
+    """C12.1 on `claim_numbers(results)`; no verdict this run when it did not train C12.1's arms."""
+    return evaluate_all(CLAIMS, claim_numbers(results), unmeasured_claims(results))
 
 
 CURVE_KEYS = ("eval_success", "eval_monitor_mi", "entropy")
