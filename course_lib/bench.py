@@ -2,6 +2,7 @@
 
     python -m course_lib.bench rollout [--batch 64] [--group 8] [--repeats 7] [--tasks ch00 ch03 ...]
     python -m course_lib.bench trl [--pairs 7]
+    python -m course_lib.bench decoder [--batch 64] [--steps 24] [--repeats 7]
 
 `rollout`:
 
@@ -33,6 +34,13 @@ through `rollout_func`, so only TRL's scoring and update differ. Phases: generat
 reward, plus the course's advantage), update (TRL: the log-prob forward pass, loss, backward and optimizer step; the
 first pair is a warm-up and is dropped). The last line, `iteration_speedup_vs_trl=X.XX`, is TRL's seconds per
 iteration over the course's on chapter 05, the median over the pairs.
+
+`decoder`: what a model family without the lean decoder pays. The course's llama model (chapter 00's cpu preset, its
+word-level tokenizer, random weights: speed does not depend on them) decodes the same left-padded batch (prompts of 8
+to 16 tokens, then `--steps` single-token steps, chapter 00's 40-token budget) through `kv_decoder.KVDecoder` and
+through `hf_decoder.HFDecoder` (the model's own forward over a `DynamicCache`, what any other family runs), in
+interleaved pairs. The last line, `generic_step_slowdown=X.XX`, is the generic decoder's seconds per decode step over
+the lean one's, the median over the pairs.
 """
 
 from __future__ import annotations
@@ -49,7 +57,8 @@ import torch
 from course_lib import data
 from course_lib.chapters import ToolTask, tool_tasks
 from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.models import count_parameters
+from course_lib.hf_decoder import make_decoder
+from course_lib.models import build_model, count_parameters
 from course_lib.rollout import RolloutEngine
 from course_lib.tokenizer import decode, encode
 from course_lib.train import policy_iteration
@@ -359,6 +368,53 @@ def bench_trl(pairs: int, prompts: int = 16, group: int = 4, tool_prompts: int =
     return single
 
 
+def time_decoder(
+    model, ids: torch.Tensor, mask: torch.Tensor, steps: torch.Tensor, generic: bool
+) -> tuple[float, float]:
+    """Seconds of the prefill and per decode step of one decoder over prompts `ids` `[B, L]` and `steps` `[N, B]`."""
+    decoder = make_decoder(model, ids.shape[0], ids.shape[1] + steps.shape[0], generic=generic)
+    start = time.perf_counter()
+    decoder.prefill(ids, mask)
+    prefilled = time.perf_counter()
+    for tokens in steps:
+        decoder.step(tokens)
+    return prefilled - start, (time.perf_counter() - prefilled) / steps.shape[0]
+
+
+def bench_decoder(batch: int, steps: int, repeats: int) -> float:
+    tokenizer = ch00.build_tokenizer_for_chapter()
+    torch.manual_seed(0)
+    model = build_model(tokenizer, ch00.preset("cpu").model_preset, max_positions=64).eval()
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(8, 17, (batch,), generator=generator).tolist()
+    width = max(lengths)
+    ids = torch.full((batch, width), tokenizer.pad_token_id)
+    mask = torch.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, width - length :] = torch.randint(4, len(tokenizer), (length,), generator=generator)
+        mask[row, width - length :] = 1
+    tokens = torch.randint(4, len(tokenizer), (steps, batch), generator=generator)
+    print(
+        f"llama {ch00.preset('cpu').model_preset} ({count_parameters(model):,} parameters), batch {batch}, prompts of "
+        f"8-16 tokens, {steps} decode steps, {repeats} interleaved pairs (after one warm-up pair)"
+    )
+    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for pair in range(repeats + 1):
+        for generic in (False, True) if pair % 2 else (True, False):
+            timing = time_decoder(model, ids, mask, tokens, generic)
+            if pair:
+                runs[generic].append(timing)
+    for generic, label in ((False, "KVDecoder (lean)"), (True, "HFDecoder (generic)")):
+        prefill = statistics.median(t[0] for t in runs[generic]) * 1e3
+        step = statistics.median(t[1] for t in runs[generic]) * 1e3
+        print(f"  {label}: prefill {prefill:.2f} ms, decode step {step:.2f} ms")
+    ratios = [g[1] / k[1] for k, g in zip(runs[False], runs[True])]
+    print(f"  generic over lean per decode step: range {min(ratios):.2f}-{max(ratios):.2f} over {repeats} pairs")
+    slowdown = statistics.median(ratios)
+    print(f"generic_step_slowdown={slowdown:.2f}")
+    return slowdown
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.bench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -372,9 +428,15 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     trl = sub.add_parser("trl", help="one course_lib GRPO iteration vs one step of TRL's GRPOTrainer")
     trl.add_argument("--pairs", type=int, default=7, help="interleaved pairs of iterations, after one warm-up pair")
+    decoder = sub.add_parser("decoder", help="the generic decoder (any family) vs the lean KVDecoder, per decode step")
+    decoder.add_argument("--batch", type=int, default=64)
+    decoder.add_argument("--steps", type=int, default=24, help="single-token decode steps after the prefill")
+    decoder.add_argument("--repeats", type=int, default=7, help="interleaved pairs of lean and generic runs")
     args = parser.parse_args(argv)
     if args.command == "trl":
         bench_trl(args.pairs)
+    elif args.command == "decoder":
+        bench_decoder(args.batch, args.steps, args.repeats)
     else:
         bench_rollout(args.batch, args.group, args.repeats, args.tasks)
     return 0
