@@ -11,7 +11,9 @@ import contextlib
 import importlib
 import inspect
 import io
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -231,3 +233,115 @@ def test_the_prepared_gpu_run_runs_chapters_under_the_gpu_preset_and_summarises(
     assert gpu_preset.main(["--chapters", "00", "04", "--budget-minutes", "0"]) == 1
     out = capsys.readouterr().out
     assert out.count("not run (budget spent)") == 2 and out.strip().endswith("gpu_preset_chapters_ok=0/2")
+
+
+# The pretrained-model mode: `--model <hub id or folder>` --------------------------------------------------------
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory) -> Path:
+    """A random-init qwen2 stand-in with the byte-level BPE tokenizer and ChatML template, saved as a checkpoint."""
+    from course_lib import standins
+
+    return standins.build_standin(tmp_path_factory.mktemp("standin") / "model", "qwen2")
+
+
+def test_pretrained_mode_runs_chapter00_on_a_checkpoint_under_the_gpu_preset(standin, tmp_path, monkeypatch, capsys):
+    """`--model <folder>` on the tiny gpu preset: chapter 00's command in its own process on the stand-in (LoRA warm
+    start in the chat format, RL, claims), its minutes, warm start and verdicts in the summary, its last lines
+    printed; nothing recorded."""
+    from course_lib import gpu_preset
+
+    _tiny_gpu_env(monkeypatch, tmp_path / "gpu")
+    monkeypatch.chdir(tmp_path)  # a `results/` written by mistake would land here
+    assert gpu_preset.main(["--model", str(standin), "--chapters", "00", "--budget-minutes", "5"]) == 0
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert lines[0] == f"pretrained-model mode: {standin} from {standin.resolve()}, chapters ch00"
+    assert lines[-1] == "gpu_preset_chapters_ok=1/1"
+    summary = lines[lines.index("summary:") + 1]
+    assert re.match(r"  ch00: ok, \d+\.\d min; warm start LoRA, loss \d+\.\d{3} -> \d+\.\d{3}; C0\.1 ", summary)
+    assert all(f"C0.{k} " in summary for k in range(1, 5))
+    assert lines.index("summary:") > 2, "the chapter's last lines are printed before the summary"
+    assert not (tmp_path / "results").exists()
+
+
+def _fake_chapter(calls: list):
+    """A stand-in for `subprocess.run` that records each command and environment and prints a chapter's lines."""
+    printed = (
+        "model: LoRA warm start on the chapter's demonstrations, loss 4.100 -> 1.250 over 16 steps; turns of ...\n"
+        "seed 0 (0.1 min)\n  C0.1 PASS x\n  C0.2 FAIL y\nlast line\n"
+    )
+
+    def run(command, env, capture_output, text, timeout):
+        calls.append((command, env))
+        return subprocess.CompletedProcess(command, 0, stdout=printed, stderr="")
+
+    return run
+
+
+def test_pretrained_mode_passes_the_folder_offline_and_reads_the_warm_start(standin, monkeypatch, capsys):
+    from course_lib import gpu_preset
+
+    calls: list = []
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(gpu_preset.subprocess, "run", _fake_chapter(calls))
+    assert gpu_preset.main(["--model", str(standin), "--full-finetune", "--budget-minutes", "5"]) == 0
+    keys = [command[2].removeprefix("course_lib.chapters.")[:4] for command, _ in calls]
+    assert keys == ["ch00", "ch04", "ch06", "ch07", "ch08"] == gpu_preset.model_chapters()  # the default chapters
+    command, env = calls[0]
+    assert command[-3:] == ["--model", str(standin.resolve()), "--full-finetune"] and "--record" not in command
+    assert env["COURSE_SCALE"] == "gpu" and env["HF_HUB_OFFLINE"] == "1"
+    out = capsys.readouterr().out
+    assert "  ch07: ok, 0.0 min; warm start LoRA, loss 4.100 -> 1.250; C0.1 PASS, C0.2 FAIL" in out
+    assert out.count("last line") == 5  # every chapter's tail, not only a failing one's
+    # The normal mode is as it was: no --model, no offline switch, a tail only on failure.
+    calls.clear()
+    assert gpu_preset.main(["--chapters", "01", "--budget-minutes", "5"]) == 0
+    (command, env), out = calls[0], capsys.readouterr().out
+    assert command[-2:] == ["--seeds", "0"] and "HF_HUB_OFFLINE" not in env
+    assert "last line" not in out and "ch01: ok, 0.0 min;" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--record"], "not recorded"),
+        (["--chapters", "01"], "do not take a checkpoint"),
+        (["--chapters", "00", "42"], "unknown chapters"),
+    ],
+)
+def test_pretrained_mode_refuses_what_it_cannot_do(standin, argv, message, capsys):
+    from course_lib import gpu_preset
+
+    with pytest.raises(SystemExit):
+        gpu_preset.main(["--model", str(standin), *argv])
+    assert message in capsys.readouterr().err
+
+
+def test_full_finetune_needs_a_model(capsys):
+    from course_lib import gpu_preset
+
+    with pytest.raises(SystemExit):
+        gpu_preset.main(["--full-finetune"])
+    assert "--full-finetune goes with --model" in capsys.readouterr().err
+
+
+def test_a_hub_id_is_read_from_the_cache_and_never_downloaded(standin, tmp_path, capsys):
+    """A hub id resolves to its snapshot in the Hugging Face cache (laid out here as `huggingface_hub` writes it);
+    one not there is an error that says the course does not download, and names the download command."""
+    from course_lib import gpu_preset
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--course--standin"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(standin, repo / "snapshots" / commit)
+    assert gpu_preset.resolve_model("course/standin", tmp_path / "hub") == repo / "snapshots" / commit
+    with pytest.raises(FileNotFoundError, match="never downloads at run time") as missing:
+        gpu_preset.resolve_model("course/absent", tmp_path / "hub")
+    assert "hf download course/absent" in str(missing.value)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="without config.json"):
+        gpu_preset.resolve_model(str(tmp_path / "empty"))
+    with pytest.raises(SystemExit):  # the command line says the same, before any chapter runs
+        gpu_preset.main(["--model", "course/absent-from-every-cache-0"])
+    assert "never downloads at run time" in capsys.readouterr().err
