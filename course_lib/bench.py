@@ -3,6 +3,7 @@
     python -m course_lib.bench rollout [--batch 64] [--group 8] [--repeats 7] [--tasks ch00 ch03 ...]
     python -m course_lib.bench trl [--pairs 7]
     python -m course_lib.bench decoder [--batch 64] [--steps 24] [--repeats 7]
+    python -m course_lib.bench roofline [--presets tiny tiny_wide] [--batch 64] [--repeats 7]
 
 `rollout`:
 
@@ -41,6 +42,17 @@ to 16 tokens, then `--steps` single-token steps, chapter 00's 40-token budget) t
 through `hf_decoder.HFDecoder` (the model's own forward over a `DynamicCache`, what any other family runs), in
 interleaved pairs. The last line, `generic_step_slowdown=X.XX`, is the generic decoder's seconds per decode step over
 the lean one's, the median over the pairs.
+
+`roofline`: the limit the course's speed is judged against. A fresh model of each preset (chapter 00's word-level
+tokenizer and environment, its cpu sampling, `--batch` episodes) generates one rollout batch through the engine, whose
+decoder forwards are counted (`CountingDecoder`) and timed (`engine.timings["model"]`); then one forward and backward of
+`train.token_logprobs` runs on that batch, right-padded to `[B, T]`. FLOPs follow `forward_flops` (2 x the weights of
+every matrix product per position, plus attention's 4 x layers x width x context; the backward twice the forward).
+Each phase's achieved FLOP/s is set against this CPU's `torch.matmul` throughput on the same products (a decode
+step's `[B, d] x [d, k]`, the update's `[B*T, d] x [d, k]` and its two gradient products) with the same threads. The
+fraction is the best timed run over the fastest matmul block (this machine is shared: both are its least disturbed
+measurements; the median is printed too). The last line, `generation_of_matmul_peak=X.XX
+update_of_matmul_peak=X.XX` (three significant digits), is the first preset's two fractions.
 """
 
 from __future__ import annotations
@@ -51,17 +63,20 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from unittest import mock
 
 import torch
 
 from course_lib import data
+from course_lib import rollout as rollout_module
 from course_lib.chapters import ToolTask, tool_tasks
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.hf_decoder import make_decoder
+from course_lib.kv_decoder import causal_lm
 from course_lib.models import build_model, count_parameters
-from course_lib.rollout import RolloutEngine
+from course_lib.rollout import RolloutEngine, collate, pad_id
 from course_lib.tokenizer import decode, encode
-from course_lib.train import policy_iteration
+from course_lib.train import policy_iteration, token_logprobs
 
 
 @dataclass
@@ -415,6 +430,233 @@ def bench_decoder(batch: int, steps: int, repeats: int) -> float:
     return slowdown
 
 
+@dataclass(frozen=True)
+class MatmulShape:
+    """What a Llama-family forward's FLOPs depend on: the decoder layers' projection weights (q, k, v, o, gate, up,
+    down: `in x out` summed over layers), the LM head's (`d x V`), the layer count, and the attention width
+    (heads x head size, the `d` of the QK^T and AV products)."""
+
+    layer_weights: int
+    head_weights: int
+    layers: int
+    attention_width: int
+
+    @classmethod
+    def of(cls, model: torch.nn.Module) -> MatmulShape:
+        lm = causal_lm(model)
+        config = lm.config
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        layer_weights = sum(
+            module.weight.numel() for module in lm.model.layers.modules() if isinstance(module, torch.nn.Linear)
+        )
+        return cls(layer_weights, lm.lm_head.weight.numel(), config.num_hidden_layers,
+                   config.num_attention_heads * head_dim)  # fmt: skip
+
+
+def forward_flops(shape: MatmulShape, rows: int, new: int, context: int, head_positions: int) -> int:
+    """FLOPs of one forward over `new` positions in each of `rows` sequences, each query attending over `context`
+    key slots, with the LM head applied at `head_positions` positions per row.
+
+    A matrix product `[n, a] x [a, b]` is `2 n a b` FLOPs (one multiply and one add per term), so the projections
+    and MLP cost 2 x their weights per position (Kaplan et al. 2020, "Scaling Laws for Neural Language Models",
+    table 1: `C_forward ~ 2N`), and attention adds QK^T and the AV product, `2 x context x width` each per layer and
+    position (the `4 L d n_ctx` of the "Transformer FLOPs" accounting of Chowdhery et al. 2022, PaLM, appendix B;
+    Kaplan's table counts QK^T alone). Norms, rotary, softmax and sampling are left out (a few FLOPs per activation,
+    not per weight)::
+
+        rows x [new x (2 layer_weights + 4 layers width context) + head_positions x 2 head_weights]
+    """
+    per_position = 2 * shape.layer_weights + 4 * shape.layers * shape.attention_width * context
+    return rows * (new * per_position + head_positions * 2 * shape.head_weights)
+
+
+class CountingDecoder:
+    """A rollout decoder that records each forward's `(rows, new positions, cache slots after it)`.
+
+    The engine builds its decoder inside `run`; the benchmark hands it this wrapper (one list append per forward)
+    so that the FLOPs are counted from the shapes the decoder really ran, padding included."""
+
+    def __init__(self, decoder, forwards: list[tuple[int, int, int]]):
+        self.decoder, self.forwards, self.length = decoder, forwards, 0
+
+    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        self.length = input_ids.shape[1]
+        self.forwards.append((input_ids.shape[0], input_ids.shape[1], self.length))
+        return self.decoder.prefill(input_ids, attention_mask)
+
+    def step(self, token_ids: torch.Tensor, attend: torch.Tensor | None = None) -> torch.Tensor:
+        new = 1 if token_ids.dim() == 1 else token_ids.shape[1]
+        self.length += new
+        self.forwards.append((token_ids.shape[0], new, self.length))
+        return self.decoder.step(token_ids, attend)
+
+    def keep(self, rows: torch.Tensor) -> None:
+        self.decoder.keep(rows)
+
+
+def generation_flops(shape: MatmulShape, forwards: Sequence[tuple[int, int, int]]) -> int:
+    """FLOPs of a rollout's decoder forwards: every fed position (left padding included: the decoder computes it)
+    through the layers, each attending over every cache slot written so far (the static-cache decoder hands them
+    all to the kernel, masked), and the LM head once per row (the decoder keeps the last position's logits)."""
+    return sum(forward_flops(shape, rows, new, slots, 1) for rows, new, slots in forwards)
+
+
+def update_flops(shape: MatmulShape, rows: int, length: int) -> int:
+    """FLOPs of one forward and backward of `train.token_logprobs` over a padded `[rows, length]` batch: the
+    forward with the LM head at every position and full `length`-key attention (the padding mask is a mask, not
+    a shorter product), and a backward of twice the forward (a gradient for the input and one for the weight of
+    every product; Kaplan et al. 2020, section 2.1: ~6N per token for training)."""
+    return 3 * forward_flops(shape, rows, length, length, length)
+
+
+def matmul_rate(products: Sequence[tuple[int, int, int]], min_seconds: float, blocks: int = 5) -> float:
+    """This CPU's FLOP/s on the products `[n, a] x [a, b]` listed as `(n, a, b)`, run back to back as a model
+    runs them: the fastest of `blocks` timed blocks (each repeats the set for at least `min_seconds`), since a
+    ceiling is what the hardware can do and this machine's other processes only ever slow a block down."""
+    generator = torch.Generator().manual_seed(0)
+    operands = [
+        (torch.randn(n, a, generator=generator), torch.randn(a, b, generator=generator)) for n, a, b in products
+    ]
+    flops = sum(2 * n * a * b for n, a, b in products)
+    for left, right in operands:  # warm-up: first calls allocate and pick kernels
+        torch.matmul(left, right)
+    best = 0.0
+    for _ in range(blocks):
+        repeats, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < min_seconds or repeats == 0:
+            for left, right in operands:
+                torch.matmul(left, right)
+            repeats += 1
+        best = max(best, repeats * flops / elapsed)
+    return best
+
+
+def decode_products(model: torch.nn.Module, rows: int) -> list[tuple[int, int, int]]:
+    """The matrix products of one decode step over `rows` sequences: each layer's weights as the lean decoder
+    applies them (q/k/v and gate/up fused when plain), then the LM head."""
+    lm = causal_lm(model)
+    products = []
+    for layer in lm.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        fused = [[attn.q_proj, attn.k_proj, attn.v_proj], [attn.o_proj], [mlp.gate_proj, mlp.up_proj], [mlp.down_proj]]
+        for group in fused:
+            products.append((rows, group[0].in_features, sum(linear.out_features for linear in group)))
+    products.append((rows, lm.lm_head.in_features, lm.lm_head.out_features))
+    return products
+
+
+def update_products(model: torch.nn.Module, positions: int) -> list[tuple[int, int, int]]:
+    """The update's matrix products over `positions` (B x T) rows: for every projection and the LM head
+    `[P, in] x [in, out]` forward, `[P, out] x [out, in]` for the input's gradient and `[in, P] x [P, out]` for the
+    weight's (what autograd runs for `F.linear`)."""
+    lm = causal_lm(model)
+    products = []
+    for linear in [m for m in lm.model.layers.modules() if isinstance(m, torch.nn.Linear)] + [lm.lm_head]:
+        a, b = linear.in_features, linear.out_features
+        products += [(positions, a, b), (positions, b, a), (a, positions, b)]
+    return products
+
+
+@dataclass
+class Roofline:
+    """One model's achieved FLOP/s per timed run, in generation and in the update, and the matmul ceilings at their
+    shapes."""
+
+    generation: list[float]
+    generation_peak: float
+    update: list[float]
+    update_peak: float
+    detail: str
+
+    def fractions(self) -> tuple[float, float]:
+        """Each phase's best run over its ceiling: like for like, since the ceiling is also the least disturbed
+        measurement (on a shared machine the median mostly measures the other processes)."""
+        return max(self.generation) / self.generation_peak, max(self.update) / self.update_peak
+
+
+def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) -> Roofline:
+    """Chapter 00's environment and sampling on a fresh `preset` model with chapter 00's word-level tokenizer
+    (random weights: the FLOPs and the speed do not depend on them; an untrained policy rarely stops early, so its
+    sequences run to the 40-token budget)."""
+    tokenizer = ch00.build_tokenizer_for_chapter()
+    torch.manual_seed(0)
+    model = build_model(tokenizer, preset, max_positions=64)
+    shape = MatmulShape.of(model)
+    sampling = ch00.preset("cpu").sampling
+    real_make_decoder = rollout_module.make_decoder
+    forwards: list[tuple[int, int, int]] = []
+
+    def counting(*args, **kwargs) -> CountingDecoder:
+        return CountingDecoder(real_make_decoder(*args, **kwargs), forwards)
+
+    rates, trajectories = [], []
+    with mock.patch.object(rollout_module, "make_decoder", counting):  # the engine's own code, counted
+        for run in range(repeats + 1):  # the first run is a warm-up
+            forwards.clear()
+            engine = RolloutEngine(model, tokenizer, sampling)
+            envs = [ch00.make_env() for _ in range(batch)]
+            trajectories = engine.rollout(envs, list(range(batch)), generator=torch.Generator().manual_seed(run))
+            if not forwards:
+                raise RuntimeError("the engine no longer builds its decoder with rollout.make_decoder: nothing counted")
+            if run:
+                rates.append(generation_flops(shape, forwards) / engine.timings["model"])
+    steps = sum(1 for _, new, _ in forwards if new == 1)
+
+    rollout_batch = collate(trajectories, pad_id(tokenizer))
+    rows, length = rollout_batch.input_ids.shape
+    model.train()
+    update_rates = []
+    for run in range(repeats + 1):
+        model.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        logprobs, _ = token_logprobs(model, rollout_batch.input_ids, rollout_batch.attention_mask)
+        # A GRPO-shaped loss: per-token log-probs weighted on the policy's tokens (the weights do not change FLOPs).
+        loss = -(logprobs * rollout_batch.loss_mask).sum() / rollout_batch.loss_mask.sum()
+        loss.backward()
+        seconds = time.perf_counter() - start
+        if run:
+            update_rates.append(update_flops(shape, rows, length) / seconds)
+    model.zero_grad(set_to_none=True)
+
+    detail = (
+        f"{count_parameters(model):,} parameters ({shape.layer_weights:,} in the layers' products, "
+        f"{shape.head_weights:,} in the LM head); last rollout: {generation_flops(shape, forwards) / 1e9:.2f} GFLOP "
+        f"in {len(forwards)} forwards ({steps} single-token steps); update: "
+        f"{update_flops(shape, rows, length) / 1e9:.2f} GFLOP on [{rows}, {length}]"
+    )
+    return Roofline(
+        rates, matmul_rate(decode_products(model, batch), min_seconds),
+        update_rates, matmul_rate(update_products(model, rows * length), min_seconds), detail,
+    )  # fmt: skip
+
+
+def bench_roofline(presets: Sequence[str], batch: int, repeats: int, min_seconds: float = 0.05) -> list[Roofline]:
+    """`python -m course_lib.bench roofline`: per model preset, generation's and the update's achieved FLOP/s
+    against this CPU's matmul throughput at the same shapes; the last line is the first preset's two fractions."""
+    print(
+        f"Chapter 00's tool task, {batch} episodes, cpu-preset sampling, {torch.get_num_threads()} torch threads, "
+        f"{repeats} timed runs per phase (after a warm-up); matmul ceiling: the fastest of 5 blocks of its products"
+    )
+    header = ("model", "phase", "median GFLOP/s", "best GFLOP/s", "matmul GFLOP/s", "best/matmul")
+    print("  {:10} {:11} {:>15} {:>13} {:>15} {:>12}".format(*header))
+    results = []
+    for preset in presets:
+        result = measure_roofline(preset, batch, repeats, min_seconds)
+        for phase, rates, peak, fraction in zip(
+            ("generation", "update"), (result.generation, result.update),
+            (result.generation_peak, result.update_peak), result.fractions(), strict=True,
+        ):  # fmt: skip
+            print(
+                f"  {preset:10} {phase:11} {statistics.median(rates) / 1e9:15.3f} {max(rates) / 1e9:13.3f} "
+                f"{peak / 1e9:15.3f} {fraction:12.3g}"
+            )
+        print(f"    {result.detail}")
+        results.append(result)
+    generation, update = results[0].fractions()
+    print(f"generation_of_matmul_peak={generation:.3g} update_of_matmul_peak={update:.3g}")
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.bench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -432,8 +674,15 @@ def main(argv: list[str] | None = None) -> int:
     decoder.add_argument("--batch", type=int, default=64)
     decoder.add_argument("--steps", type=int, default=24, help="single-token decode steps after the prefill")
     decoder.add_argument("--repeats", type=int, default=7, help="interleaved pairs of lean and generic runs")
+    roofline = sub.add_parser("roofline", help="achieved FLOP/s of generation and the update vs matmul throughput")
+    roofline.add_argument("--presets", nargs="+", default=["tiny", "tiny_wide"], help="model presets to measure")
+    roofline.add_argument("--batch", type=int, default=64, help="episodes in the rollout batch (and update rows)")
+    roofline.add_argument("--repeats", type=int, default=7, help="timed rollouts and updates, after one warm-up")
+    roofline.add_argument("--matmul-seconds", type=float, default=0.05, help="minimum seconds per timed matmul block")
     args = parser.parse_args(argv)
-    if args.command == "trl":
+    if args.command == "roofline":
+        bench_roofline(args.presets, args.batch, args.repeats, args.matmul_seconds)
+    elif args.command == "trl":
         bench_trl(args.pairs)
     elif args.command == "decoder":
         bench_decoder(args.batch, args.steps, args.repeats)

@@ -1,10 +1,16 @@
-"""The rollout benchmark runs end to end (its numbers are measurements, never asserted)."""
+"""The benchmarks run end to end (their numbers are measurements, never asserted) and count what they claim."""
 
 from __future__ import annotations
 
+import math
 import re
 
+import torch
+
 from course_lib import bench
+from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.hf_decoder import make_decoder
+from course_lib.models import build_model
 
 
 def test_rollout_benchmark_prints_its_measurements(capsys):
@@ -37,3 +43,47 @@ def test_interleaved_runs_pair_up_and_give_a_median_speedup():
     assert result.speedups == [2.0, 1.0, 6.0]
     assert result.speedup == 2.0
     assert result.describe() == "speedup 2.00 (range 1.00-6.00 over 3 pairs)"
+
+
+def test_roofline_prints_positive_fractions(capsys):
+    status = bench.main(
+        ["roofline", "--presets", "micro", "--batch", "4", "--repeats", "1", "--matmul-seconds", "0.002"]
+    )
+    out = capsys.readouterr().out
+    assert status == 0
+    rows = re.findall(r"^  micro +(generation|update) +(\S+) +(\S+) +(\S+) +(\S+)$", out, re.MULTILINE)
+    assert [row[0] for row in rows] == ["generation", "update"]
+    for _, median, best, peak, fraction in rows:
+        assert 0 < float(median) <= float(best) and 0 < float(peak)
+        assert 0 < float(fraction) < math.inf
+        assert abs(float(fraction) * float(peak) - float(best)) <= 0.001 + 0.01 * float(best)  # best over the ceiling
+    last = re.fullmatch(r"generation_of_matmul_peak=(\S+) update_of_matmul_peak=(\S+)", out.splitlines()[-1])
+    assert last and [float(value) for value in last.groups()] == [float(row[4]) for row in rows]
+
+
+def test_flop_formula_matches_a_hand_count():
+    """Chapter 00's tiny model: d = 128, 2 layers, MLP 384, vocabulary 2,024, q/k/v/o each d x d."""
+    tokenizer = ch00.build_tokenizer_for_chapter()
+    shape = bench.MatmulShape.of(build_model(tokenizer, "tiny"))
+    layer = 4 * 128 * 128 + 3 * 128 * 384  # 212,992 weights in one layer's products
+    assert shape == bench.MatmulShape(2 * layer, 128 * 2024, 2, 128)
+    # 2 rows x (3 positions x (2 x 425,984 + 4 x 2 x 128 x 5 slots) + 1 head position x 2 x 259,072)
+    assert bench.forward_flops(shape, rows=2, new=3, context=5, head_positions=1) == 6_178_816
+    # the update: 3 x a forward over [2, 3] with 3-key attention and the head at all 3 positions
+    assert bench.update_flops(shape, rows=2, length=3) == 3 * 2 * (3 * (851_968 + 4 * 2 * 128 * 3) + 3 * 518_144)
+    assert bench.update_flops(shape, rows=2, length=3) == 24_717_312
+    assert bench.generation_flops(shape, [(2, 3, 5), (1, 1, 6)]) == 6_178_816 + 851_968 + 4 * 2 * 128 * 6 + 518_144
+
+
+def test_counting_decoder_records_the_shapes_it_ran():
+    tokenizer = ch00.build_tokenizer_for_chapter()
+    torch.manual_seed(0)
+    model = build_model(tokenizer, "micro", max_positions=64).eval()
+    forwards: list[tuple[int, int, int]] = []
+    decoder = bench.CountingDecoder(make_decoder(model, 2, 16), forwards)
+    decoder.prefill(torch.tensor([[0, 5, 6, 7], [8, 9, 10, 11]]), torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
+    decoder.step(torch.tensor([12, 13]))
+    decoder.keep(torch.tensor([1]))
+    decoder.step(torch.tensor([[14, 15, 16]]))
+    assert forwards == [(2, 4, 4), (2, 1, 5), (1, 3, 8)]
+    assert decoder.length == decoder.decoder.length == 8
