@@ -44,10 +44,11 @@ interleaved pairs. The last line, `generic_step_slowdown=X.XX`, is the generic d
 the lean one's, the median over the pairs.
 
 `roofline`: the limit the course's speed is judged against. A fresh model of each preset (chapter 00's word-level
-tokenizer and environment, its cpu sampling, `--batch` episodes) generates one rollout batch through the engine, whose
-decoder forwards are counted (`CountingDecoder`) and timed (`engine.timings["model"]`); then one forward and backward of
-`train.token_logprobs` runs on that batch, right-padded to `[B, T]`. FLOPs follow `forward_flops` (2 x the weights of
-every matrix product per position, plus attention's 4 x layers x width x context; the backward twice the forward).
+tokenizer and environment, its cpu sampling, `--batch` episodes) generates one rollout batch through the engine,
+whose decoder forwards are counted (`counting_forwards`) and timed (`engine.timings["model"]`); then one forward and
+backward of `train.token_logprobs` runs on that batch, right-padded to `[B, T]`. FLOPs follow `forward_flops` (2 x
+the weights of every matrix product per position, plus attention's 4 x layers x width x context; the backward twice
+the forward).
 Each phase's achieved FLOP/s is set against this CPU's `torch.matmul` throughput on the same products (a decode
 step's `[B, d] x [d, k]`, the update's `[B*T, d] x [d, k]` and its two gradient products) with the same threads. The
 fraction is the best timed run over the fastest matmul block (this machine is shared: both are its least disturbed
@@ -61,20 +62,20 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from unittest import mock
 
 import torch
 
 from course_lib import data
-from course_lib import rollout as rollout_module
 from course_lib.chapters import ToolTask, tool_tasks
 from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.hf_decoder import make_decoder
-from course_lib.kv_decoder import causal_lm
+from course_lib.hf_decoder import HFDecoder, make_decoder
+from course_lib.kv_decoder import KVDecoder, causal_lm
 from course_lib.models import build_model, count_parameters
-from course_lib.rollout import RolloutEngine, collate, pad_id
+from course_lib.rollout import RolloutEngine, collate
 from course_lib.tokenizer import decode, encode
 from course_lib.train import policy_iteration, token_logprobs
 
@@ -470,28 +471,26 @@ def forward_flops(shape: MatmulShape, rows: int, new: int, context: int, head_po
     return rows * (new * per_position + head_positions * 2 * shape.head_weights)
 
 
-class CountingDecoder:
-    """A rollout decoder that records each forward's `(rows, new positions, cache slots after it)`.
+@contextmanager
+def counting_forwards(forwards: list[tuple[int, int, int]]) -> Iterator[None]:
+    """Inside the block, every decoder forward (`prefill` or `step` of `KVDecoder` or `HFDecoder`, whichever the
+    engine builds) appends `(rows, new positions, cache slots after it)` to `forwards`: the FLOPs are counted from
+    the shapes the decoder really ran, padding included, without touching the engine (one append per forward)."""
 
-    The engine builds its decoder inside `run`; the benchmark hands it this wrapper (one list append per forward)
-    so that the FLOPs are counted from the shapes the decoder really ran, padding included."""
+    def counted(method):
+        def wrapper(decoder, token_ids: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+            logits = method(decoder, token_ids, *args, **kwargs)
+            new = 1 if token_ids.dim() == 1 else token_ids.shape[1]
+            forwards.append((token_ids.shape[0], new, decoder.length))
+            return logits
 
-    def __init__(self, decoder, forwards: list[tuple[int, int, int]]):
-        self.decoder, self.forwards, self.length = decoder, forwards, 0
+        return wrapper
 
-    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        self.length = input_ids.shape[1]
-        self.forwards.append((input_ids.shape[0], input_ids.shape[1], self.length))
-        return self.decoder.prefill(input_ids, attention_mask)
-
-    def step(self, token_ids: torch.Tensor, attend: torch.Tensor | None = None) -> torch.Tensor:
-        new = 1 if token_ids.dim() == 1 else token_ids.shape[1]
-        self.length += new
-        self.forwards.append((token_ids.shape[0], new, self.length))
-        return self.decoder.step(token_ids, attend)
-
-    def keep(self, rows: torch.Tensor) -> None:
-        self.decoder.keep(rows)
+    with ExitStack() as stack:
+        for decoder in (KVDecoder, HFDecoder):
+            for name in ("prefill", "step"):
+                stack.enter_context(mock.patch.object(decoder, name, counted(getattr(decoder, name))))
+        yield
 
 
 def generation_flops(shape: MatmulShape, forwards: Sequence[tuple[int, int, int]]) -> int:
@@ -583,26 +582,21 @@ def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) 
     model = build_model(tokenizer, preset, max_positions=64)
     shape = MatmulShape.of(model)
     sampling = ch00.preset("cpu").sampling
-    real_make_decoder = rollout_module.make_decoder
     forwards: list[tuple[int, int, int]] = []
-
-    def counting(*args, **kwargs) -> CountingDecoder:
-        return CountingDecoder(real_make_decoder(*args, **kwargs), forwards)
-
     rates, trajectories = [], []
-    with mock.patch.object(rollout_module, "make_decoder", counting):  # the engine's own code, counted
+    with counting_forwards(forwards):  # the engine's own code, counted
         for run in range(repeats + 1):  # the first run is a warm-up
             forwards.clear()
             engine = RolloutEngine(model, tokenizer, sampling)
             envs = [ch00.make_env() for _ in range(batch)]
             trajectories = engine.rollout(envs, list(range(batch)), generator=torch.Generator().manual_seed(run))
             if not forwards:
-                raise RuntimeError("the engine no longer builds its decoder with rollout.make_decoder: nothing counted")
+                raise RuntimeError("the engine ran no KVDecoder or HFDecoder forward: nothing was counted")
             if run:
                 rates.append(generation_flops(shape, forwards) / engine.timings["model"])
     steps = sum(1 for _, new, _ in forwards if new == 1)
 
-    rollout_batch = collate(trajectories, pad_id(tokenizer))
+    rollout_batch = collate(trajectories, tokenizer.pad_token_id)
     rows, length = rollout_batch.input_ids.shape
     model.train()
     update_rates = []

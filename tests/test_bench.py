@@ -75,15 +75,17 @@ def test_flop_formula_matches_a_hand_count():
     assert bench.generation_flops(shape, [(2, 3, 5), (1, 1, 6)]) == 6_178_816 + 851_968 + 4 * 2 * 128 * 6 + 518_144
 
 
-def test_counting_decoder_records_the_shapes_it_ran():
+def test_counting_records_the_shapes_each_decoder_ran():
     tokenizer = ch00.build_tokenizer_for_chapter()
     torch.manual_seed(0)
     model = build_model(tokenizer, "micro", max_positions=64).eval()
-    forwards: list[tuple[int, int, int]] = []
-    decoder = bench.CountingDecoder(make_decoder(model, 2, 16), forwards)
-    decoder.prefill(torch.tensor([[0, 5, 6, 7], [8, 9, 10, 11]]), torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
-    decoder.step(torch.tensor([12, 13]))
-    decoder.keep(torch.tensor([1]))
-    decoder.step(torch.tensor([[14, 15, 16]]))
-    assert forwards == [(2, 4, 4), (2, 1, 5), (1, 3, 8)]
-    assert decoder.length == decoder.decoder.length == 8
+    for generic in (False, True):  # KVDecoder, then HFDecoder
+        forwards: list[tuple[int, int, int]] = []
+        with bench.counting_forwards(forwards):
+            decoder = make_decoder(model, 2, 16, generic=generic)
+            decoder.prefill(torch.tensor([[0, 5, 6, 7], [8, 9, 10, 11]]), torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
+            decoder.step(torch.tensor([12, 13]))
+            decoder.keep(torch.tensor([1]))
+            decoder.step(torch.tensor([[14, 15, 16]]))
+        decoder.step(torch.tensor([17]))  # outside the block: not counted
+        assert forwards == [(2, 4, 4), (2, 1, 5), (1, 3, 8)]
