@@ -7,10 +7,16 @@ belongs to, per-step rewards, anchors and infos, the group id, and for branched 
 and the branch position.
 
 Token in, token out: an observation is encoded once and appended as ids; the history is never
-re-tokenised. All sequences advance in lock-step through one `KVDecoder`: at each step a sequence
+re-tokenised. All sequences advance in lock-step through one decoder (`hf_decoder.make_decoder`: the lean
+`KVDecoder` for the Llama family, the model's own forward over a cache for any other): at each step a sequence
 either samples a token or, while its queue holds observation tokens, is fed the next of them.
-A turn ends at a stop tag (one token, e.g. `</tool_call>`) or after `max_turn_tokens`; its text
-goes to `env.step`, whose observation is queued. Finished sequences leave the batch.
+A turn ends at a stop string (e.g. `</tool_call>`), at EOS for a checkpoint's tokenizer, or after
+`max_turn_tokens`; its text, decoded by the tokenizer's own decoder, goes to `env.step`, whose observation is
+queued (as the prompt format renders it: `course_lib.prompt_format`). Finished sequences leave the batch.
+
+Stop strings: with the course's word-level tokenizers every tag is one token and is matched by id. A checkpoint's
+tokenizer (byte-level BPE) splits `</tool_call>` into several pieces and the policy may spell it with different
+ones, so the string is matched on the turn's decoded text and the turn ends at the token that completes it.
 
 Why queued observations are fed one token per step unless every live row has some: feeding each
 row's whole observation in one ragged, right-padded step was built and measured (exact against the
@@ -33,8 +39,10 @@ from typing import Any
 import torch
 
 from course_lib.envs.base import TextEnv
-from course_lib.kv_decoder import KVDecoder
-from course_lib.tokenizer import decode, encode, tag_id
+from course_lib.hf_decoder import make_decoder
+from course_lib.prompt_format import PlainFormat
+from course_lib.prompt_format import resolve as resolve_format
+from course_lib.tokenizer import decode, encode, is_word_level, single_token_id, tag_id
 
 
 @dataclass
@@ -48,9 +56,17 @@ class SamplingConfig:
     max_total_tokens: int = 128
     """Hard cap on a sequence's length, prompt and observations included (then `truncated`)."""
     stop_tags: tuple[str, ...] = ("</tool_call>", "</answer>")
-    """Tags that end a turn; each must be a single token of the tokenizer."""
+    """Strings that end a turn. A word-level tokenizer must have each as one token (a `KeyError` names the pieces
+    otherwise); any other tokenizer matches them on the turn's decoded text."""
+    end_at_eos: bool | None = None
+    """Whether EOS ends a turn. None: yes for a checkpoint's tokenizer (a chat model ends its message with it), no
+    for the course's word-level ones, whose bases never saw EOS in a demonstration (so the course's runs do not
+    depend on whether a sample ever hits it)."""
     snapshot_envs: bool = False
     """Keep a copy of the environment after every step, which `branch` needs."""
+    prompt_format: str = "plain"
+    """How the prompt and observations become ids (`course_lib.prompt_format.FORMATS`): `plain` for the course's
+    bases, `chat` for a checkpoint with a chat template."""
 
 
 @dataclass
@@ -225,11 +241,24 @@ class RolloutEngine:
     steps, n)` continues `n` copies of a trajectory from the end of its `steps`-th observation.
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig | None = None):
+    def __init__(self, model: torch.nn.Module, tokenizer, config: SamplingConfig | None = None, prompt_format=None):
         self.model = model
         self.tokenizer = tokenizer
         self.config = config or SamplingConfig()
-        self.stop_ids = {tag_id(tokenizer, tag) for tag in self.config.stop_tags}
+        self.format = resolve_format(prompt_format or self.config.prompt_format)
+        """`prompt_ids(tokenizer, observation)` and `observation_ids(tokenizer, observation, last_token)`."""
+        word_level = is_word_level(tokenizer)
+        if word_level:
+            self.stop_ids = {tag_id(tokenizer, tag) for tag in self.config.stop_tags}
+            self.stop_strings: tuple[str, ...] = ()
+        else:
+            single = (single_token_id(tokenizer, tag) for tag in self.config.stop_tags)
+            self.stop_ids = {token for token in single if token is not None}
+            self.stop_strings = tuple(self.config.stop_tags)
+        end_at_eos = not word_level if self.config.end_at_eos is None else self.config.end_at_eos
+        if end_at_eos and tokenizer.eos_token_id is not None:
+            self.stop_ids.add(tokenizer.eos_token_id)
+        self.pad_id = pad_id(tokenizer)
         self.timings = {"model": 0.0, "sampling": 0.0, "env": 0.0}
         """Seconds the last `run` spent in model forwards, in sampling, and in `env.step`."""
 
@@ -247,7 +276,7 @@ class RolloutEngine:
         starts = []
         for env, seed, group in zip(envs, seeds, group_ids, strict=True):
             obs, _ = env.reset(seed=seed)
-            prompt = [self.tokenizer.bos_token_id, *encode(self.tokenizer, obs)]
+            prompt = self.format.prompt_ids(self.tokenizer, obs)
             start = Trajectory(
                 env=env, token_ids=prompt, loss_mask=[0] * len(prompt), logprobs=[0.0] * len(prompt),
                 entropies=[0.0] * len(prompt), turn_ids=[-1] * len(prompt), group_id=group, seed=seed,
@@ -293,7 +322,7 @@ class RolloutEngine:
     @torch.no_grad()
     def run(self, trajectories: list[Trajectory], generator: torch.Generator | None = None) -> list[Trajectory]:
         """Continue every trajectory (its prefix ends at a turn boundary) until its episode ends."""
-        config, tokenizer = self.config, self.tokenizer
+        config = self.config
         device = next(self.model.parameters()).device
         lengths = [len(t.token_ids) for t in trajectories]
         width = max(lengths)
@@ -301,12 +330,13 @@ class RolloutEngine:
         # their cache rows and logits are then repeated for every trajectory that shares them.
         unique: dict[tuple[int, ...], int] = {}
         source = [unique.setdefault(tuple(t.token_ids), len(unique)) for t in trajectories]
-        input_ids = torch.full((len(unique), width), tokenizer.pad_token_id, dtype=torch.long)
+        input_ids = torch.full((len(unique), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros_like(input_ids)
         for prefix, row in unique.items():
             input_ids[row, width - len(prefix) :] = torch.tensor(prefix)
             attention[row, width - len(prefix) :] = 1
-        decoder = KVDecoder(self.model, len(unique), width + config.max_total_tokens - min(lengths) + 1)
+        # A prefix already longer than the budget is cut after one token: the cache still needs its one slot.
+        decoder = make_decoder(self.model, len(unique), width + max(config.max_total_tokens - min(lengths), 0) + 1)
         was_training = self.model.training
         self.model.eval()
         self.timings = dict.fromkeys(self.timings, 0.0)
@@ -333,7 +363,11 @@ class RolloutEngine:
                     token = tokens[row]
                     _append(t, token, t.num_turns, logprobs[row], entropies[row])
                     turn_tokens[index].append(token)
-                    if token in self.stop_ids or len(turn_tokens[index]) >= config.max_turn_tokens:
+                    if (
+                        token in self.stop_ids
+                        or len(turn_tokens[index]) >= config.max_turn_tokens
+                        or (self.stop_strings and self._completes_stop_string(turn_tokens[index]))
+                    ):
                         with self._timed("env"):
                             self._step_env(t, turn_tokens[index], queues[index])
                         turn_tokens[index] = []
@@ -393,6 +427,12 @@ class RolloutEngine:
         chosen = log_probs.gather(-1, tokens[:, None]).squeeze(-1)
         return tokens.tolist(), chosen.tolist(), entropy.tolist()
 
+    def _completes_stop_string(self, turn: list[int]) -> bool:
+        """Whether the turn's text so far holds a stop string (it did not before its last token: the turn would
+        have ended there)."""
+        text = decode(self.tokenizer, turn)
+        return any(stop in text for stop in self.stop_strings)
+
     def _step_env(self, t: Trajectory, action_ids: list[int], queue: deque) -> None:
         action = decode(self.tokenizer, action_ids)
         t.anchors.append(t.env.anchor())
@@ -403,7 +443,15 @@ class RolloutEngine:
         if self.config.snapshot_envs:
             t.snapshots.append(copy.deepcopy(t.env))
         if not (terminated or truncated) and obs:
-            queue.extend(encode(self.tokenizer, obs))
+            queue.extend(self.format.observation_ids(self.tokenizer, obs, action_ids[-1]))
+
+
+def pad_id(tokenizer) -> int:
+    """The id padding is written with: the tokenizer's pad token, else its EOS (padding is masked out either way)."""
+    for token_id in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if token_id is not None:
+            return token_id
+    raise ValueError("the tokenizer has neither a pad nor an EOS token: set tokenizer.pad_token")
 
 
 def _append(t: Trajectory, token: int, turn: int, logprob: float | None = None, entropy: float = 0.0) -> None:
@@ -415,28 +463,32 @@ def _append(t: Trajectory, token: int, turn: int, logprob: float | None = None, 
     t.turn_ids.append(turn)
 
 
-def alignment_errors(trajectory: Trajectory, tokenizer) -> list[str]:
-    """Mismatches between a trajectory's token ids and the environment's own transcript.
+def alignment_errors(trajectory: Trajectory, tokenizer, prompt_format=None) -> list[str]:
+    """Mismatches between a trajectory's token ids and the environment's own transcript, at id level.
 
-    For the prompt and every turn, the ids the policy generated must decode to the action the
-    environment received, and the observation ids must decode to the text it returned (for a
-    sequence `cut` by the length cap, a prefix of it). An empty list means the bookkeeping is exact.
+    The prompt's ids must be the prompt format's ids of the first observation, and every observation's ids the
+    format's ids of the text the environment returned (for a sequence `cut` by the length cap, a prefix of them);
+    the ids the policy sampled in a turn must decode to exactly the action the environment received (the policy's
+    ids are never re-encoded: re-encoding its text may give other ids, which is the drift a re-tokenizing trainer
+    sees, `expected_tokens`). An empty list means the bookkeeping is exact.
     """
+    prompt_format = prompt_format or PlainFormat()
     transcript = trajectory.env.transcript
     ids, mask, turns = trajectory.token_ids, trajectory.loss_mask, trajectory.turn_ids
     errors = []
-    prompt = decode(tokenizer, [i for i, k in zip(ids, turns, strict=True) if k == -1][1:])
-    if prompt != transcript.observations[0]:
-        errors.append(f"prompt: {prompt!r} != {transcript.observations[0]!r}")
+    prompt = [i for i, k in zip(ids, turns, strict=True) if k == -1]
+    if prompt != prompt_format.prompt_ids(tokenizer, transcript.observations[0]):
+        errors.append(f"prompt: {decode(tokenizer, prompt)!r} is not the format's {transcript.observations[0]!r}")
     for step, action in enumerate(transcript.actions):
-        sampled = decode(tokenizer, [i for i, m, k in zip(ids, mask, turns, strict=True) if k == step and m == 1])
+        sampled_ids = [i for i, m, k in zip(ids, mask, turns, strict=True) if k == step and m == 1]
+        sampled = decode(tokenizer, sampled_ids)
         if sampled != action:
             errors.append(f"turn {step} action: {sampled!r} != {action!r}")
         observed = [i for i, m, k in zip(ids, mask, turns, strict=True) if k == step and m == 0]
-        expected = (
-            [] if trajectory.env.done and step == len(transcript.actions) - 1 else transcript.observations[step + 1]
-        )
-        expected_ids = encode(tokenizer, expected) if expected else []
+        last_step = trajectory.env.done and step == len(transcript.actions) - 1
+        expected = [] if last_step else transcript.observations[step + 1]
+        last_token = sampled_ids[-1] if sampled_ids else None
+        expected_ids = prompt_format.observation_ids(tokenizer, expected, last_token) if expected else []
         if trajectory.cut and step == len(transcript.actions) - 1:
             expected_ids = expected_ids[: len(observed)]
         if observed != expected_ids:
@@ -444,23 +496,39 @@ def alignment_errors(trajectory: Trajectory, tokenizer) -> list[str]:
     return errors
 
 
-def expected_tokens(trajectory: Trajectory, tokenizer) -> tuple[list[int], list[int]]:
+def expected_tokens(
+    trajectory: Trajectory, tokenizer, prompt_format=None, actions: str = "reencode"
+) -> tuple[list[int], list[int]]:
     """Token ids and loss mask rebuilt independently from the environment's transcript.
 
-    The prompt and every observation are encoded on their own (mask 0), every action too (mask 1).
-    A rollout whose bookkeeping is exact has exactly these ids and this mask. For a sequence `cut`
-    by the length cap, the unfinished last action (which the environment never saw) is taken from
-    the trajectory, and the result is truncated to the trajectory's length.
+    The prompt and every observation are encoded on their own (mask 0), every action too (mask 1): what a trainer
+    that re-tokenizes the conversation's text sees. With the course's word-level tokenizers a rollout whose
+    bookkeeping is exact has exactly these ids and this mask; with a BPE tokenizer the policy's sampled ids may spell
+    an action differently from its encoding (retokenization drift). With `actions="sampled"` each action's ids are
+    the trajectory's own sampled ids of that turn instead (the engine never re-encodes them), so that the check is
+    of everything else: the prompt's and observations' ids and the mask, exact for any tokenizer (that the sampled
+    ids decode to the action the environment received is `alignment_errors`'). For a sequence `cut` by the length
+    cap, the
+    unfinished last action (which the environment never saw) is taken from the trajectory, and the result is
+    truncated to the trajectory's length.
     """
+    if actions not in ("reencode", "sampled"):
+        raise ValueError(f"actions must be 'reencode' or 'sampled', got {actions!r}")
+    prompt_format = prompt_format or PlainFormat()
     transcript = trajectory.env.transcript
-    ids = [tokenizer.bos_token_id, *encode(tokenizer, transcript.observations[0])]
+    ids = prompt_format.prompt_ids(tokenizer, transcript.observations[0])
     mask = [0] * len(ids)
+    rows = list(zip(trajectory.token_ids, trajectory.loss_mask, trajectory.turn_ids, strict=True))
     for step, action in enumerate(transcript.actions):
-        action_ids = encode(tokenizer, action)
+        if actions == "sampled":
+            action_ids = [i for i, m, k in rows if k == step and m == 1]
+        else:
+            action_ids = encode(tokenizer, action)
         ids += action_ids
         mask += [1] * len(action_ids)
         if not (trajectory.env.done and step == len(transcript.actions) - 1):
-            observation_ids = encode(tokenizer, transcript.observations[step + 1])
+            last_token = action_ids[-1] if action_ids else None
+            observation_ids = prompt_format.observation_ids(tokenizer, transcript.observations[step + 1], last_token)
             ids += observation_ids
             mask += [0] * len(observation_ids)
     if trajectory.cut:

@@ -22,7 +22,6 @@ import torch
 
 from course_lib.envs.base import TextEnv
 from course_lib.rollout import RolloutEngine, Trajectory
-from course_lib.tokenizer import encode
 
 ANCHOR_SOURCES = ("observation", "state")
 
@@ -135,7 +134,7 @@ def rollout_steps(
         for index in live:
             episode, view = episodes[index], views[index]
             text = step_prompt(view.observation, episode.history, window)
-            prompt = [tokenizer.bos_token_id, *encode(tokenizer, text)]
+            prompt = engine.format.prompt_ids(tokenizer, text)  # BOS + text in the course's plain format
             rows.append(
                 Trajectory(
                     env=view,

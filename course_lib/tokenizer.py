@@ -11,6 +11,7 @@ ids and still reproduce the text the environment produced.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 
 from tokenizers import Tokenizer
@@ -62,23 +63,68 @@ def canonical(text: str) -> str:
     return " ".join(text.split())
 
 
+def is_word_level(tokenizer: PreTrainedTokenizerFast) -> bool:
+    """True for the course's own tokenizers (`build_tokenizer`): one token per whitespace-separated word, tags single
+    tokens. Any other (a checkpoint's byte-level BPE, SentencePiece) splits text into pieces a word never maps to."""
+    return isinstance(tokenizer.backend_tokenizer.model, WordLevel)
+
+
+_warned_unknown: set[str] = set()
+
+
 def encode(tokenizer: PreTrainedTokenizerFast, text: str) -> list[int]:
     """Token ids of `text`, without adding BOS/EOS.
 
     Calls the Rust tokenizer directly: the rollout engine encodes every observation, and the
-    Python wrapper's bookkeeping would cost more than the encoding itself.
+    Python wrapper's bookkeeping would cost more than the encoding itself. A word that a word-level tokenizer maps
+    to `<unk>` warns once (per word): the model would otherwise read a word it cannot see without anyone knowing.
     """
-    return tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
+    ids = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
+    unknown = tokenizer.unk_token_id
+    if unknown is not None and unknown in ids and is_word_level(tokenizer):
+        _warn_unknown(tokenizer, text)
+    return ids
+
+
+def encode_with_offsets(tokenizer: PreTrainedTokenizerFast, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """`encode`'s ids and each token's `(start, end)` character span in `text` (the tokenizer's offset mapping),
+    so that a mask can be drawn on the text and land right for any tokenizer."""
+    encoding = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False)
+    if tokenizer.unk_token_id is not None and tokenizer.unk_token_id in encoding.ids and is_word_level(tokenizer):
+        _warn_unknown(tokenizer, text)
+    return encoding.ids, encoding.offsets
+
+
+def _warn_unknown(tokenizer: PreTrainedTokenizerFast, text: str) -> None:
+    vocab = tokenizer.get_vocab()
+    for word in text.split():
+        if word not in vocab and word not in _warned_unknown:
+            _warned_unknown.add(word)
+            warnings.warn(f"{word!r} is not in the word-level vocabulary: it is encoded as {UNK}", stacklevel=3)
 
 
 def decode(tokenizer: PreTrainedTokenizerFast, ids: Iterable[int]) -> str:
-    """Text of `ids`, special tokens kept, in canonical form (equal to `tokenizer.decode`)."""
-    return " ".join(tokenizer.convert_ids_to_tokens(list(ids)))
+    """Text of `ids`, special tokens kept, by the tokenizer's own decoder (Rust side, no clean-up): for the course's
+    word-level tokenizers the tokens joined by single spaces; for a byte-level BPE exactly the bytes the pieces
+    spell. Equal to `tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)`."""
+    return tokenizer.backend_tokenizer.decode(list(ids), skip_special_tokens=False)
+
+
+def pieces(tokenizer: PreTrainedTokenizerFast, text: str) -> list[str]:
+    """The tokenizer's pieces of `text` (what an error about a tag that is not one token should show)."""
+    return tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).tokens
 
 
 def tag_id(tokenizer: PreTrainedTokenizerFast, tag: str) -> int:
-    """The id of a single-token tag such as `</tool_call>`."""
+    """The id of a single-token tag such as `</tool_call>`; a `KeyError` naming the pieces the tokenizer splits it
+    into when it is not one token."""
     token_id = tokenizer.convert_tokens_to_ids(tag)
     if token_id is None or token_id == tokenizer.unk_token_id:
-        raise KeyError(f"{tag!r} is not a token of this tokenizer")
+        raise KeyError(f"{tag!r} is not a token of this tokenizer: it encodes as {pieces(tokenizer, tag)}")
     return token_id
+
+
+def single_token_id(tokenizer: PreTrainedTokenizerFast, text: str) -> int | None:
+    """The id of `text` when the tokenizer encodes it as exactly one token, else None."""
+    ids = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
+    return ids[0] if len(ids) == 1 and ids[0] != tokenizer.unk_token_id else None

@@ -10,6 +10,7 @@ defaults are GRPO in trajectory mode, chapter 00's algorithm.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.envs.base import TextEnv
 from course_lib.models import build_model, reference_policy, save
 from course_lib.rollout import RolloutBatch, RolloutEngine, SamplingConfig, collate
-from course_lib.tokenizer import encode
+from course_lib.tokenizer import encode, encode_with_offsets
 from course_lib.tree_rollout import TreeConfig
 
 
@@ -86,13 +87,15 @@ def supervised_warm_start(
         picks = torch.randint(len(examples), (config.batch_size,), generator=generator).tolist()
         width = max(len(examples[i][0]) for i in picks)
         ids = torch.full((len(picks), width), pad_id, dtype=torch.long)
+        attention = torch.zeros(len(picks), width, dtype=torch.long)
         mask = torch.zeros(len(picks), width)
         for row, i in enumerate(picks):
             tokens, target = examples[i]
             ids[row, : len(tokens)] = torch.tensor(tokens)
+            attention[row, : len(tokens)] = 1  # by length: a checkpoint whose pad is its EOS has EOS inside turns
             mask[row, : len(target)] = torch.tensor(target, dtype=torch.float)
         ids, mask = ids.to(device), mask.to(device)
-        logprobs, _ = token_logprobs(model, ids, (ids != pad_id).long())
+        logprobs, _ = token_logprobs(model, ids, attention.to(device))
         loss = masked_aggregate(-logprobs, mask, "token-mean")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -105,25 +108,29 @@ def supervised_warm_start(
     return history
 
 
+TOOL_RESPONSE = re.compile(r"<tool_response>.*?(?:</tool_response>|\Z)", re.DOTALL)
+"""A tool response in a demonstration's text, tags included (an unclosed one runs to the end)."""
+
+
 def demonstration_examples(tokenizer, texts: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
     """Token ids and loss masks of `(prompt, completion)` demonstrations of a tool-using episode.
 
     The mask is 1 on completion tokens the policy writes and 0 on the prompt and on everything
-    inside `<tool_response> ... </tool_response>`, exactly as in RL rollouts.
+    inside `<tool_response> ... </tool_response>`, exactly as in RL rollouts. The responses are found in the text
+    and each token's character span (the tokenizer's offsets) says whether it overlaps one, so the mask is right for
+    a tokenizer that splits the tags into pieces as well as for the course's, where each tag is one token.
     """
-    opening, closing = (tokenizer.convert_tokens_to_ids(tag) for tag in ("<tool_response>", "</tool_response>"))
+    bos = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
     examples = []
     for prompt, completion in texts:
-        ids = [tokenizer.bos_token_id, *encode(tokenizer, prompt)]
+        ids = [*bos, *encode(tokenizer, prompt)]
         mask = [0] * len(ids)
-        inside_response = False
-        for token in encode(tokenizer, completion):
-            if token == opening:
-                inside_response = True
+        spans = [match.span() for match in TOOL_RESPONSE.finditer(completion)]
+        completion_ids, offsets = encode_with_offsets(tokenizer, completion)
+        for token, (start, end) in zip(completion_ids, offsets, strict=True):
+            inside = any(start < span_end and end > span_start for span_start, span_end in spans)
             ids.append(token)
-            mask.append(0 if inside_response else 1)
-            if token == closing:
-                inside_response = False
+            mask.append(0 if inside else 1)
         examples.append((ids, mask))
     return examples
 

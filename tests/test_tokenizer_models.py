@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from transformers import AutoTokenizer
 
 from course_lib import models
+from course_lib import tokenizer as course_tokenizer
 from course_lib.tokenizer import TAGS, build_tokenizer, canonical, decode, encode, tag_id
 
 TEXT = (
@@ -26,11 +29,18 @@ def test_round_trip_and_single_token_tags(tokenizer):
     assert decode(tokenizer, encode(tokenizer, "  1 \n +   2 ")) == canonical("  1 \n +   2 ") == "1 + 2"
 
 
-def test_unknown_words_map_to_unk(tokenizer):
-    """Words outside the vocabulary (and numbers above 1998) become <unk>; unknown tags raise."""
+def test_unknown_words_map_to_unk(tokenizer, monkeypatch):
+    """Words outside the vocabulary (and numbers above 1998) become <unk>, with a warning naming each word once;
+    unknown tags raise, naming the pieces the tokenizer makes of them."""
+    monkeypatch.setattr(course_tokenizer, "_warned_unknown", set())
     unk = tokenizer.unk_token_id
-    assert encode(tokenizer, "hello 1999 -5 999") == [unk, unk, unk, encode(tokenizer, "999")[0]]
-    with pytest.raises(KeyError):
+    with pytest.warns(UserWarning) as caught:
+        assert encode(tokenizer, "hello 1999 -5 999") == [unk, unk, unk, encode(tokenizer, "999")[0]]
+    assert sorted(str(w.message).split("'")[1] for w in caught) == ["-5", "1999", "hello"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same word again: no second warning
+        encode(tokenizer, "hello 999")
+    with pytest.raises(KeyError, match=r"'<nope>' is not a token of this tokenizer: it encodes as \['<unk>'\]"):
         tag_id(tokenizer, "<nope>")
     with pytest.raises(ValueError):
         build_tokenizer(["two words"])

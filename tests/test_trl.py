@@ -123,3 +123,30 @@ def test_the_trl_benchmark_pairs_iterations_and_prints_its_ratio_last(capsys):
     assert len(re.findall(r"course_lib +\d+\.\d{3} s: generation \d+\.\d{3}, scoring \d+\.\d{3}, update", out)) == 2
     assert len(re.findall(r"TRL GRPOTrainer +\d+\.\d{3} s: generation", out)) == 2
     assert out.strip().splitlines()[-1] == f"iteration_speedup_vs_trl={speedup:.2f}" and speedup > 0
+
+
+@pytest.mark.parametrize("env", [None, "frozen_lake"])
+def test_the_command_trains_a_checkpoint_in_its_chat_format(env, tmp_path, capsys):
+    """`--model` (a stand-in checkpoint: byte-level BPE, ChatML) on chapter 00's task or, with `--env`, on any
+    course environment: TRL trains through the course's engine in the chat format and prints its last line; the
+    rollouts' prompt and observation ids are the template's (`alignment_errors` with the chat format)."""
+    from course_lib import standins
+    from course_lib.prompt_format import ChatFormat
+    from course_lib.rollout import alignment_errors
+
+    folder = standins.build_standin(tmp_path / "model", "qwen2")
+    extra = ["--env", env] if env else []
+    assert course_trl.main(["--chapter", "00", "--model", str(folder), "--steps", "2", "--prompts", "2",
+                            "--group", "4", *extra]) == 0  # fmt: skip
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(r"trl_grpo_steps=2 loss=-?\d+\.\d{4} reward=-?\d+\.\d{4}", last)
+    task, model, tokenizer = course_trl.checkpoint_task(str(folder), "00", env)
+    assert task.sampling.prompt_format == "chat" and task.sampling.max_turn_tokens > 8
+    engine = RolloutEngine(model, tokenizer, task.sampling)
+    trajectories = engine.rollout([task.make_env() for _ in range(4)], list(range(4)), generator=torch.Generator())
+    assert all(alignment_errors(t, tokenizer, ChatFormat()) == [] for t in trajectories)
+
+
+def test_env_needs_a_model():
+    with pytest.raises(SystemExit):
+        course_trl.main(["--env", "frozen_lake", "--steps", "1"])

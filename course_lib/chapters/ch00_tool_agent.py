@@ -22,7 +22,7 @@ from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.envs.arithmetic import OPERAND_RANGE, draw_problem, solve, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
-from course_lib.tokenizer import build_tokenizer
+from course_lib.tokenizer import build_tokenizer, is_word_level
 from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
 from course_lib.train import demonstration_examples as demonstration_examples  # the chapter's, as tests call it
 
@@ -147,20 +147,32 @@ def exactness_checks(model, tokenizer, config: Chapter00Config, seed: int, batch
     engine = RolloutEngine(model, tokenizer, config.sampling)
     generator = torch.Generator().manual_seed(seed)
     trajectories = engine.rollout([make_env() for _ in range(batch)], list(range(batch)), generator=generator)
-    mask_errors = id_errors = 0
+    # The course's word-level tokenizer re-encodes a sampled turn to the same ids, so the rebuild re-encodes every
+    # action; a checkpoint's BPE need not (`retokenized_tokens` counts where it does not), so its rebuild keeps the
+    # sampled action ids and checks everything around them.
+    word_level = is_word_level(tokenizer)
+    mask_errors = id_errors = drift = 0
     for t in trajectories:
-        ids, mask = expected_tokens(t, tokenizer)
-        id_errors += abs(len(ids) - len(t.token_ids)) + sum(a != b for a, b in zip(ids, t.token_ids, strict=False))
-        mask_errors += abs(len(mask) - len(t.loss_mask)) + sum(a != b for a, b in zip(mask, t.loss_mask, strict=False))
-    return {
+        ids, mask = expected_tokens(t, tokenizer, engine.format, "reencode" if word_level else "sampled")
+        id_errors += _differences(ids, t.token_ids)
+        mask_errors += _differences(mask, t.loss_mask)
+        if not word_level:
+            drift += _differences(expected_tokens(t, tokenizer, engine.format)[0], t.token_ids)
+    checks = {
         "trajectories": len(trajectories),
         "tokens": sum(len(t.token_ids) for t in trajectories),
         "policy_tokens": sum(sum(t.loss_mask) for t in trajectories),
         "tool_calls": sum("tool_result" in i for t in trajectories for i in t.infos),
         "mask_errors": mask_errors,
         "id_errors": id_errors,
-        "text_errors": sum(len(alignment_errors(t, tokenizer)) for t in trajectories),
+        "text_errors": sum(len(alignment_errors(t, tokenizer, engine.format)) for t in trajectories),
     }
+    return checks if word_level else {**checks, "retokenized_tokens": drift}
+
+
+def _differences(expected: list[int], actual: list[int]) -> int:
+    """Positions where two id (or mask) lists differ, a length difference counting each missing position."""
+    return abs(len(expected) - len(actual)) + sum(a != b for a, b in zip(expected, actual, strict=False))
 
 
 def run(seed: int, config: Chapter00Config | None = None, progress: bool = False) -> dict:
@@ -169,7 +181,8 @@ def run(seed: int, config: Chapter00Config | None = None, progress: bool = False
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
-    model, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    texts = functools.partial(demonstration_texts, config.demonstrations, 0, config.tool_share, config.direct_correct)
+    model, tokenizer, config = skeleton.base_for(BASE_NAME, config, texts)
     base_model = copy.deepcopy(model)
     results = {"base": evaluate(model, tokenizer, config, seed)}
     results["checks"] = exactness_checks(model, tokenizer, config, seed)
@@ -291,7 +304,14 @@ def report(results: Mapping) -> list[str]:
 
 
 CHAPTER = skeleton.Chapter(
-    "ch00", "Chapter 00, a tool agent trained with GRPO", run, claim_numbers, CLAIMS, curves=curves, report=report
+    "ch00",
+    "Chapter 00, a tool agent trained with GRPO",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=report,
+    checkpoint=True,
 )
 
 

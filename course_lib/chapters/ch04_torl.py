@@ -31,7 +31,7 @@ from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.envs.word_math import MAX_NUMBER, draw_problem, vocabulary
 from course_lib.rollout import SamplingConfig, Trajectory
-from course_lib.tokenizer import build_tokenizer, tag_id
+from course_lib.tokenizer import build_tokenizer, is_word_level, tag_id
 from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
 
 ENV_NAME = "word_math"
@@ -195,7 +195,9 @@ def torl_stats(trajectories: list[Trajectory], tokenizer) -> dict[str, float]:
     - `hallucination_rate`: share of responses where the policy itself wrote `<tool_response>`;
     - `hallucinated_tokens`: such policy-written `<tool_response>` tokens per response.
     """
-    response_id = tag_id(tokenizer, "<tool_response>")
+    # The course's tokenizer has the tag as one token, counted by id; a checkpoint's spells it in pieces, so its
+    # policy-written tags are counted in the text of its actions instead.
+    response_id = tag_id(tokenizer, "<tool_response>") if is_word_level(tokenizer) else None
     calls = ineffective = skipped = executed = succeeded = 0
     with_code = with_executed = all_ran = hallucinating = hallucinated = 0
     for t in trajectories:
@@ -212,7 +214,10 @@ def torl_stats(trajectories: list[Trajectory], tokenizer) -> dict[str, float]:
         ran = [c for c in env_calls if "result" in c]
         with_executed += bool(ran)
         all_ran += bool(ran) and all(c["result"] != "error" for c in ran)
-        written = sum(1 for i, m in zip(t.token_ids, t.loss_mask, strict=True) if m and i == response_id)
+        if response_id is None:
+            written = sum(action.count("<tool_response>") for action in actions)
+        else:
+            written = sum(1 for i, m in zip(t.token_ids, t.loss_mask, strict=True) if m and i == response_id)
         hallucinated += written
         hallucinating += written > 0
     n = len(trajectories)
@@ -294,7 +299,8 @@ def run(
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
-    base, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    texts = functools.partial(demonstration_texts, config.demonstrations, 0, config.tool_share, config.direct_correct)
+    base, tokenizer, config = skeleton.base_for(BASE_NAME, config, texts)
     stats = base_stats if base_stats is not None else evaluate(base, tokenizer, config, seed)
     results: dict = {"base": stats, "runs": {}}
     for name in variants or list(VARIANTS):
@@ -442,7 +448,9 @@ def report(results: Mapping) -> list[str]:
     return lines
 
 
-CHAPTER = skeleton.Chapter("ch04", "Chapter 04, ToRL", run, claim_numbers, CLAIMS, curves=curves, report=report)
+CHAPTER = skeleton.Chapter(
+    "ch04", "Chapter 04, ToRL", run, claim_numbers, CLAIMS, curves=curves, report=report, checkpoint=True
+)
 
 
 def _options(parser: argparse.ArgumentParser) -> None:

@@ -195,7 +195,8 @@ def run(seed: int, config: Chapter06Config | None = None, progress: bool = False
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
-    model, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    texts = functools.partial(demonstration_texts, config.demonstrations, 0, config.failure_rate, config.retry_share)
+    model, tokenizer, config = skeleton.base_for(BASE_NAME, config, texts)
     base_model = copy.deepcopy(model)
     results: dict = {"base": evaluate(model, tokenizer, config, seed + 1)}
     results["history"] = train(model, tokenizer, config, seed, config.w_tool, progress)
@@ -289,7 +290,9 @@ def report(results: Mapping) -> list[str]:
     return [f"{label:34} " + " ".join(f"{k} {stats[k]:.3f}" for k in REPORT_KEYS) for label, stats in summary(results)]
 
 
-CHAPTER = skeleton.Chapter("ch06", "Chapter 06, ARTIST", run, claim_numbers, CLAIMS, curves=curves, report=report)
+CHAPTER = skeleton.Chapter(
+    "ch06", "Chapter 06, ARTIST", run, claim_numbers, CLAIMS, curves=curves, report=report, checkpoint=True
+)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib import config as course_config
-from course_lib import data, envs, loop
+from course_lib import envs, loop
 from course_lib import results as recorded
 from course_lib.algos.gigpo import step_group_sizes
 from course_lib.chapters import skeleton
@@ -255,7 +255,9 @@ def run(seed: int, config: Chapter07Config | None = None) -> dict:
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
-    base, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    base, tokenizer, config = skeleton.base_for(
+        BASE_NAME, config, functools.partial(demonstration_texts, config.demonstrations, 0, config)
+    )
     results: dict = {"base": evaluate(base, tokenizer, config, seed + 1), "histories": {}, "final": {}, "models": {}}
     results["histogram_base"] = step_group_histogram(base, tokenizer, config, seed)
     for arm in ARMS:
@@ -435,7 +437,9 @@ def summary_lines(results: Mapping) -> list[str]:
     return lines
 
 
-CHAPTER = skeleton.Chapter("ch07", "Chapter 07, GiGPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines)
+CHAPTER = skeleton.Chapter(
+    "ch07", "Chapter 07, GiGPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, checkpoint=True
+)
 
 
 # Confirming C7.1b on fresh seeds (docs/experiments/ch07-fresh-seeds.md) ---------------------------------------

@@ -55,7 +55,7 @@ import numpy as np
 import torch
 
 from course_lib import config as course_config
-from course_lib import data, envs, loop
+from course_lib import envs, loop
 from course_lib import results as recorded
 from course_lib.algos.grpo import group_advantages
 from course_lib.chapters import skeleton
@@ -482,7 +482,8 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
-    base, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    texts = functools.partial(demonstration_texts, config.demonstrations, 0, config)
+    base, tokenizer, config = skeleton.base_for(BASE_NAME, config, texts)
     results: dict = {"base": evaluate(base, tokenizer, config, seed + 1), "histories": {}, "final": {}}
     results["samplers"] = sample_both(base, tokenizer, config, seed)
     tree = results["samplers"]["tree"]
@@ -677,7 +678,9 @@ def plot_precise_vs_success(seeds: Sequence[Mapping[str, float]], arms: Sequence
     return ax
 
 
-CHAPTER = skeleton.Chapter("ch08", "Chapter 08, ARPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines)
+CHAPTER = skeleton.Chapter(
+    "ch08", "Chapter 08, ARPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, checkpoint=True
+)
 
 
 # The pre-registered test of the explanation of C8.3 ---------------------------------------------

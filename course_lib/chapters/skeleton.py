@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,6 +49,8 @@ class Chapter:
     """Results -> learning curves to record beside the numbers (for seed bands in the notebook)."""
     report: Callable[[Mapping], list[str]] | None = None
     """Results -> lines to print for a seed, before its claims."""
+    checkpoint: bool = False
+    """Whether its run starts from `base_for` (so `--model` can put a checkpoint in place of its base)."""
 
 
 def run_seed(chapter: Chapter, seed: int) -> dict:
@@ -118,9 +121,24 @@ def main(
     parser = argparse.ArgumentParser(description=f"{chapter.title}: run several seeds and print the claims.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--record", action="store_true", help=f"write each seed's numbers to results/{chapter.id}.json")
+    parser.add_argument(
+        "--model", help="a checkpoint folder (any causal LM with a chat template) in place of the chapter's base"
+    )
+    parser.add_argument(
+        "--full-finetune", action="store_true", help="with --model: warm-start every weight instead of a LoRA adapter"
+    )
     if arguments is not None:
         arguments(parser)
     args = parser.parse_args(argv)
+    if args.model:
+        if not chapter.checkpoint:
+            parser.error(f"{chapter.id} always starts from its own base; --model works for the chapters that use "
+                         "skeleton.base_for (00, 04, 06, 07, 08)")  # fmt: skip
+        if args.record:
+            parser.error("--record writes the course's own results; a checkpoint's run is printed, not recorded")
+        os.environ["COURSE_MODEL"] = args.model  # read by `base_for` in the chapter's run
+        if args.full_finetune:
+            os.environ["COURSE_MODEL_FULL_FINETUNE"] = "1"
     if configure is not None:
         chapter = configure(args, parser)
         if chapter is None:
@@ -248,6 +266,32 @@ def warm_start_base(
         return demonstration_examples(tokenizer, texts())
 
     return warm_start_and_save(out_dir, tokenizer, model_preset, max_positions, examples, sft, seed, progress)
+
+
+def base_for(base_name: str, config, texts: Callable[[], Sequence[tuple[str, str]]], seed: int = 0):
+    """`(model, tokenizer, config)` a chapter's run starts from: its committed base (`data.load_base(base_name)`)
+    and `config` unchanged; or, with `COURSE_MODEL` set (a chapter command's `--model`), that checkpoint warm-started
+    with LoRA on the chapter's demonstrations `texts()` in the chat format (`course_lib.checkpoint`), and `config`
+    with its sampling in the chat format, its budgets measured on those demonstrations."""
+    from course_lib import checkpoint
+
+    path = checkpoint.model_path()
+    if path is None:
+        model, tokenizer = data.load_base(base_name, course_config.device())
+        return model, tokenizer, config
+    lora = not checkpoint.full_finetune()
+    # a LoRA adapter at the chapter's rate (3e-3 for a from-scratch model) would overshoot; capped at 1e-3
+    sft = dataclasses.replace(config.sft, learning_rate=min(config.sft.learning_rate, 1e-3)) if lora else config.sft
+    demonstrations = texts()
+    model, tokenizer, history = checkpoint.warm_start(
+        path, demonstrations, sft, seed, lora=lora, device=course_config.device()
+    )
+    sampling = checkpoint.chat_sampling(config.sampling, tokenizer, demonstrations[:512])
+    kind = "LoRA" if lora else "full"
+    print(f"{path}: {kind} warm start on the chapter's demonstrations, loss {history[0]['loss']:.3f} -> "
+          f"{history[-1]['loss']:.3f} over {sft.steps} steps; turns of up to {sampling.max_turn_tokens} tokens, "
+          f"episodes of up to {sampling.max_total_tokens}", flush=True)  # fmt: skip
+    return model, tokenizer, dataclasses.replace(config, sampling=sampling)
 
 
 def held_out_seeds(make_test_env: Callable[[], object], cache: int = 8) -> Callable[[int], list[int]]:

@@ -41,7 +41,7 @@ import torch
 from course_lib import data
 from course_lib.chapters import ToolTask, chapter_key, tool_tasks
 from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
-from course_lib.tokenizer import decode
+from course_lib.tokenizer import decode, is_word_level, pieces, single_token_id, tag_id
 
 # `rollout_func` is experimental in TRL 1.16 and says so once per trainer; the course knows.
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -217,17 +217,22 @@ def dataset_prompts(task: ToolTask, settings: TRLSettings) -> dict[str, int]:
 
 
 def rollout_trainer(
-    chapter: str, settings: TRLSettings, model=None, tokenizer=None, keep: list[Trajectory] | None = None
+    chapter: str,
+    settings: TRLSettings,
+    model=None,
+    tokenizer=None,
+    keep: list[Trajectory] | None = None,
+    task: ToolTask | None = None,
 ) -> GRPOTrainer:
-    """`GRPOTrainer` on chapter `chapter`'s tool task through `course_rollout` (multi-turn, env tokens masked);
-    `keep` receives each step's trajectories."""
-    task = chapter_task(chapter)
+    """`GRPOTrainer` on chapter `chapter`'s tool task (or `task`) through `course_rollout` (multi-turn, env tokens
+    masked); `keep` receives each step's trajectories."""
+    task = task or chapter_task(chapter)
     if model is None:
         model, tokenizer = data.load_base(task.base)
     prompts = dataset_prompts(task, settings)
     generator = torch.Generator().manual_seed(settings.seed)
     rollout = course_rollout(task, tokenizer, prompts, generator, keep=keep)
-    stop_at_tags(model, tokenizer, task)
+    stop_at_tags(model, tokenizer, task, warn=False)  # the course's engine generates, and stops at strings itself
     max_completion = task.sampling.max_total_tokens
     return _trainer(model, tokenizer, prompts, env_reward, settings, max_completion, rollout_func=rollout)
 
@@ -246,11 +251,26 @@ def native_trainer(chapter: str, settings: TRLSettings, model=None, tokenizer=No
     return _trainer(model, tokenizer, prompts, reward, settings, task.sampling.max_turn_tokens)
 
 
-def stop_at_tags(model, tokenizer, task: ToolTask) -> None:
+def stop_at_tags(model, tokenizer, task: ToolTask, warn: bool = True) -> None:
     """Make the chapter's stop tags end-of-sequence ids of `model`'s generation config: TRL's generation stops at
-    them, and its statistics count a completion ending in one as finished rather than truncated."""
-    stop_ids = [tokenizer.convert_tokens_to_ids(tag) for tag in task.sampling.stop_tags]
-    model.generation_config.eos_token_id = [tokenizer.eos_token_id, *stop_ids]
+    them, and its statistics count a completion ending in one as finished rather than truncated.
+
+    Only a tag that is one token can be an end-of-sequence id. The course's tokenizers have every tag as one token
+    (`tag_id` raises, naming the pieces, if one is missing); a checkpoint's BPE tokenizer splits them, and TRL's own
+    `generate` call passes no tokenizer, so `stop_strings` cannot stand in: there generation stops at EOS (a chat
+    model ends its message with it) and, with `warn`, a warning names the tags it cannot stop at."""
+    if is_word_level(tokenizer):
+        stop_ids = [tag_id(tokenizer, tag) for tag in task.sampling.stop_tags]
+    else:
+        single = {tag: single_token_id(tokenizer, tag) for tag in task.sampling.stop_tags}
+        stop_ids = [token for token in single.values() if token is not None]
+        if (split := [tag for tag, token in single.items() if token is None]) and warn:
+            warnings.warn(
+                f"TRL's generation cannot stop at {split}: they are several tokens of this tokenizer "
+                f"({[pieces(tokenizer, tag) for tag in split]}); it stops at EOS and the length cap",
+                stacklevel=2,
+            )
+    model.generation_config.eos_token_id = [t for t in (tokenizer.eos_token_id, *stop_ids) if t is not None]
 
 
 def last_step(trainer: GRPOTrainer) -> dict[str, float]:
@@ -261,12 +281,39 @@ def last_step(trainer: GRPOTrainer) -> dict[str, float]:
     return {"loss": float(logged[-1]["loss"]), "reward": float(logged[-1]["reward"])}
 
 
-def train(chapter: str, settings: TRLSettings) -> dict[str, float]:
-    """Train chapter `chapter`'s base for `settings.steps` TRL GRPO steps through `course_rollout`."""
+def checkpoint_task(path: str, chapter: str | None = None, env: str | None = None, settings: TRLSettings | None = None):
+    """`(task, model, tokenizer)` for a checkpoint of the user's (any causal LM with a chat template, from disk):
+    the chapter's tool task, or any course environment by name (`env`, train split), sampled in the model's chat
+    format with token budgets measured on this tokenizer (`checkpoint.measured_sampling`)."""
+    from course_lib import checkpoint, envs
+
+    model, tokenizer = checkpoint.load_checkpoint(path)
+    if env is not None:
+        if env not in envs.names():
+            raise KeyError(f"unknown environment {env!r}; choose from {envs.names()}")
+        task = ToolTask(env, base=str(path), sampling=SamplingConfig(), make_env=lambda: envs.make(env, split="train"))
+    else:
+        task = chapter_task(chapter or "00")
+    prompts = list(training_prompts(task, 32))
+    sampling = checkpoint.measured_sampling(task.sampling, tokenizer, prompts)
+    return ToolTask(task.label, str(path), sampling, task.make_env), model, tokenizer
+
+
+def train(
+    chapter: str, settings: TRLSettings, model_path: str | None = None, env: str | None = None
+) -> dict[str, float]:
+    """Train chapter `chapter`'s base (or the checkpoint at `model_path`, on `env` if given) for `settings.steps`
+    TRL GRPO steps through `course_rollout`."""
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.set_verbosity_error()
-    trainer = rollout_trainer(chapter, settings)
+    if model_path is None:
+        if env is not None:
+            raise ValueError("--env needs --model: the course has a base only for its chapters' tasks")
+        trainer = rollout_trainer(chapter, settings)
+    else:
+        task, model, tokenizer = checkpoint_task(model_path, chapter, env, settings)
+        trainer = rollout_trainer(chapter, settings, model, tokenizer, task=task)
     quiet_train(trainer)
     for row in trainer.state.log_history:
         if "loss" in row and "reward" in row:
@@ -317,9 +364,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning-rate", type=float, default=5e-4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gpu", action="store_true", help="train on the GPU(s), in bfloat16 where supported")
+    parser.add_argument("--model", help="a checkpoint folder (any causal LM with a chat template) instead of the base")
+    parser.add_argument("--env", help="with --model: any course environment by name instead of the chapter's task")
     args = parser.parse_args(argv)
     settings = TRLSettings(args.steps, args.prompts, args.group, args.learning_rate, args.seed, gpu=args.gpu)
-    result = train(args.chapter, settings)
+    if args.env and not args.model:
+        parser.error("--env needs --model: the course has a base only for its chapters' tasks")
+    result = train(args.chapter, settings, args.model, args.env)
     print(f"trl_grpo_steps={result['steps']} loss={result['loss']:.4f} reward={result['reward']:.4f}")
     return 0
 

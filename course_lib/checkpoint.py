@@ -1,0 +1,165 @@
+"""Your own checkpoint in place of a chapter's base: any Hugging Face causal LM with a chat template.
+
+`COURSE_MODEL=<folder>` (or a chapter command's `--model <folder>`) makes a chapter load that checkpoint with the
+real `from_pretrained` path instead of its committed word-level base, and warm-start it on the chapter's own
+demonstrations rendered through the model's chat template (`demonstration_examples`): a LoRA adapter by default,
+trained on the policy's turns only, the tool responses and the template's glue masked as RL masks them. RL,
+evaluation and claims then run as usual, with the rollouts in the chat format (`chat_sampling`).
+
+The course runs without the hub: the folder must be on disk (`local_files_only`). `course_lib.standins` builds a
+stand-in (random-init weights, a byte-level BPE tokenizer with a ChatML template) for tests and the appendix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from course_lib.prompt_format import ChatFormat
+from course_lib.rollout import SamplingConfig, pad_id
+from course_lib.tokenizer import encode
+from course_lib.train import SFTConfig, supervised_warm_start
+
+ENV_VARIABLE = "COURSE_MODEL"
+TOOL_RESPONSE = re.compile(r"<tool_response>.*?(?:</tool_response>|\Z)", re.DOTALL)
+
+
+def model_path() -> Path | None:
+    """The checkpoint folder `COURSE_MODEL` names, or None (the chapter's own base)."""
+    value = os.environ.get(ENV_VARIABLE)
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(
+            f"{ENV_VARIABLE}={value}: no config.json there. The course reads checkpoints from disk only; save one with "
+            "`model.save_pretrained(folder)` and `tokenizer.save_pretrained(folder)`"
+        )
+    return path
+
+
+def full_finetune() -> bool:
+    """`COURSE_MODEL_FULL_FINETUNE=1` (a chapter command's `--full-finetune`): warm-start every weight, not a LoRA
+    adapter. A random-init stand-in needs it (its frozen random embeddings leave an adapter little to work with); a
+    pretrained checkpoint does not."""
+    return os.environ.get("COURSE_MODEL_FULL_FINETUNE", "") == "1"
+
+
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"):
+    """`(model, tokenizer)` of a saved causal LM, from disk (`local_files_only`). A tokenizer without a chat template
+    cannot render the chapter's turns: that is an error, with what to do."""
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(f"{path}: the tokenizer has no chat template; set `tokenizer.chat_template` and save it")
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # Full fine-tuning trains every weight and Adam's states in the checkpoint's dtype: float32, not a bfloat16
+    # checkpoint's own (LoRA keeps the base as saved; peft holds the adapter in float32).
+    dtype = torch.float32 if full_finetune() else "auto"
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype).to(device)
+    model.eval()
+    return model, tokenizer
+
+
+def split_turns(completion: str) -> list[tuple[str, str]]:
+    """A demonstration's completion (actions and `<tool_response>` observations joined by spaces, as the chapters
+    write them) as `(action, observation)` turns; the last turn's observation is empty."""
+    turns, start = [], 0
+    for match in TOOL_RESPONSE.finditer(completion):
+        turns.append((completion[start : match.start()].strip(), match.group(0)))
+        start = match.end()
+    tail = completion[start:].strip()
+    if tail or not turns:
+        turns.append((tail, ""))
+    return turns
+
+
+def demonstration_examples(
+    tokenizer, texts: Sequence[tuple[str, str]], prompt_format: ChatFormat | None = None
+) -> list[tuple[list[int], list[int]]]:
+    """`(ids, loss mask)` of each `(prompt, completion)` demonstration, built as the rollout engine builds an
+    episode in the chat format: the format's prompt ids, then per turn the action's ids (mask 1) and the format's
+    ids of the observation (mask 0: the assistant turn's close, the tool turn and the next opening)."""
+    prompt_format = prompt_format or ChatFormat()
+    examples = []
+    for prompt, completion in texts:
+        ids = prompt_format.prompt_ids(tokenizer, prompt)
+        mask = [0] * len(ids)
+        for action, observation in split_turns(completion):
+            action_ids = encode(tokenizer, action)
+            ids += action_ids
+            mask += [1] * len(action_ids)
+            if observation:
+                glue = prompt_format.observation_ids(tokenizer, observation, action_ids[-1] if action_ids else None)
+                ids += glue
+                mask += [0] * len(glue)
+        examples.append((ids, mask))
+    return examples
+
+
+def add_adapter(model: torch.nn.Module, rank: int = 16, alpha: int = 32) -> torch.nn.Module:
+    """A LoRA adapter on every linear layer but the output head (peft's `all-linear`, which works for any family's
+    module names); the base is frozen and, with the adapter disabled, is the reference policy."""
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+    with warnings.catch_warnings():
+        # peft calls a transformers 5.x API that is deprecated; the warning is not about this model.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return get_peft_model(model, config)
+
+
+def warm_start(
+    path: str | Path,
+    texts: Sequence[tuple[str, str]],
+    sft: SFTConfig,
+    seed: int,
+    lora: bool = True,
+    device: torch.device | str = "cpu",
+):
+    """`(model, tokenizer, history)`: the checkpoint at `path`, with a LoRA adapter (or fully, `lora=False`) fitted on
+    the chapter's demonstrations `texts` in the chat format. Seeded, so a rerun gives the same adapter."""
+    from course_lib import config as course_config
+
+    generator = course_config.seed_everything(seed)
+    model, tokenizer = load_checkpoint(path, device)
+    if lora:
+        model = add_adapter(model)
+    examples = demonstration_examples(tokenizer, texts)
+    history = supervised_warm_start(model, examples, pad_id(tokenizer), sft, generator)
+    return model, tokenizer, history
+
+
+def chat_sampling(sampling: SamplingConfig, tokenizer, texts: Sequence[tuple[str, str]]) -> SamplingConfig:
+    """The chapter's sampling in the chat format, its token budgets scaled to this tokenizer.
+
+    The chapter's budgets count the course's word-level tokens, one per whitespace-separated word (plus BOS). A BPE
+    tokenizer spends several tokens per word and the template adds its glue, so each budget is multiplied by the
+    most tokens per word measured on the chapter's demonstrations `texts`: for a turn, on the actions alone; for a
+    sequence, on whole demonstrations rendered as the engine renders them (`demonstration_examples`). Step-mode
+    prompts that carry a history window grow in words, and the budget grows with them."""
+    examples = demonstration_examples(tokenizer, texts)
+    words = [len(prompt.split()) + len(completion.split()) + 1 for prompt, completion in texts]  # + BOS
+    per_word = max(len(ids) / count for (ids, _), count in zip(examples, words, strict=True))
+    actions = [action for _, completion in texts for action, _ in split_turns(completion) if action.strip()]
+    per_action_word = max((len(encode(tokenizer, a)) / len(a.split()) for a in actions), default=per_word)
+    return dataclasses.replace(
+        sampling,
+        prompt_format="chat",
+        max_turn_tokens=math.ceil(sampling.max_turn_tokens * max(per_action_word, 1.0)),
+        max_total_tokens=math.ceil(sampling.max_total_tokens * max(per_word, 1.0)),
+    )
+
+
+def measured_sampling(sampling: SamplingConfig, tokenizer, texts: Sequence[str]) -> SamplingConfig:
+    """`chat_sampling` for a task with no demonstrations at hand (TRL's `--env`): the task's prompts `texts` as
+    demonstrations with empty completions, and half again as margin on the turn budget (actions were not seen)."""
+    scaled = chat_sampling(sampling, tokenizer, [(text, "") for text in texts])
+    return dataclasses.replace(scaled, max_turn_tokens=math.ceil(1.5 * scaled.max_turn_tokens))

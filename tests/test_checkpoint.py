@@ -1,0 +1,229 @@
+"""A checkpoint's tokenizer through the engine (issue 30): stand-ins made here (a byte-level BPE tokenizer with a
+ChatML template, random-init models of several families), no hub.
+
+What is checked: the environment receives exactly the text the model wrote; prompt and observation ids are the
+chat template's; a stop string of several tokens ends the turn at the token that completes it, so no tag is split
+across turns; engine log-probs equal a full forward for families with and without the fast decoder; demonstration
+masks drawn from character offsets; and the drift a re-tokenizing trainer would see, counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from course_lib import checkpoint, standins
+from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.prompt_format import ChatFormat, PlainFormat
+from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
+from course_lib.tokenizer import decode, encode, is_word_level
+from course_lib.train import demonstration_examples, token_logprobs
+
+STOPS = ("</tool_call>", "</answer>")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return standins.default_tokenizer()
+
+
+def test_the_tags_are_several_pieces_of_the_stand_in(tokenizer):
+    assert not is_word_level(tokenizer)
+    assert all(len(encode(tokenizer, tag)) > 1 for tag in STOPS), "the point of the stand-in: tags are text"
+    assert tokenizer.bos_token_id is None
+
+
+def test_chat_format_ids_are_the_chat_templates(tokenizer):
+    """The engine's ids for a conversation (prompt, the policy's ids, the glue around an observation) are what
+    `apply_chat_template` tokenizes for the same messages, whether or not the policy wrote the end-of-turn token."""
+    fmt = ChatFormat(system="You are a calculator agent.")
+    question, call, response, answer = (
+        "<question> 12 + 30 </question>",
+        "<tool_call> 12 + 30 </tool_call>",
+        "<tool_response> 42 </tool_response>",
+        "<answer> 42 </answer>",
+    )
+    messages = [
+        {"role": "system", "content": fmt.system},
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": call},
+        {"role": "tool", "content": response},
+        {"role": "assistant", "content": answer},
+    ]
+    template = tokenizer.apply_chat_template(messages, tokenize=False)
+    expected = encode(tokenizer, template)
+    end = tokenizer.eos_token_id
+    for wrote_end in (False, True):
+        action = encode(tokenizer, call) + ([end] if wrote_end else [])
+        ids = fmt.prompt_ids(tokenizer, question) + action + fmt.observation_ids(tokenizer, response, action[-1])
+        ids += encode(tokenizer, answer)
+        assert ids == expected[: len(ids)], wrote_end
+        assert decode(tokenizer, expected[len(ids) :]) == "<|im_end|>\n"
+
+
+def scripted(engine: RolloutEngine, script: list[int]):
+    """Make `engine` sample `script` (then EOS) in every row, log-prob 0: the stop logic under test, not a model."""
+    position = {}
+
+    def sample(logits, generator):
+        rows = logits.shape[0]
+        tokens = []
+        for row in range(rows):
+            k = position.get(row, 0)
+            tokens.append(script[k] if k < len(script) else engine.tokenizer.eos_token_id)
+            position[row] = k + 1
+        return tokens, [0.0] * rows, [0.0] * rows
+
+    engine._sample = sample
+
+
+def test_a_multi_token_stop_ends_the_turn_where_the_string_ends(tokenizer):
+    """The policy writes a tool call, a stray word, then the rest: the turn ends at the token that completes
+    `</tool_call>`, the environment receives exactly the decoded turn, and the stray word starts the next turn."""
+    torch.manual_seed(0)
+    model = standins.build_standin_model("qwen2", tokenizer, seed=0)
+    config = SamplingConfig(max_turn_tokens=64, max_total_tokens=200, prompt_format="chat", stop_tags=STOPS)
+    engine = RolloutEngine(model, tokenizer, config)
+    call = encode(tokenizer, "<tool_call> 12 + 30 </tool_call>")
+    scripted(engine, call + encode(tokenizer, " then <answer> 42 </answer>"))
+    env = ch00.make_env("test")
+    [trajectory] = engine.rollout([env], [0])
+    actions = env.transcript.actions
+    assert actions[0] == decode(tokenizer, call) == "<tool_call> 12 + 30 </tool_call>"
+    assert actions[1] == " then <answer> 42 </answer>"
+    assert alignment_errors(trajectory, tokenizer, ChatFormat()) == []
+    rows = list(zip(trajectory.token_ids, trajectory.loss_mask, trajectory.turn_ids, strict=True))
+    for turn in range(len(actions)):
+        sampled = [i for i, m, t in rows if m and t == turn]
+        shorter = decode(tokenizer, sampled[:-1])
+        assert not any(stop in shorter for stop in STOPS), "the turn went on past its stop string"
+
+
+def test_random_policies_keep_exact_bookkeeping_and_a_retokenizer_drifts(tokenizer):
+    """Random-init qwen2 (fast decoder) and qwen3 (the model's own forward): every episode's prompt and
+    observation ids are the template's, every action is the decoded turn; a trainer that re-encodes the
+    transcript's text would see other ids in some episodes (counted)."""
+    drifted = 0
+    for family in ("qwen2", "qwen3"):
+        model = standins.build_standin_model(family, tokenizer, seed=1)
+        config = SamplingConfig(max_turn_tokens=12, max_total_tokens=160, prompt_format="chat", stop_tags=STOPS)
+        engine = RolloutEngine(model, tokenizer, config)
+        envs = [ch00.make_env("train") for _ in range(16)]
+        trajectories = engine.rollout(envs, list(range(16)), generator=torch.Generator().manual_seed(0))
+        for trajectory in trajectories:
+            assert alignment_errors(trajectory, tokenizer, ChatFormat()) == []
+            ids, _ = expected_tokens(trajectory, tokenizer, ChatFormat())
+            drifted += ids != trajectory.token_ids
+    assert drifted > 0, "random sampling spells some turns with other pieces than the tokenizer's encoding"
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3", "gpt2", "llama"])
+def test_engine_logprobs_equal_a_full_forward(tokenizer, family):
+    """The sampling log-probs the engine stores are the model's own, recomputed by one forward over the whole
+    padded batch, for a family with the fast decoder (qwen2, llama) and without (qwen3, gpt2)."""
+    bos_tokenizer = standins.default_tokenizer(bos=True) if family == "llama" else tokenizer
+    model = standins.build_standin_model(family, bos_tokenizer, seed=2)
+    config = SamplingConfig(max_turn_tokens=10, max_total_tokens=120, prompt_format="chat", stop_tags=STOPS)
+    engine = RolloutEngine(model, bos_tokenizer, config)
+    envs = [ch00.make_env("train") for _ in range(6)]
+    trajectories = engine.rollout(envs, list(range(6)), generator=torch.Generator().manual_seed(1))
+    width = max(len(t.token_ids) for t in trajectories)
+    ids = torch.full((len(trajectories), width), engine.pad_id)
+    attention = torch.zeros_like(ids)
+    for row, t in enumerate(trajectories):
+        ids[row, : len(t.token_ids)] = torch.tensor(t.token_ids)
+        attention[row, : len(t.token_ids)] = 1
+    with torch.no_grad():
+        logprobs, _ = token_logprobs(model, ids, attention)
+    for row, t in enumerate(trajectories):
+        policy = [k for k, m in enumerate(t.loss_mask) if m]
+        assert policy, "every episode samples something"
+        stored = torch.tensor([t.logprobs[k] for k in policy])
+        recomputed = logprobs[row, policy]  # aligned with the tokens: position k scores token k
+        torch.testing.assert_close(stored, recomputed, atol=2e-5, rtol=0)
+
+
+def test_plain_format_without_bos(tokenizer):
+    """A tokenizer without BOS (Qwen's): the prompt is the observation's ids alone, no None in it."""
+    assert PlainFormat().prompt_ids(tokenizer, "<question> 1 + 2 </question>") == encode(
+        tokenizer, "<question> 1 + 2 </question>"
+    )
+
+
+def test_demonstration_masks_follow_character_offsets(tokenizer):
+    """With tags split into pieces, the mask still covers exactly the tool responses: the masked-in text is the
+    completion without them (for the course's tokenizers, `tests/test_train.py` pins the same function)."""
+    completion = "<tool_call> 12 + 30 </tool_call> <tool_response> 42 </tool_response> <answer> 42 </answer>"
+    [(ids, mask)] = demonstration_examples(tokenizer, [("<question> 12 + 30 </question>", completion)])
+    policy = decode(tokenizer, [i for i, m in zip(ids, mask) if m])
+    hidden = decode(tokenizer, [i for i, m in zip(ids, mask) if not m])
+    assert "tool_response" not in policy and "42 </tool_response>" in hidden
+    assert policy.replace(" ", "") == "<tool_call>12+30</tool_call><answer>42</answer>"
+
+
+def test_chat_demonstrations_are_built_as_rollouts_are(tokenizer):
+    """`checkpoint.demonstration_examples`: the policy's turns masked in, the template's glue and the tool
+    responses masked out, and the ids those of the chat template for the same messages."""
+    completion = "<tool_call> 12 + 30 </tool_call> <tool_response> 42 </tool_response> <answer> 42 </answer>"
+    assert checkpoint.split_turns(completion) == [
+        ("<tool_call> 12 + 30 </tool_call>", "<tool_response> 42 </tool_response>"),
+        ("<answer> 42 </answer>", ""),
+    ]
+    [(ids, mask)] = checkpoint.demonstration_examples(tokenizer, [("<question> 12 + 30 </question>", completion)])
+    messages = [
+        {"role": "user", "content": "<question> 12 + 30 </question>"},
+        {"role": "assistant", "content": "<tool_call> 12 + 30 </tool_call>"},
+        {"role": "tool", "content": "<tool_response> 42 </tool_response>"},
+        {"role": "assistant", "content": "<answer> 42 </answer>"},
+    ]
+    assert ids == encode(tokenizer, tokenizer.apply_chat_template(messages, tokenize=False))[: len(ids)]
+    policy = decode(tokenizer, [i for i, m in zip(ids, mask) if m])
+    assert policy == "<tool_call> 12 + 30 </tool_call><answer> 42 </answer>"
+
+
+def small(config, group_size: int = 4, **changes):
+    """A chapter's configuration cut to seconds: a few demonstrations, warm-start steps and RL iterations."""
+    grpo = dataclasses.replace(config.grpo, iterations=2, prompts_per_iteration=2, group_size=group_size, eval_every=1)
+    sft = dataclasses.replace(config.sft, steps=40, batch_size=16, warmup_steps=1)
+    return dataclasses.replace(config, demonstrations=96, sft=sft, grpo=grpo, **changes)
+
+
+@pytest.mark.parametrize("chapter", ["ch00", "ch07"])
+def test_a_chapter_runs_end_to_end_on_a_stand_in(chapter, tmp_path, monkeypatch):
+    """`COURSE_MODEL` (a chapter command's `--model`): the checkpoint loads by `from_pretrained`, warm-starts with
+    LoRA on the chapter's demonstrations in the chat format (its loss falls), then RL, evaluation and every claim
+    number come out as for the course's own base; the committed base is not touched."""
+    from course_lib.chapters import ch07_gigpo as ch07
+
+    standins.build_standin(tmp_path / "model", "qwen2")
+    monkeypatch.setenv(checkpoint.ENV_VARIABLE, str(tmp_path / "model"))
+    module = {"ch00": ch00, "ch07": ch07}[chapter]
+    # chapter 07's step-group histogram is written for its groups of 8
+    changes = {"eval_tasks": 8} if chapter == "ch00" else {"eval_tasks": 8, "noisy_iterations": 1, "group_size": 8}
+    results = module.run(0, small(module.preset("cpu"), **changes))
+    model = results.get("base_model") or results.get("model")
+    assert hasattr(model, "peft_config"), "a LoRA adapter on the checkpoint"
+    numbers = module.claim_numbers(results)
+    assert all(isinstance(value, float) for value in numbers.values())
+    assert {claim.id for claim in module.claims(results)} == {spec.id for spec in module.CLAIMS}
+    if chapter == "ch00":
+        checks = results["checks"]
+        assert checks["text_errors"] == 0 and checks["id_errors"] == 0 and checks["mask_errors"] == 0
+        assert "retokenized_tokens" in checks  # counted for a BPE tokenizer, never for the course's
+
+
+def test_the_chapter_command_refuses_to_record_a_checkpoint(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        ch00.main(["--model", str(tmp_path), "--record"])
+    assert "not recorded" in capsys.readouterr().err
+
+
+def test_a_chapter_that_cannot_take_a_checkpoint_refuses_it(tmp_path, capsys):
+    """Chapter 09 always starts from its own base: `--model` there is an error, not a run of the course's base."""
+    from course_lib.chapters import ch09_ragen as ch09
+
+    with pytest.raises(SystemExit):
+        ch09.main(["--model", str(tmp_path)])
+    assert "always starts from its own base" in capsys.readouterr().err
