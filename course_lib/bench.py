@@ -48,12 +48,12 @@ tokenizer and environment, its cpu sampling, `--batch` episodes) generates one r
 whose decoder forwards are counted (`counting_forwards`) and timed (`engine.timings["model"]`); then one forward and
 backward of `train.token_logprobs` runs on that batch, right-padded to `[B, T]`. FLOPs follow `forward_flops` (2 x
 the weights of every matrix product per position, plus attention's 4 x layers x width x context; the backward twice
-the forward).
-Each phase's achieved FLOP/s is set against this CPU's `torch.matmul` throughput on the same products (a decode
-step's `[B, d] x [d, k]`, the update's `[B*T, d] x [d, k]` and its two gradient products) with the same threads. The
-fraction is the best timed run over the fastest matmul block (this machine is shared: both are its least disturbed
-measurements; the median is printed too). The last line, `generation_of_matmul_peak=X.XX
-update_of_matmul_peak=X.XX` (three significant digits), is the first preset's two fractions.
+the forward). Each phase's achieved FLOP/s is set against this CPU's `torch.matmul` throughput on the same products
+(a decode step's `[B, d] x [d, k]`, the update's `[B*T, d] x [d, k]` and its two gradient products) with the same
+threads, one matmul block right after each timed run (this machine is shared and drifts: each run is judged against
+the throughput of the same moment); each fraction is the median over the pairs, with its range. The last line,
+`generation_of_matmul_peak=X.XX update_of_matmul_peak=X.XX` (three significant digits), is the first preset's two
+fractions.
 """
 
 from __future__ import annotations
@@ -508,26 +508,27 @@ def update_flops(shape: MatmulShape, rows: int, length: int) -> int:
     return 3 * forward_flops(shape, rows, length, length, length)
 
 
-def matmul_rate(products: Sequence[tuple[int, int, int]], min_seconds: float, blocks: int = 5) -> float:
-    """This CPU's FLOP/s on the products `[n, a] x [a, b]` listed as `(n, a, b)`, run back to back as a model
-    runs them: the fastest of `blocks` timed blocks (each repeats the set for at least `min_seconds`), since a
-    ceiling is what the hardware can do and this machine's other processes only ever slow a block down."""
-    generator = torch.Generator().manual_seed(0)
-    operands = [
-        (torch.randn(n, a, generator=generator), torch.randn(a, b, generator=generator)) for n, a, b in products
-    ]
-    flops = sum(2 * n * a * b for n, a, b in products)
-    for left, right in operands:  # warm-up: first calls allocate and pick kernels
-        torch.matmul(left, right)
-    best = 0.0
-    for _ in range(blocks):
+class MatmulCeiling:
+    """This CPU's FLOP/s on the products `[n, a] x [a, b]` listed as `(n, a, b)`, run back to back as a model runs
+    them, on random operands made once (the first calls, which allocate and pick kernels, are a warm-up)."""
+
+    def __init__(self, products: Sequence[tuple[int, int, int]], min_seconds: float):
+        generator = torch.Generator().manual_seed(0)
+        self.operands = [
+            (torch.randn(n, a, generator=generator), torch.randn(a, b, generator=generator)) for n, a, b in products
+        ]
+        self.flops = sum(2 * n * a * b for n, a, b in products)
+        self.min_seconds = min_seconds
+        self.rate()
+
+    def rate(self) -> float:
+        """One timed block: the set repeated for at least `min_seconds`."""
         repeats, start = 0, time.perf_counter()
-        while (elapsed := time.perf_counter() - start) < min_seconds or repeats == 0:
-            for left, right in operands:
+        while (elapsed := time.perf_counter() - start) < self.min_seconds or repeats == 0:
+            for left, right in self.operands:
                 torch.matmul(left, right)
             repeats += 1
-        best = max(best, repeats * flops / elapsed)
-    return best
+        return repeats * self.flops / elapsed
 
 
 def decode_products(model: torch.nn.Module, rows: int) -> list[tuple[int, int, int]]:
@@ -557,33 +558,35 @@ def update_products(model: torch.nn.Module, positions: int) -> list[tuple[int, i
 
 
 @dataclass
-class Roofline:
-    """One model's achieved FLOP/s per timed run, in generation and in the update, and the matmul ceilings at their
-    shapes."""
+class Phase:
+    """One phase's timed runs, each paired with a matmul block at its shapes measured right after it (FLOP/s)."""
 
-    generation: list[float]
-    generation_peak: float
-    update: list[float]
-    update_peak: float
-    detail: str
+    achieved: list[float]
+    ceiling: list[float]
 
-    def fractions(self) -> tuple[float, float]:
-        """Each phase's best run over its ceiling: like for like, since the ceiling is also the least disturbed
-        measurement (on a shared machine the median mostly measures the other processes)."""
-        return max(self.generation) / self.generation_peak, max(self.update) / self.update_peak
+    @property
+    def fractions(self) -> list[float]:
+        """Achieved over ceiling per pair: this machine is shared and drifts from minute to minute, so each run is
+        judged against the matmul throughput of the same moment."""
+        return [run / peak for run, peak in zip(self.achieved, self.ceiling, strict=True)]
+
+    @property
+    def fraction(self) -> float:
+        return statistics.median(self.fractions)
 
 
-def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) -> Roofline:
-    """Chapter 00's environment and sampling on a fresh `preset` model with chapter 00's word-level tokenizer
-    (random weights: the FLOPs and the speed do not depend on them; an untrained policy rarely stops early, so its
-    sequences run to the 40-token budget)."""
+def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) -> tuple[Phase, Phase, str]:
+    """Generation and the update of a fresh `preset` model on chapter 00's environment, sampling and word-level
+    tokenizer (random weights: the FLOPs and the speed do not depend on them; an untrained policy rarely stops
+    early, so its sequences run to the 40-token budget), and a line on what was counted."""
     tokenizer = ch00.build_tokenizer_for_chapter()
     torch.manual_seed(0)
     model = build_model(tokenizer, preset, max_positions=64)
     shape = MatmulShape.of(model)
     sampling = ch00.preset("cpu").sampling
     forwards: list[tuple[int, int, int]] = []
-    rates, trajectories = [], []
+    ceiling = MatmulCeiling(decode_products(model, batch), min_seconds)
+    generation, trajectories = Phase([], []), []
     with counting_forwards(forwards):  # the engine's own code, counted
         for run in range(repeats + 1):  # the first run is a warm-up
             forwards.clear()
@@ -593,13 +596,15 @@ def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) 
             if not forwards:
                 raise RuntimeError("the engine ran no KVDecoder or HFDecoder forward: nothing was counted")
             if run:
-                rates.append(generation_flops(shape, forwards) / engine.timings["model"])
+                generation.achieved.append(generation_flops(shape, forwards) / engine.timings["model"])
+                generation.ceiling.append(ceiling.rate())
     steps = sum(1 for _, new, _ in forwards if new == 1)
 
     rollout_batch = collate(trajectories, tokenizer.pad_token_id)
     rows, length = rollout_batch.input_ids.shape
+    ceiling = MatmulCeiling(update_products(model, rows * length), min_seconds)
     model.train()
-    update_rates = []
+    update = Phase([], [])
     for run in range(repeats + 1):
         model.zero_grad(set_to_none=True)
         start = time.perf_counter()
@@ -609,7 +614,8 @@ def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) 
         loss.backward()
         seconds = time.perf_counter() - start
         if run:
-            update_rates.append(update_flops(shape, rows, length) / seconds)
+            update.achieved.append(update_flops(shape, rows, length) / seconds)
+            update.ceiling.append(ceiling.rate())
     model.zero_grad(set_to_none=True)
 
     detail = (
@@ -618,37 +624,30 @@ def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) 
         f"in {len(forwards)} forwards ({steps} single-token steps); update: "
         f"{update_flops(shape, rows, length) / 1e9:.2f} GFLOP on [{rows}, {length}]"
     )
-    return Roofline(
-        rates, matmul_rate(decode_products(model, batch), min_seconds),
-        update_rates, matmul_rate(update_products(model, rows * length), min_seconds), detail,
-    )  # fmt: skip
+    return generation, update, detail
 
 
-def bench_roofline(presets: Sequence[str], batch: int, repeats: int, min_seconds: float = 0.05) -> list[Roofline]:
+def bench_roofline(presets: Sequence[str], batch: int, repeats: int, min_seconds: float = 0.2) -> list[float]:
     """`python -m course_lib.bench roofline`: per model preset, generation's and the update's achieved FLOP/s
-    against this CPU's matmul throughput at the same shapes; the last line is the first preset's two fractions."""
+    against this CPU's matmul throughput at the same shapes; returns, and ends with, the first preset's two median
+    fractions."""
     print(
-        f"Chapter 00's tool task, {batch} episodes, cpu-preset sampling, {torch.get_num_threads()} torch threads, "
-        f"{repeats} timed runs per phase (after a warm-up); matmul ceiling: the fastest of 5 blocks of its products"
+        f"Chapter 00's tool task, {batch} episodes, cpu-preset sampling, {torch.get_num_threads()} torch threads; "
+        f"{repeats} timed runs per phase (after a warm-up), each followed by a matmul block at its shapes"
     )
-    header = ("model", "phase", "median GFLOP/s", "best GFLOP/s", "matmul GFLOP/s", "best/matmul")
-    print("  {:10} {:11} {:>15} {:>13} {:>15} {:>12}".format(*header))
-    results = []
+    header = ("model", "phase", "achieved GFLOP/s", "matmul GFLOP/s", "fraction", "range")
+    print("  {:10} {:11} {:>16} {:>15} {:>9}  {}".format(*header))
+    headline: list[float] = []
     for preset in presets:
-        result = measure_roofline(preset, batch, repeats, min_seconds)
-        for phase, rates, peak, fraction in zip(
-            ("generation", "update"), (result.generation, result.update),
-            (result.generation_peak, result.update_peak), result.fractions(), strict=True,
-        ):  # fmt: skip
-            print(
-                f"  {preset:10} {phase:11} {statistics.median(rates) / 1e9:15.3f} {max(rates) / 1e9:13.3f} "
-                f"{peak / 1e9:15.3f} {fraction:12.3g}"
-            )
-        print(f"    {result.detail}")
-        results.append(result)
-    generation, update = results[0].fractions()
-    print(f"generation_of_matmul_peak={generation:.3g} update_of_matmul_peak={update:.3g}")
-    return results
+        generation, update, detail = measure_roofline(preset, batch, repeats, min_seconds)
+        for name, phase in (("generation", generation), ("update", update)):
+            achieved, ceiling = statistics.median(phase.achieved) / 1e9, statistics.median(phase.ceiling) / 1e9
+            spread = f"{min(phase.fractions):.3g}-{max(phase.fractions):.3g}"
+            print(f"  {preset:10} {name:11} {achieved:16.3f} {ceiling:15.3f} {phase.fraction:9.3g}  {spread}")
+        print(f"    {detail}")
+        headline = headline or [generation.fraction, update.fraction]
+    print(f"generation_of_matmul_peak={headline[0]:.3g} update_of_matmul_peak={headline[1]:.3g}")
+    return headline
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -672,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     roofline.add_argument("--presets", nargs="+", default=["tiny", "tiny_wide"], help="model presets to measure")
     roofline.add_argument("--batch", type=int, default=64, help="episodes in the rollout batch (and update rows)")
     roofline.add_argument("--repeats", type=int, default=7, help="timed rollouts and updates, after one warm-up")
-    roofline.add_argument("--matmul-seconds", type=float, default=0.05, help="minimum seconds per timed matmul block")
+    roofline.add_argument("--matmul-seconds", type=float, default=0.2, help="minimum seconds per timed matmul block")
     args = parser.parse_args(argv)
     if args.command == "roofline":
         bench_roofline(args.presets, args.batch, args.repeats, args.matmul_seconds)

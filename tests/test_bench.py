@@ -47,18 +47,23 @@ def test_interleaved_runs_pair_up_and_give_a_median_speedup():
 
 def test_roofline_prints_positive_fractions(capsys):
     status = bench.main(
-        ["roofline", "--presets", "micro", "--batch", "4", "--repeats", "1", "--matmul-seconds", "0.002"]
+        ["roofline", "--presets", "micro", "--batch", "4", "--repeats", "2", "--matmul-seconds", "0.002"]
     )
     out = capsys.readouterr().out
     assert status == 0
-    rows = re.findall(r"^  micro +(generation|update) +(\S+) +(\S+) +(\S+) +(\S+)$", out, re.MULTILINE)
+    rows = re.findall(r"^  micro +(generation|update) +(\S+) +(\S+) +(\S+)  (\S+)-(\S+)$", out, re.MULTILINE)
     assert [row[0] for row in rows] == ["generation", "update"]
-    for _, median, best, peak, fraction in rows:
-        assert 0 < float(median) <= float(best) and 0 < float(peak)
-        assert 0 < float(fraction) < math.inf
-        assert abs(float(fraction) * float(peak) - float(best)) <= 0.001 + 0.01 * float(best)  # best over the ceiling
+    for _, achieved, peak, fraction, low, high in rows:
+        assert 0 < float(achieved) < math.inf and 0 < float(peak) < math.inf
+        assert 0 < float(low) <= float(fraction) <= float(high) < math.inf  # the median of 2 pairs lies in their range
     last = re.fullmatch(r"generation_of_matmul_peak=(\S+) update_of_matmul_peak=(\S+)", out.splitlines()[-1])
-    assert last and [float(value) for value in last.groups()] == [float(row[4]) for row in rows]
+    assert last and [float(value) for value in last.groups()] == [float(row[3]) for row in rows]
+
+
+def test_phase_fractions_pair_each_run_with_its_ceiling():
+    phase = bench.Phase(achieved=[1e9, 3e9, 2e9], ceiling=[10e9, 10e9, 4e9])
+    assert phase.fractions == [0.1, 0.3, 0.5]
+    assert phase.fraction == 0.3
 
 
 def test_flop_formula_matches_a_hand_count():
