@@ -66,6 +66,8 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
 
+from course_lib.tokenizer import pieces  # noqa: F401  (re-exported: the pitfalls' `pieces`)
+
 PAD, IM_START, IM_END, BOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>"
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -299,13 +301,6 @@ def train_bpe_tokenizer(
     )
     tokenizer.chat_template = chat_template(bos)
     return tokenizer
-
-
-def pieces(tokenizer: PreTrainedTokenizerFast, text: str) -> list[str]:
-    """The pieces `text` encodes to, as readable text (each piece decoded on its own; a piece that is part of a
-    multi-byte character shows as U+FFFD)."""
-    ids = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
-    return [tokenizer.decode([i]) for i in ids]
 
 
 # Models ---------------------------------------------------------------------------------------------------------

@@ -111,8 +111,10 @@ def decode(tokenizer: PreTrainedTokenizerFast, ids: Iterable[int]) -> str:
 
 
 def pieces(tokenizer: PreTrainedTokenizerFast, text: str) -> list[str]:
-    """The tokenizer's pieces of `text` (what an error about a tag that is not one token should show)."""
-    return tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).tokens
+    """The pieces `text` encodes to, as readable text: each piece decoded on its own (a byte-level piece that is
+    part of a multi-byte character shows as U+FFFD). What an error about a tag that is not one token shows."""
+    ids = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
+    return [tokenizer.backend_tokenizer.decode([i], skip_special_tokens=False) for i in ids]
 
 
 def tag_id(tokenizer: PreTrainedTokenizerFast, tag: str) -> int:

@@ -218,6 +218,9 @@ def test_the_chapter_command_refuses_to_record_a_checkpoint(tmp_path, capsys):
     with pytest.raises(SystemExit):
         ch00.main(["--model", str(tmp_path), "--record"])
     assert "not recorded" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ch00.main(["--full-finetune"])
+    assert "give --model" in capsys.readouterr().err
 
 
 def test_a_chapter_that_cannot_take_a_checkpoint_refuses_it(tmp_path, capsys):

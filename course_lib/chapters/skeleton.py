@@ -130,6 +130,8 @@ def main(
     if arguments is not None:
         arguments(parser)
     args = parser.parse_args(argv)
+    if args.full_finetune and not args.model:
+        parser.error("--full-finetune applies to a checkpoint: give --model")
     if args.model:
         if not chapter.checkpoint:
             parser.error(f"{chapter.id} always starts from its own base; --model works for the chapters that use "
