@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,10 +26,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from course_lib.prompt_format import ChatFormat
 from course_lib.rollout import SamplingConfig, pad_id
 from course_lib.tokenizer import encode
-from course_lib.train import SFTConfig, supervised_warm_start
+from course_lib.train import TOOL_RESPONSE, SFTConfig, supervised_warm_start
 
 ENV_VARIABLE = "COURSE_MODEL"
-TOOL_RESPONSE = re.compile(r"<tool_response>.*?(?:</tool_response>|\Z)", re.DOTALL)
 
 
 def model_path() -> Path | None:

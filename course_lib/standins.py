@@ -290,6 +290,12 @@ def train_bpe_tokenizer(
         show_progress=False,
     )
     core.train_from_iterator(list(texts), trainer=trainer)
+    return _wrapped(core, bos)
+
+
+def _wrapped(core: Tokenizer, bos: bool) -> PreTrainedTokenizerFast:
+    """`core` as a transformers tokenizer with the stand-ins' special tokens and ChatML template (BOS as Llama's
+    when `bos`)."""
     extra = {"bos_token": BOS, "add_bos_token": True} if bos else {}
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
@@ -364,17 +370,7 @@ def _default_tokenizer_json(bos: bool) -> str:
 def default_tokenizer(bos: bool = False) -> PreTrainedTokenizerFast:
     """The stand-ins' tokenizer when none is given: 600 tokens trained on 300 of `environment_texts` (a fresh
     object each call, trained once per process)."""
-    extra = {"bos_token": BOS, "add_bos_token": True} if bos else {}
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer.from_str(_default_tokenizer_json(bos)),
-        eos_token=IM_END,
-        pad_token=PAD,
-        additional_special_tokens=[IM_START],
-        clean_up_tokenization_spaces=False,
-        **extra,
-    )
-    tokenizer.chat_template = chat_template(bos)
-    return tokenizer
+    return _wrapped(Tokenizer.from_str(_default_tokenizer_json(bos)), bos)
 
 
 def build_standin_model(
