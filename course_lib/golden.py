@@ -23,45 +23,17 @@ import argparse
 import dataclasses
 import hashlib
 import json
-import platform
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import peft
 import torch
-import transformers
 
+from course_lib.machine import THREADS, machine  # callers use `golden.machine` too
 from course_lib.rollout import RolloutEngine
 
 GOLDEN_FILE = Path(__file__).resolve().parent.parent / "tests" / "golden_run.json"
-THREADS = 2
-"""Intra-op threads the digests are computed with: the chapters' own setting on a 2-core machine."""
-SIMD_FLAGS = ("sse", "ssse", "avx", "fma", "f16c", "amx")
-"""CPU feature flags that decide which vector kernels BLAS and torch pick (other flags do not)."""
-
-
-def machine() -> dict[str, str]:
-    """What the arithmetic depends on besides the code: CPU (model and vector instruction sets, which
-    decide the BLAS kernels), the instruction set torch uses, library versions, threads."""
-    cpu = {"model name": platform.processor(), "cpu family": "", "model": "", "flags": ""}
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        first = cpuinfo.read_text().split("\n\n")[0]  # the first core describes them all
-        for line in first.splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in cpu:
-                cpu[key.strip()] = value.strip()
-    return {
-        "cpu": f"{cpu['model name']} (family {cpu['cpu family']}, model {cpu['model']})",
-        "cpu_simd": " ".join(sorted(f for f in cpu["flags"].split() if f.startswith(SIMD_FLAGS))),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "peft": peft.__version__,
-        "threads": str(THREADS),
-    }
 
 
 def digest(value) -> str:

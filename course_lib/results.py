@@ -123,7 +123,8 @@ def provenance() -> dict:
     """Where a record came from: code (commit, dirty tree), libraries, machine, threads, command line."""
     import torch
 
-    from course_lib.golden import machine  # the same CPU description the golden run's digests are keyed by
+    # the same CPU description the golden run's digests are keyed by, without importing the golden run
+    from course_lib.machine import cpu_description
 
     return {
         "git_commit": _git("rev-parse", "HEAD") or "unknown",
@@ -132,7 +133,7 @@ def provenance() -> dict:
         "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")),
         "python": platform.python_version(),
         **{name: _version(name) for name in LIBRARIES},
-        "cpu": machine()["cpu"],
+        "cpu": cpu_description(),
         "torch_threads": torch.get_num_threads(),
         "command": " ".join(getattr(sys, "orig_argv", sys.argv)),
     }
