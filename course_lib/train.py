@@ -23,7 +23,7 @@ from course_lib import config as course_config
 from course_lib import loop
 from course_lib.algos.aepo import entropy_aware_advantages
 from course_lib.algos.filters import FilterConfig
-from course_lib.algos.grpo import kl_k3, masked_aggregate
+from course_lib.algos.grpo import AGGREGATIONS, kl_k3, masked_aggregate
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.envs.base import TextEnv
 from course_lib.models import build_model, reference_policy, save
@@ -50,6 +50,41 @@ def token_logprobs(
     return torch.cat([zeros, chosen], dim=1), torch.cat([zeros, entropy], dim=1)
 
 
+ROLLOUT_MODES = ("trajectory", "step")
+"""`GRPOConfig.rollout_mode` (and `evaluate_policy`'s): the samplers test for "trajectory" and treat anything else as
+step mode, so a typo would train in one mode and evaluate in the other; the configs refuse it instead."""
+ENTROPY_SCOPES = ("policy", "reasoning")
+"""`GRPOConfig.entropy_scope`."""
+ENTROPY_ROWS = ("all", "zero_variance")
+"""`GRPOConfig.entropy_rows`."""
+EPISODE_BASELINES = ("pooled", "trajectory")
+"""`GiGPOConfig.episode_baseline` (`loop.gigpo` tests for "pooled" and reads anything else as "trajectory")."""
+TREE_RULES = ("arpo", "aepo")
+"""`TreeConfig.rule` (`tree_rollout.sample_trees`)."""
+MONITOR_UNITS = ("normalised", "nats")
+"""`TreeConfig.monitor_units` (`tree_rollout.monitored_entropies`)."""
+FILTER_MODES = ("linear", "softmax")
+"""`FilterConfig.mode` (`algos.filters.top_p_groups_by_reward_std`)."""
+
+
+def _one_of(name: str, value: object, allowed: Sequence[object]) -> None:
+    """Raise a ValueError that names the allowed values unless `value` is one of them."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}")
+
+
+def _at_least(name: str, value: float, low: float, strict: bool = False) -> None:
+    """Raise a ValueError unless `value` >= `low` (> `low` when `strict`)."""
+    if value < low or (strict and value == low):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {low}; got {value!r}")
+
+
+def _within(name: str, value: float, low: float, high: float, low_open: bool = False) -> None:
+    """Raise a ValueError unless `value` lies in [low, high] (`(low, high]` when `low_open`)."""
+    if not (low < value <= high if low_open else low <= value <= high):
+        raise ValueError(f"{name} must lie in {'(' if low_open else '['}{low}, {high}]; got {value!r}")
+
+
 @dataclass
 class SFTConfig:
     """Supervised warm start."""
@@ -64,6 +99,17 @@ class SFTConfig:
     """Linear warm-up length."""
     weight_decay: float = 0.01
     """AdamW weight decay."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse impossible settings when they are made, not minutes into a run (a ValueError naming the field)."""
+        _at_least("SFTConfig.steps", self.steps, 0)
+        _at_least("SFTConfig.batch_size", self.batch_size, 1)
+        _at_least("SFTConfig.learning_rate", self.learning_rate, 0.0, strict=True)
+        _at_least("SFTConfig.warmup_steps", self.warmup_steps, 1)  # the warm-up divides by it
+        _at_least("SFTConfig.weight_decay", self.weight_decay, 0.0)
 
 
 def supervised_warm_start(
@@ -170,6 +216,14 @@ class GiGPOConfig:
     """`pooled`: the episode advantage's mean and std over every step row of the group (the official code's
     default, with which the paper's numbers were produced); `trajectory`: over one score per episode (Eq. 3)."""
 
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse an unknown baseline (it would silently mean `trajectory`) and a discount outside [0, 1]."""
+        _one_of("GiGPOConfig.episode_baseline", self.episode_baseline, EPISODE_BASELINES)
+        _within("GiGPOConfig.gamma", self.gamma, 0.0, 1.0)
+
 
 @dataclass
 class GRPOConfig:
@@ -241,6 +295,51 @@ class GRPOConfig:
     filter: FilterConfig = field(default_factory=FilterConfig)
     """The batch filters' settings (used when `batch_filter` is `starpo_s` or `snr_top_p`)."""
 
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse unknown modes and impossible sizes and rates with a ValueError naming the field and what it allows.
+
+        Runs on construction (and `dataclasses.replace`) and again when `train_grpo` starts, for a config changed
+        in place. The nested `tree` and `filter` settings are checked here too. The four seam names are not: a
+        method may register its function after the config is made (chapter 09's critic does), so `train_grpo`
+        resolves them before its first rollout, with `loop.resolve`'s error listing what is registered."""
+        _at_least("GRPOConfig.iterations", self.iterations, 0)
+        _at_least("GRPOConfig.prompts_per_iteration", self.prompts_per_iteration, 1)
+        _at_least("GRPOConfig.group_size", self.group_size, 1)
+        _at_least("GRPOConfig.learning_rate", self.learning_rate, 0.0, strict=True)
+        _within("GRPOConfig.clip_low", self.clip_low, 0.0, 1.0)
+        _at_least("GRPOConfig.clip_high", self.clip_high, 0.0)
+        _one_of("GRPOConfig.aggregation", self.aggregation, AGGREGATIONS)
+        _at_least("GRPOConfig.kl_coef", self.kl_coef, 0.0)
+        _one_of("GRPOConfig.entropy_scope", self.entropy_scope, ENTROPY_SCOPES)
+        _one_of("GRPOConfig.entropy_rows", self.entropy_rows, ENTROPY_ROWS)
+        _at_least("GRPOConfig.max_grad_norm", self.max_grad_norm, 0.0, strict=True)
+        _at_least("GRPOConfig.updates_per_batch", self.updates_per_batch, 1)
+        _at_least("GRPOConfig.eval_every", self.eval_every, 1)
+        for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
+            if not isinstance(getattr(self, seam), str) or not getattr(self, seam):
+                raise ValueError(f"GRPOConfig.{seam} must be a registered name (loop.SEAMS[{seam!r}])")
+        _one_of("GRPOConfig.rollout_mode", self.rollout_mode, ROLLOUT_MODES)
+        _at_least("GRPOConfig.history_window", self.history_window, 0)
+        from course_lib.step_mode import ANCHOR_SOURCES  # here: importing the loop loads no step-mode code
+
+        _one_of("GRPOConfig.anchor_source", self.anchor_source, ANCHOR_SOURCES)
+        _at_least("GRPOConfig.invalid_penalty", self.invalid_penalty, 0.0)
+        self.gigpo.validate()
+        tree = self.tree
+        _one_of("TreeConfig.rule", tree.rule, TREE_RULES)
+        _one_of("TreeConfig.monitor_units", tree.monitor_units, MONITOR_UNITS)
+        _at_least("TreeConfig.global_samples", tree.global_samples, 1)
+        _within("TreeConfig.alpha", tree.alpha, 0.0, 1.0)
+        _at_least("TreeConfig.entropy_tokens", tree.entropy_tokens, 1)
+        _at_least("TreeConfig.monitor_tokens", tree.monitor_tokens, 1)
+        _at_least("TreeConfig.penalty_slope", tree.penalty_slope, 0.0)
+        _within("FilterConfig.keep_fraction", self.filter.keep_fraction, 0.0, 1.0, low_open=True)
+        _within("FilterConfig.top_p", self.filter.top_p, 0.0, 1.0, low_open=True)
+        _one_of("FilterConfig.mode", self.filter.mode, FILTER_MODES)
+
 
 def train_grpo(
     model: torch.nn.Module,
@@ -265,6 +364,9 @@ def train_grpo(
     training ends there and that record is the last (an early stop, e.g. chapter 12's input-dependence monitor,
     which then rolls back: at the final evaluation, too).
     """
+    config.validate()  # again: a config may have been changed in place since it was made
+    for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
+        loop.resolve(seam, getattr(config, seam))  # an unknown name fails here, not after the first evaluation
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -425,6 +527,7 @@ def evaluate_policy(
 ) -> tuple[dict[str, float], list]:
     """Roll out once per seed (all in one batch) and summarise with `rollout_stats`; in step mode the
     episodes are `step_mode.Episode`s."""
+    _one_of("rollout_mode", rollout_mode, ROLLOUT_MODES)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     engine = RolloutEngine(model, tokenizer, sampling)
