@@ -55,16 +55,21 @@ def verify_all(data_dir: Path | None = None, scale: str = "cpu") -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.data", description=data.__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser (a test parses every command a `DataError` names with it, without building)."""
+    cli = argparse.ArgumentParser(prog="python -m course_lib.data", description=data.__doc__.splitlines()[0])
+    sub = cli.add_subparsers(dest="command", required=True)
     command = sub.add_parser("build", help="build a chapter's data")
     command.add_argument("chapter", choices=sorted(BUILDERS))
     command.add_argument("--seed", type=int, default=0)
     scales = dict(choices=("cpu", "gpu"), default="cpu", help="cpu: the committed data/; gpu: data.gpu_data_dir()")
     command.add_argument("--scale", **scales)
     sub.add_parser("verify", help="check every file against the manifest").add_argument("--scale", **scales)
-    args = parser.parse_args(argv)
+    return cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     data_dir = data.data_dir_for(args.scale)
     if args.command == "build":
         build(args.chapter, data_dir, args.seed, True, args.scale)

@@ -13,6 +13,11 @@ repository, `~/.cache/course_lib/gpu` or `COURSE_GPU_DATA`, with its own manifes
 `load_base` / `load_tasks` build a chapter's larger base once, the first time one of its artifacts is asked for
 (`build chNN --scale gpu` does the same by hand), and `load_base` prints which base it loaded.
 
+`COURSE_DATA=<folder>` moves the cpu data elsewhere (`DATA_DIR`, read at import): loading reads that folder's
+manifest and the build command writes there, so artifacts of your own never touch the tracked `data/MANIFEST.json`.
+Every `DataError` names a command that exists: the one the manifest records, with `COURSE_DATA=` in front when the
+folder is not the repository's `data/`; an artifact no course command builds says so instead (docs/data.md).
+
 The command line is `course_lib.build` (it maps a chapter to the module that builds its data); this
 module imports no chapter (the gpu directory's one-off build imports `course_lib.build` when it runs).
 """
@@ -29,7 +34,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-DATA_DIR = Path(os.environ.get("COURSE_DATA", Path(__file__).resolve().parent.parent / "data"))
+REPO_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+"""The repository's `data/`, whose manifest git tracks: it also says which command builds each course artifact."""
+DATA_DIR = Path(os.environ.get("COURSE_DATA", REPO_DATA_DIR))
 """The cpu preset's data: the committed `data/` (or `COURSE_DATA`)."""
 DEFAULT_GPU_DATA_DIR = Path.home() / ".cache" / "course_lib" / "gpu"
 """The gpu preset's data directory unless `COURSE_GPU_DATA` names another (`gpu_data_dir()` reads it when called,
@@ -56,7 +63,7 @@ def read_manifest(data_dir: Path = DATA_DIR) -> dict:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise DataError(f"{path} is not valid JSON ({err}); restore it with `git checkout {MANIFEST}`") from None
+        raise DataError(f"{path} is not valid JSON ({err}); {_restore_manifest(data_dir)}") from None
 
 
 def verify(name: str, data_dir: Path = DATA_DIR) -> Path:
@@ -64,24 +71,30 @@ def verify(name: str, data_dir: Path = DATA_DIR) -> Path:
     entry = read_manifest(data_dir)["artifacts"].get(name)
     if entry is None:
         command = _command_for(name, _scale_of(data_dir))
-        raise DataError(f"artifact {name!r} is not in {data_dir / MANIFEST}; build it with: {command}")
+        raise DataError(f"artifact {name!r} is not in {data_dir / MANIFEST}; {_how_to_build(name, command, data_dir)}")
+    rebuild = "re" + _how_to_build(name, entry["command"], data_dir)
     for relative, expected in entry["files"].items():
         path = data_dir / relative
         if not path.exists():
-            raise DataError(f"{path} is missing; rebuild it with: {entry['command']}")
+            raise DataError(f"{path} is missing; {rebuild}")
         if sha256(path) != expected:
-            raise DataError(f"{path} is corrupted (sha256 mismatch); rebuild it with: {entry['command']}")
+            raise DataError(f"{path} is corrupted (sha256 mismatch); {rebuild}")
     return data_dir / name
 
 
-def record(name: str, command: str, seed: int, data_dir: Path = DATA_DIR) -> None:
-    """Hash every file under `data_dir/name` into the manifest entry of `name`."""
+def record(name: str, command: str | None, seed: int, data_dir: Path = DATA_DIR) -> None:
+    """Hash every file under `data_dir/name` into the manifest entry of `name` (`command`: what rebuilds it, None
+    when no course command does). An unchanged manifest is left untouched, bytes and modification time: rebuilding
+    the committed data to the same bits leaves `git status` clean."""
     folder = data_dir / name
     files = {str(p.relative_to(data_dir)): sha256(p) for p in sorted(folder.rglob("*")) if p.is_file()}
     manifest = read_manifest(data_dir)
     manifest["artifacts"][name] = {"command": command, "seed": seed, "files": files}
     manifest["artifacts"] = dict(sorted(manifest["artifacts"].items()))
-    (data_dir / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    path = data_dir / MANIFEST
+    text = json.dumps(manifest, indent=1) + "\n"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
 
 
 def gpu_data_dir() -> Path:
@@ -144,9 +157,10 @@ def _build_gpu_chapter(name: str, data_dir: Path) -> None:
     from course_lib import build  # imports the chapters; `course_lib.data` must not at import
 
     chapter = name.split("_")[0]
-    if chapter not in build.BUILDERS:
-        raise DataError(f"artifact {name!r}: no chapter builds it (chapters with data: {', '.join(build.BUILDERS)})")
     command = _command_for(name, "gpu")
+    if command is None:
+        chapters = ", ".join(build.BUILDERS)
+        raise DataError(f"artifact {name!r}: no command builds it at the gpu scale (chapters with data: {chapters})")
     print(f"building {chapter}'s gpu data into {data_dir} ({name} is not there yet): {command}", flush=True)
     # A chapter seeds its run and then loads its base: without this, the first run (which builds) and every
     # later run (which only loads) would draw different random numbers after the load.
@@ -185,35 +199,93 @@ def _label(name: str, model, data_dir: Path) -> str:
 
 # Writing artifacts (each chapter's `build_data`; the `build` command is `course_lib.build`) ------------
 def write_artifact(
-    name: str, write: Callable[[Path], object], seed: int, data_dir: Path = DATA_DIR, scale: str = "cpu"
+    name: str,
+    write: Callable[[Path], object],
+    seed: int,
+    data_dir: Path = DATA_DIR,
+    scale: str = "cpu",
+    command: str | None = None,
 ) -> None:
-    """Build artifact `name` with `write(folder)` and record its files in the manifest (with the command that
-    rebuilds it, `--scale gpu` for a gpu artifact)."""
+    """Build artifact `name` with `write(folder)` and record its files in the manifest, with the command that
+    rebuilds it: `command` if given (an artifact of your own: e.g. `python my_env.py build`), else the course's
+    (`--scale gpu` for a gpu artifact; none for an artifact no chapter in `course_lib.build.BUILDERS` builds)."""
     _replace(data_dir / name, write)
-    record(name, _command_for(name, scale), seed, data_dir)
+    record(name, command or _command_for(name, scale), seed, data_dir)
 
 
 def write_task_set(
-    name: str, splits: dict[str, dict[str, list]], seed: int, data_dir: Path = DATA_DIR, scale: str = "cpu"
+    name: str,
+    splits: dict[str, dict[str, list]],
+    seed: int,
+    data_dir: Path = DATA_DIR,
+    scale: str = "cpu",
+    command: str | None = None,
 ) -> None:
-    """Save columns per split (e.g. `{"train": {...}, "test": {...}}`) as a `DatasetDict` artifact."""
+    """Save columns per split (e.g. `{"train": {...}, "test": {...}}`) as a `DatasetDict` artifact (`command` as
+    in `write_artifact`)."""
     from datasets import Dataset, DatasetDict, disable_progress_bars
 
     disable_progress_bars()
     tasks = DatasetDict({split: Dataset.from_dict(columns) for split, columns in splits.items()})
-    write_artifact(name, lambda folder: tasks.save_to_disk(str(folder)), seed, data_dir, scale)
+    write_artifact(name, lambda folder: tasks.save_to_disk(str(folder)), seed, data_dir, scale, command)
 
 
-def _command_for(name: str, scale: str = "cpu") -> str:
-    """The command that builds artifact `name` of preset `scale` (its chapter is the name's prefix)."""
+def _command_for(name: str, scale: str = "cpu") -> str | None:
+    """The command that builds artifact `name` of preset `scale`, or None when no course command does.
+
+    The committed manifest names the command of every course artifact (one of them, chapter 08's design base, is
+    not a chapter build); another artifact is its chapter's (the name's prefix) if `course_lib.build.BUILDERS`
+    has that chapter, else nobody's: a name such as `counter_base` must not send the reader to
+    `python -m course_lib.data build counter`, which does not exist."""
+    from course_lib import build  # its table only: `course_lib.build` imports a chapter only when it builds one
+
     chapter = name.split("_")[0]
+    try:
+        committed = read_manifest(REPO_DATA_DIR)["artifacts"].get(name, {}).get("command")
+    except DataError:  # a broken committed manifest has its own message; fall back to the chapter table
+        committed = None
+    build_command = f"python -m course_lib.data build {chapter}"
+    if committed is not None and committed != build_command:
+        return committed if scale == "cpu" else None  # a one-off cpu build (the design base): no gpu variant
+    if chapter not in build.BUILDERS:
+        return None
     if scale == "cpu":
-        return f"python -m course_lib.data build {chapter}"
+        return build_command
     from course_lib import config
 
     # A smoke-test build lives in its own folder, which only COURSE_GPU_TINY=1 selects.
     prefix = "COURSE_GPU_TINY=1 " if config.gpu_tiny() else ""
-    return f"{prefix}python -m course_lib.data build {chapter} --scale {scale}"
+    return f"{prefix}{build_command} --scale {scale}"
+
+
+def _how_to_build(name: str, command: str | None, data_dir: Path) -> str:
+    """`build it with: `<command>`` for a `DataError`, the command as typed for `data_dir`: a cpu build writes into
+    `DATA_DIR`, so a folder other than the repository's `data/` gets `COURSE_DATA=<folder>` in front."""
+    if command is None:
+        from course_lib import build
+
+        return (
+            f"build it with the code that wrote it: no course command builds {name!r} (the chapters with data are "
+            f"{', '.join(sorted(build.BUILDERS))}; a chapter of your own adds its module to "
+            "course_lib.build.BUILDERS, see docs/data.md)"
+        )
+    return f"build it with: `{_in_folder(data_dir)}{command}`"
+
+
+def _in_folder(data_dir: Path) -> str:
+    """`COURSE_DATA=<folder> ` when a cpu build command must be told to write into `data_dir`, else nothing."""
+    elsewhere = Path(data_dir).resolve() != REPO_DATA_DIR.resolve()
+    return f"COURSE_DATA={data_dir} " if elsewhere and _scale_of(data_dir) == "cpu" else ""
+
+
+def _restore_manifest(data_dir: Path) -> str:
+    """How to get a readable manifest back: git has the committed one; another folder's is rebuilt."""
+    if Path(data_dir).resolve() == REPO_DATA_DIR.resolve():
+        return f"restore it with `git -C {REPO_DATA_DIR.parent} checkout -- data/{MANIFEST}`"
+    return (
+        "delete it, then rebuild that folder's artifacts chapter by chapter "
+        f"(`{_in_folder(data_dir)}python -m course_lib.data build --help` lists the chapters)"
+    )
 
 
 def _scale_of(data_dir: Path) -> str:
