@@ -1,4 +1,5 @@
-"""Text environments by name: `names()`, `make(name, **kwargs)` (see `base.TextEnv` for the API).
+"""Text environments by name: `names()`, `make(name, **kwargs)` (see `base.TextEnv` for the API), and
+`check_env(env)`, the contract a new environment must keep (`check.py`).
 
 The course's environments are imported when first made, so that importing the engine or one
 environment does not load every environment and the tools behind them."""
@@ -9,6 +10,7 @@ import importlib
 from collections.abc import Callable
 
 from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
+from course_lib.envs.check import EnvContractError, check_env
 
 _REGISTRY: dict[str, Callable[..., TextEnv]] = {}
 _BUILT_IN = {
@@ -18,6 +20,7 @@ _BUILT_IN = {
     "function_calling": "function_calling",
     "key_door": "key_door",
     "mini_travel": "mini_travel",
+    "number_line": "template",
     "price_tools": "price_tools",
     "sokoban": "sokoban",
     "tool_arithmetic": "arithmetic",
@@ -46,4 +49,4 @@ def make(name: str, **kwargs) -> TextEnv:
     return _REGISTRY[name](**kwargs)
 
 
-__all__ = ["InvalidAction", "TextEnv", "extract_tag", "make", "names", "register"]
+__all__ = ["EnvContractError", "InvalidAction", "TextEnv", "check_env", "extract_tag", "make", "names", "register"]

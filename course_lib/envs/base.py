@@ -1,7 +1,8 @@
 """The text-environment interface every chapter uses (Gymnasium-style, text in and text out).
 
 `reset(seed) -> (obs, info)` and `step(action) -> (obs, reward, terminated, truncated, info)`.
-`info["valid"]` says whether the action parsed and was legal; `info["anchor"]` is a hashable key
+`info["valid"]` (also `info["is_action_valid"]`, as GEM and SkyRL-gym name it) says whether the action parsed and
+was legal; `fork()` copies the environment mid-episode for tree rollouts; `info["anchor"]` is a hashable key
 of the true state (GiGPO groups steps by it). A malformed or illegal action never raises: it gets
 feedback text and `invalid_penalty`. Each environment keeps a `transcript` of every action it
 received and every observation it returned, so tests can check the token-level bookkeeping of a
@@ -14,6 +15,7 @@ sets it on every training environment before each rollout, so a reward that foll
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -58,6 +60,12 @@ class TextEnv:
         """A hashable key of the current true state."""
         raise NotImplementedError
 
+    def fork(self) -> TextEnv:
+        """An independent copy in the same state, to continue from here on another branch (tree rollouts, MCTS).
+        A deep copy by default; an environment holding something that cannot be copied (a process, a connection)
+        overrides it."""
+        return copy.deepcopy(self)
+
     def problem_key(self) -> Hashable:
         """The identity of the problem of the current episode: two resets with the same key pose the
         same problem. The reset observation by default; an environment whose first observation does
@@ -91,6 +99,7 @@ class TextEnv:
             info = {"valid": False, "error": str(bad)}
         truncated = not terminated and self.turn >= self.max_turns
         self.done = terminated or truncated
+        info["is_action_valid"] = info["valid"]  # the name GEM and SkyRL-gym give it
         info.setdefault("anchor", self.anchor())
         self.transcript.actions.append(action)
         self.transcript.observations.append(obs)

@@ -23,7 +23,6 @@ with the memory of failures (the Reflexion analogue), and best-of-k independent 
 
 from __future__ import annotations
 
-import copy
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -138,7 +137,7 @@ class GroundedExpansion:
         for action in distinct:
             count = counts[action]
             self.budget.spend()
-            env = copy.deepcopy(node.env)
+            env = node.env.fork()
             observation, *_ = env.step(action)  # reward and terminated are deliberately ignored
             solved = parse_state(observation) == self.goal
             consistency = count / self.config.children

@@ -1,0 +1,182 @@
+"""`check_env`: the contract a course environment keeps, checked on a new one before any training.
+
+A chapter's loop trusts its environment in ways that fail silently when broken: GiGPO groups steps by `anchor` (an
+unhashable or state-blind anchor merges unrelated steps), evaluation counts distinct problems by `problem_key` and
+keeps the test split out of training (a split that leaks makes held-out numbers meaningless), a rollout replays a
+seed and expects the same problem (a non-deterministic reset breaks groups of one prompt), and a policy writes
+anything (an environment that crashes on a malformed action ends the run). Each check below is one of these.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from course_lib.envs.base import TextEnv
+
+HOSTILE_ACTIONS: tuple[object, ...] = (
+    "",
+    "   \n\t",
+    "<tool_call>",
+    "</answer><answer>",
+    "\x00\x01\x02 \ufffd\u202e",
+    "__import__('os').system('rm -rf /')",
+    "x" * 100_000,
+    None,
+    42,
+)
+"""Actions no environment may take as valid: empty, unclosed or garbled tags, control characters, code, a huge
+string, and values that are not strings (`TextEnv.step` turns them into the empty action)."""
+
+
+class EnvContractError(AssertionError):
+    """An environment broke the contract; the message lists every failed check."""
+
+
+@dataclass
+class EnvReport:
+    """What `check_env` checked: `passed` and `failed` map a check's name to what was seen."""
+
+    passed: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        return [f"ok    {k}: {v}" for k, v in self.passed.items()] + [f"FAIL  {k}: {v}" for k, v in self.failed.items()]
+
+
+def _factory(env: TextEnv | Callable[..., TextEnv]) -> Callable[..., TextEnv]:
+    """A zero-argument-capable factory: `type(env)` for an instance built without arguments, else the callable."""
+    if isinstance(env, TextEnv):
+        return lambda **kwargs: env if not kwargs else type(env)(**kwargs)
+    return env
+
+
+def _takes_split(factory: Callable[..., TextEnv]) -> bool:
+    try:
+        return "split" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def check_env(
+    env: TextEnv | Callable[..., TextEnv],
+    seeds: int = 20,
+    vocabulary: Iterable[str] | None = None,
+    hostile: Sequence[object] = HOSTILE_ACTIONS,
+    shared_problems: Iterable[Hashable] = (),
+    raise_on_failure: bool = True,
+) -> EnvReport:
+    """Check the course's environment contract on `env` (an instance, or a factory such as a registered name's
+    `lambda split="train": MyEnv(split)`). Checks, each on `seeds` seeds:
+
+    - `reset`: returns `(str, dict)`; the same seed on a fresh environment gives the same observation and
+      `problem_key` (deterministic), and different seeds pose at least two different problems;
+    - `anchor`: `info["anchor"]` is hashable after reset and after every step;
+    - `problem_key`: hashable;
+    - `splits` (when the factory takes `split`): no `problem_key` of "test" among "train"'s, apart from the
+      `shared_problems` an environment discloses (chapter 05's chit-chat questions are in every split by design);
+    - `hostile`: every action of `hostile`, on a fresh episode, returns the 5-tuple with `info["valid"]` False and
+      `info["is_action_valid"]` False, a finite reward at most 0, and no exception;
+    - `termination`: an episode of invalid actions ends within `max_turns` steps;
+    - `vocabulary` (when given): every whitespace-separated word of the observations seen is in it.
+
+    Returns the report; with `raise_on_failure`, raises `EnvContractError` listing every failed check.
+    """
+    factory, report = _factory(env), EnvReport()
+    words = set(vocabulary) if vocabulary is not None else None
+    allowed = set(shared_problems)
+    seen_words: set[str] = set()
+
+    def check(name: str, test: Callable[[], str]) -> None:
+        try:
+            report.passed[name] = test()
+        except Exception as error:  # a check that raises failed, with the reason
+            report.failed[name] = f"{type(error).__name__}: {error}"
+
+    def reset(seed: int, instance: TextEnv | None = None) -> tuple[TextEnv, str, dict]:
+        instance = instance or factory()
+        result = instance.reset(seed=seed)
+        assert isinstance(result, tuple) and len(result) == 2, f"reset returned {result!r:.40}, not (obs, info)"
+        obs, info = result
+        assert isinstance(obs, str) and isinstance(info, dict), "reset must return (str, dict)"
+        seen_words.update(obs.split())
+        return instance, obs, info
+
+    def reset_is_deterministic() -> str:
+        keys = []
+        for seed in range(seeds):
+            first, obs, _ = reset(seed)
+            _, again, _ = reset(seed)
+            assert obs == again, f"seed {seed}: two resets gave different observations"
+            key = first.problem_key()
+            assert isinstance(key, Hashable), f"problem_key() returned an unhashable {type(key).__name__}"
+            hash(key)
+            keys.append(key)
+        assert len(set(keys)) >= min(2, seeds), "every seed poses the same problem"
+        return f"{seeds} seeds, {len(set(keys))} distinct problems"
+
+    def anchors_are_hashable() -> str:
+        steps = 0
+        for seed in range(min(seeds, 5)):
+            instance, _, info = reset(seed)
+            hash(info["anchor"])
+            while not instance.done:
+                *_, info = instance.step("")
+                hash(info["anchor"])
+                steps += 1
+        return f"after reset and {steps} steps"
+
+    def splits_are_disjoint() -> str:
+        keys = {}
+        for split in ("train", "test"):
+            instance = factory(split=split)
+            keys[split] = set()
+            for seed in range(seeds):
+                instance.reset(seed=seed)
+                keys[split].add(instance.problem_key())
+        shared = (keys["train"] & keys["test"]) - allowed
+        assert not shared, f"{len(shared)} test problems also in train, e.g. {next(iter(shared))!r}"
+        return f"{len(keys['train'])} train and {len(keys['test'])} test problems, none shared"
+
+    def hostile_actions_are_invalid() -> str:
+        for action in hostile:
+            instance, _, _ = reset(0)
+            result = instance.step(action)  # type: ignore[arg-type]
+            assert len(result) == 5, "step must return (obs, reward, terminated, truncated, info)"
+            obs, reward, _, _, info = result
+            shown = repr(action)[:40]
+            assert isinstance(obs, str), f"{shown}: the observation is not text"
+            assert info.get("valid") is False, f"{shown}: labelled valid"
+            assert info.get("is_action_valid") is False, f"{shown}: info['is_action_valid'] is not False"
+            assert math.isfinite(reward) and reward <= 0, f"{shown}: reward {reward}"
+            seen_words.update(obs.split())
+        return f"{len(hostile)} actions, each invalid with a penalty"
+
+    def episodes_terminate() -> str:
+        instance, _, _ = reset(0)
+        for _ in range(instance.max_turns):
+            if instance.done:
+                break
+            instance.step("")
+        assert instance.done, f"not done after max_turns={instance.max_turns} invalid actions"
+        return f"within max_turns={instance.max_turns}"
+
+    check("reset", reset_is_deterministic)
+    check("anchor", anchors_are_hashable)
+    if _takes_split(factory):
+        check("splits", splits_are_disjoint)
+    check("hostile", hostile_actions_are_invalid)
+    check("termination", episodes_terminate)
+    if words is not None:
+
+        def vocabulary_covers() -> str:
+            missing = sorted(seen_words - words)
+            assert not missing, f"{len(missing)} words not in the vocabulary, e.g. {missing[:5]}"
+            return f"{len(seen_words)} distinct words seen, all in the vocabulary"
+
+        check("vocabulary", vocabulary_covers)
+    if raise_on_failure and report.failed:
+        raise EnvContractError("\n".join(report.lines()))
+    return report
