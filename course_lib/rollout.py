@@ -29,6 +29,7 @@ over 15 interleaved pairs: ch03 1.03, ch06 0.97-1.02, ch04 0.97-1.00, ch05 0.95-
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -40,7 +41,7 @@ import torch
 
 from course_lib.envs.base import TextEnv
 from course_lib.hf_decoder import make_decoder
-from course_lib.prompt_format import PlainFormat
+from course_lib.prompt_format import FORMATS, PlainFormat
 from course_lib.prompt_format import resolve as resolve_format
 from course_lib.tokenizer import decode, encode, is_word_level, single_token_id, tag_id
 
@@ -67,6 +68,35 @@ class SamplingConfig:
     prompt_format: str = "plain"
     """How the prompt and observations become ids (`course_lib.prompt_format.FORMATS`): `plain` for the course's
     bases, `chat` for a checkpoint with a chat template."""
+
+    def __post_init__(self) -> None:
+        """Refuse a configuration that cannot mean what it says, when it is made (also by `dataclasses.replace`),
+        rather than minutes into a run: a zero token budget truncates every turn, a typo in `prompt_format` would
+        only fail when the engine is built, and `stop_tags=("</answer>")` (no comma) is a string whose every
+        character would end a turn."""
+        for name in ("max_turn_tokens", "max_total_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SamplingConfig.{name} must be an int >= 1 (tokens), got {value!r}")
+        temperature = self.temperature
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not math.isfinite(temperature):
+            raise ValueError(f"SamplingConfig.temperature must be a finite number, got {temperature!r}")
+        if temperature < 0:
+            raise ValueError(
+                f"SamplingConfig.temperature must be > 0 (sampling) or 0 (greedy decoding), got {temperature!r}"
+            )
+        if isinstance(self.stop_tags, str) or not all(isinstance(tag, str) and tag for tag in self.stop_tags):
+            raise ValueError(
+                f"SamplingConfig.stop_tags must be a tuple of non-empty strings, e.g. ('</answer>',), "
+                f"got {self.stop_tags!r}"
+            )
+        if self.end_at_eos not in (None, True, False):
+            raise ValueError(f"SamplingConfig.end_at_eos must be None, True or False, got {self.end_at_eos!r}")
+        # A format object (as `RolloutEngine(prompt_format=...)` takes) is used as is; a name must be a known one.
+        if isinstance(self.prompt_format, str) and self.prompt_format not in FORMATS:
+            raise ValueError(
+                f"SamplingConfig.prompt_format must be one of {sorted(FORMATS)}, got {self.prompt_format!r}"
+            )
 
 
 @dataclass

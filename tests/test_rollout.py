@@ -179,3 +179,45 @@ def test_branch_after_the_end_of_an_episode_is_refused(make_model, tokenizer):
     assert parent.truncated and parent.env.done and parent.num_turns == 3
     with pytest.raises(ValueError):
         engine.branch(parent, parent.num_turns, 1)
+
+
+# SamplingConfig validates on construction ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "fields, named",
+    [
+        ({"max_turn_tokens": 0}, "max_turn_tokens must be an int >= 1"),
+        ({"max_turn_tokens": -4}, "max_turn_tokens must be an int >= 1"),
+        ({"max_total_tokens": 0}, "max_total_tokens must be an int >= 1"),
+        ({"max_total_tokens": 40.0}, "max_total_tokens must be an int >= 1"),
+        ({"temperature": -0.5}, "temperature must be > 0 (sampling) or 0 (greedy decoding)"),
+        ({"temperature": float("nan")}, "temperature must be a finite number"),
+        ({"temperature": "1.0"}, "temperature must be a finite number"),
+        ({"stop_tags": "</answer>"}, "stop_tags must be a tuple of non-empty strings"),
+        ({"stop_tags": ("</answer>", "")}, "stop_tags must be a tuple of non-empty strings"),
+        ({"end_at_eos": "yes"}, "end_at_eos must be None, True or False"),
+        ({"prompt_format": "chatml"}, "prompt_format must be one of ['chat', 'plain'], got 'chatml'"),
+    ],
+)
+def test_sampling_config_refuses_what_cannot_run(fields, named):
+    with pytest.raises(ValueError) as err:
+        SamplingConfig(**fields)
+    assert f"SamplingConfig.{named}" in str(err.value)
+
+
+def test_sampling_config_validates_replacements_too():
+    import dataclasses
+
+    config = SamplingConfig(max_turn_tokens=8, max_total_tokens=40)
+    with pytest.raises(ValueError, match="max_total_tokens"):
+        dataclasses.replace(config, max_total_tokens=-1)
+
+
+def test_sampling_config_accepts_every_setting_the_course_uses():
+    from course_lib.prompt_format import FORMATS, ChatFormat
+
+    SamplingConfig()  # the defaults
+    greedy = SamplingConfig(temperature=0.0, max_turn_tokens=1, max_total_tokens=1, stop_tags=())
+    assert greedy.temperature == 0.0 and greedy.stop_tags == ()
+    for name in FORMATS:
+        assert SamplingConfig(prompt_format=name, end_at_eos=True).prompt_format == name
+    assert isinstance(SamplingConfig(prompt_format=ChatFormat()).prompt_format, ChatFormat)  # an object, as is
