@@ -28,7 +28,6 @@ over 15 interleaved pairs: ch03 1.03, ch06 0.97-1.02, ch04 0.97-1.00, ch05 0.95-
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections import deque
@@ -312,7 +311,7 @@ class RolloutEngine:
                 entropies=[0.0] * len(prompt), turn_ids=[-1] * len(prompt), group_id=group, seed=seed,
             )  # fmt: skip
             if self.config.snapshot_envs:
-                start.snapshots.append(copy.deepcopy(env))
+                start.snapshots.append(env.fork())
             starts.append(start)
         return self.run(starts, generator)
 
@@ -333,7 +332,7 @@ class RolloutEngine:
             raise ValueError(f"cannot branch after step {steps} of a {trajectory.num_turns}-step trajectory")
         cut = trajectory.prefix_length(steps)
         return Trajectory(
-            env=copy.deepcopy(trajectory.snapshots[steps]),
+            env=trajectory.snapshots[steps].fork(),
             token_ids=trajectory.token_ids[:cut],
             loss_mask=trajectory.loss_mask[:cut],
             logprobs=trajectory.logprobs[:cut],
@@ -344,7 +343,7 @@ class RolloutEngine:
             rewards=trajectory.rewards[:steps],
             infos=trajectory.infos[:steps],
             anchors=trajectory.anchors[:steps],
-            snapshots=[copy.deepcopy(s) for s in trajectory.snapshots[: steps + 1]],
+            snapshots=[s.fork() for s in trajectory.snapshots[: steps + 1]],
             parent=parent,
             branch_position=cut,
         )
@@ -471,7 +470,7 @@ class RolloutEngine:
         t.infos.append(info)
         t.terminated, t.truncated = terminated, truncated
         if self.config.snapshot_envs:
-            t.snapshots.append(copy.deepcopy(t.env))
+            t.snapshots.append(t.env.fork())
         if not (terminated or truncated) and obs:
             queue.extend(self.format.observation_ids(self.tokenizer, obs, action_ids[-1]))
 
