@@ -352,6 +352,7 @@ def train_grpo(
     checkpoint_dir: str | Path | None = None,
     progress: bool = False,
     stop: Callable[[dict[str, float]], bool] | None = None,
+    on_iteration: Callable[[dict[str, float]], None] | None = None,
 ) -> list[dict[str, float]]:
     """Train `model` with GRPO on tasks from `make_env()`.
 
@@ -363,6 +364,9 @@ def train_grpo(
     record that holds an evaluation, the final one included, before that iteration's update; when it returns True
     training ends there and that record is the last (an early stop, e.g. chapter 12's input-dependence monitor,
     which then rolls back: at the final evaluation, too).
+
+    `on_iteration`, if given, is called with each record once it is complete (after that iteration's update; the
+    last record, the final evaluation, too), in order, so that an experiment tracker can log it as it happens.
     """
     config.validate()  # again: a config may have been changed in place since it was made
     for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
@@ -382,9 +386,13 @@ def train_grpo(
         stopping = stop is not None and evaluated and stop(record)  # asked at the last evaluation too
         if iteration == config.iterations or stopping:
             history.append(record)
+            if on_iteration is not None:
+                on_iteration(record)
             break
         record.update(policy_iteration(model, engine, envs, config, seed, iteration, generator, optimizer))
         history.append(record)
+        if on_iteration is not None:
+            on_iteration(record)
         if checkpoint_dir is not None:
             model.save_pretrained(Path(checkpoint_dir) / "latest")
     return history

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 
 from course_lib.algos.filters import FilterConfig
 from course_lib.train import GiGPOConfig, GRPOConfig, SFTConfig
@@ -93,3 +94,33 @@ def test_train_grpo_checks_a_config_changed_in_place_and_its_seams_before_any_wo
         train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), SamplingConfig(), config, 0,
                    evaluate=lambda m: evaluated.append(1) or {})  # fmt: skip
     assert evaluated == [], "refused before the first evaluation"
+
+
+def test_on_iteration_sees_every_finished_record_in_order(warm_model, tokenizer):
+    """Each record reaches the callback once it holds its update's metrics; the final evaluation's record too,
+    and the stopping one when `stop` ends the run."""
+    from course_lib import envs
+    from course_lib.rollout import SamplingConfig
+    from course_lib.train import train_grpo
+
+    seen, weights_at_call = [], []
+    first_weight = next(warm_model.parameters())
+
+    def log(record):
+        seen.append(record)
+        weights_at_call.append(first_weight.detach().clone())
+
+    config = GRPOConfig(iterations=3, prompts_per_iteration=2, group_size=2, eval_every=2)
+    sampling = SamplingConfig(max_turn_tokens=8, max_total_tokens=40)
+    history = train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), sampling, config, 0,
+                         evaluate=lambda m: {"probe": 1.0}, on_iteration=log)  # fmt: skip
+    assert [r["iteration"] for r in seen] == [0, 1, 2, 3] and all(a is b for a, b in zip(seen, history, strict=True))
+    assert all("loss" in r and "time_update" in r for r in seen[:3]), "called after the update, not before"
+    assert seen[3] == {"iteration": 3, "eval_probe": 1.0}
+    assert torch.equal(weights_at_call[-1], first_weight), "the last call sees the trained model"
+    assert not torch.equal(weights_at_call[0], weights_at_call[1]), "each call follows its own update"
+    stopped = []
+    train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), sampling, config, 0,
+               evaluate=lambda m: {"probe": 1.0}, stop=lambda r: r["iteration"] == 2,
+               on_iteration=stopped.append)  # fmt: skip
+    assert [r["iteration"] for r in stopped] == [0, 1, 2] and "loss" not in stopped[-1]
