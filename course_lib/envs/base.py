@@ -2,7 +2,8 @@
 
 `reset(seed) -> (obs, info)` and `step(action) -> (obs, reward, terminated, truncated, info)`.
 `info["valid"]` (also `info["is_action_valid"]`, as GEM and SkyRL-gym name it) says whether the action parsed and
-was legal; `fork()` copies the environment mid-episode for tree rollouts; `info["anchor"]` is a hashable key
+was legal; `info["success"]` on an episode's last step is what evaluation counts (`Trajectory.success`);
+`fork()` copies the environment mid-episode for tree rollouts; `info["anchor"]` is a hashable key
 of the true state (GiGPO groups steps by it). A malformed or illegal action never raises: it gets
 feedback text and `invalid_penalty`. Each environment keeps a `transcript` of every action it
 received and every observation it returned, so tests can check the token-level bookkeeping of a

@@ -11,6 +11,7 @@ Everything a course environment needs is here, each with the reason:
   one prompt replays one problem;
 - `anchor()`: the true state as a hashable value, which GiGPO groups steps by;
 - `problem_key()` (the default, the reset observation, names the whole problem here);
+- `info["success"]` on the episode's last step: what held-out success counts;
 - malformed actions raise `InvalidAction`, which the base class turns into feedback and `invalid_penalty`.
 Check a copy with `envs.check_env(lambda split="train": YourEnv(split))` before training on it.
 """
@@ -30,8 +31,10 @@ MOVES = {"left": -1, "right": 1}
 
 
 def vocabulary() -> list[str]:
-    """Every word the environment writes or reads, besides the tags."""
-    return [str(n) for n in range(LENGTH + 1)] + ["at", "goal", *MOVES, "write", "left", "or", "right"]
+    """Every word the environment writes or reads, its own tags included (the course's tags are in every word-level
+    tokenizer already: `course_lib.tokenizer.TAGS`)."""
+    tags = ["<move>", "</move>", "<position>", "</position>"]
+    return [str(n) for n in range(LENGTH + 1)] + ["at", "goal", *MOVES, "write", "or", *tags]
 
 
 def split_of(start: int, goal: int, test_fraction: float = 0.2) -> str:
@@ -68,7 +71,8 @@ class NumberLineEnv(TextEnv):
             raise InvalidAction("write <move> left </move> or <move> right </move>")
         self.position = min(LENGTH, max(0, self.position + MOVES[move]))
         arrived = self.position == self.goal
-        return f"<position> {self.position} </position>", float(arrived), arrived, {}
+        # `info["success"]` on the last step is what evaluation counts (`Trajectory.success`)
+        return f"<position> {self.position} </position>", float(arrived), arrived, {"success": arrived}
 
     def anchor(self) -> tuple[int, int]:
         return (self.position, self.goal)
