@@ -20,7 +20,7 @@ import torch
 from tqdm import tqdm
 
 from course_lib import config as course_config
-from course_lib import loop
+from course_lib import loop, run_state
 from course_lib.algos.aepo import entropy_aware_advantages
 from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import AGGREGATIONS, kl_k3, masked_aggregate
@@ -353,6 +353,8 @@ def train_grpo(
     progress: bool = False,
     stop: Callable[[dict[str, float]], bool] | None = None,
     on_iteration: Callable[[dict[str, float]], None] | None = None,
+    resume: bool = False,
+    save_every: int = 1,
 ) -> list[dict[str, float]]:
     """Train `model` with GRPO on tasks from `make_env()`.
 
@@ -367,10 +369,24 @@ def train_grpo(
 
     `on_iteration`, if given, is called with each record once it is complete (after that iteration's update; the
     last record, the final evaluation, too), in order, so that an experiment tracker can log it as it happens.
+
+    `checkpoint_dir`, if given, receives a checkpoint after every `save_every`-th update and after the last one
+    (`course_lib.run_state`: model and tokenizer with `save_pretrained` in `checkpoint_dir/latest`, plus the
+    optimizer, the iteration, the history and every random state; written atomically). With `resume=True` the run
+    continues from the checkpoint found there, and its history and weights equal those of a run that was never
+    interrupted (the `time_*` keys aside); an empty folder starts a fresh run, and a checkpoint from another
+    config, sampling or seed is refused. `iterations` is not part of that check, so a finished run can be extended.
+    The callbacks are the caller's to keep deterministic: `evaluate` and `stop` should depend on the model only.
+    `on_iteration` is called before the checkpoint is written, so a callback that draws random numbers leaves the
+    saved random states where the uninterrupted run has them; a run interrupted in between logs that record twice.
+    A resumed run calls it for its new records only (the restored ones were logged by the run that made them).
     """
     config.validate()  # again: a config may have been changed in place since it was made
     for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
         loop.resolve(seam, getattr(config, seam))  # an unknown name fails here, not after the first evaluation
+    if resume and checkpoint_dir is None:
+        raise ValueError("resume=True needs the checkpoint_dir to resume from")
+    _at_least("save_every", save_every, 1)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -378,7 +394,21 @@ def train_grpo(
     engine = RolloutEngine(model, tokenizer, sampling)
     envs = [make_env() for _ in range(config.prompts_per_iteration * config.group_size)]
     history: list[dict[str, float]] = []
-    for iteration in tqdm(range(config.iterations + 1), disable=not progress, desc="GRPO"):
+    fingerprint = run_state.fingerprint(config, sampling, seed)
+    start = 0
+    saved = run_state.load(checkpoint_dir) if resume else None
+    if saved is not None:
+        run_state.check_fingerprint(saved["fingerprint"], fingerprint, Path(checkpoint_dir))
+        if saved["iteration"] >= config.iterations:
+            raise ValueError(f"the checkpoint in {checkpoint_dir} has finished {saved['iteration'] + 1} iterations, "
+                             f"more than this run's {config.iterations}")  # fmt: skip
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        run_state.restore_random_states(saved["random"], generator)
+        history, start = saved["history"], saved["iteration"] + 1
+    bar = tqdm(range(start, config.iterations + 1), disable=not progress, desc="GRPO", initial=start,
+               total=config.iterations + 1)  # fmt: skip
+    for iteration in bar:
         record: dict[str, float] = {"iteration": iteration}
         evaluated = evaluate is not None and (iteration % config.eval_every == 0 or iteration == config.iterations)
         if evaluated:
@@ -393,8 +423,11 @@ def train_grpo(
         history.append(record)
         if on_iteration is not None:
             on_iteration(record)
-        if checkpoint_dir is not None:
-            model.save_pretrained(Path(checkpoint_dir) / "latest")
+        if checkpoint_dir is not None and ((iteration + 1) % save_every == 0 or iteration + 1 == config.iterations):
+            state = {"fingerprint": fingerprint, "iteration": iteration, "history": run_state.plain_history(history),
+                     "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                     "random": run_state.random_states(generator)}  # fmt: skip
+            run_state.save(checkpoint_dir, model, tokenizer, state)
     return history
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -124,3 +125,183 @@ def test_on_iteration_sees_every_finished_record_in_order(warm_model, tokenizer)
                evaluate=lambda m: {"probe": 1.0}, stop=lambda r: r["iteration"] == 2,
                on_iteration=stopped.append)  # fmt: skip
     assert [r["iteration"] for r in stopped] == [0, 1, 2] and "loss" not in stopped[-1]
+
+
+SAMPLING_SMALL = dict(max_turn_tokens=8, max_total_tokens=40)
+
+
+class Interrupted(Exception):
+    """Stands for a kill between two iterations (a KeyboardInterrupt would stop pytest itself)."""
+
+
+def _run(model, tokenizer, config, seed=0, **options):
+    from course_lib import envs
+    from course_lib.rollout import SamplingConfig
+    from course_lib.train import train_grpo
+
+    sampling = SamplingConfig(**SAMPLING_SMALL)
+    return train_grpo(model, tokenizer, lambda: envs.make("tool_arithmetic"), sampling, config, seed, **options)
+
+
+def _evaluator(tokenizer):
+    """A real held-out evaluation (its own generator, as the chapters' evaluators): success on 4 fixed tasks; plus
+    one draw from each global generator (python, numpy, torch), so that a random state left unrestored by a resume
+    shows in the history."""
+    import random
+
+    from course_lib import envs
+    from course_lib.rollout import SamplingConfig
+    from course_lib.train import evaluate_policy
+
+    def evaluate(model):
+        make_env = lambda: envs.make("tool_arithmetic")  # noqa: E731
+        stats, _ = evaluate_policy(model, tokenizer, make_env, range(100, 104), SamplingConfig(**SAMPLING_SMALL), 7)
+        draws = {"python": random.random(), "numpy": np.random.rand(), "torch": torch.rand(1).item()}
+        return {"success": np.float64(stats["success"]), "reward": stats["reward"], **draws}  # numpy, as np.mean
+
+    return evaluate
+
+
+def _seed_globals(seed):
+    """What a chapter does before training (`config.seed_everything`)."""
+    import random
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _with_dropout(model, rate):
+    """Attention dropout in the updates (the model trains in train mode), so torch's global generator matters."""
+    attentions = [m for m in model.modules() if hasattr(m, "attention_dropout")]
+    assert attentions
+    for module in attentions:
+        module.attention_dropout = rate
+    return model
+
+
+def _without_times(history):
+    return [{k: v for k, v in record.items() if not k.startswith("time_")} for record in history]
+
+
+def _same_weights(a, b):
+    one, two = a.state_dict(), b.state_dict()
+    return one.keys() == two.keys() and all(torch.equal(one[k], two[k]) for k in one)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_an_interrupted_run_resumes_bit_for_bit(warm_model, tokenizer, tmp_path, dropout):
+    """Killed after its third update (before that update's checkpoint), then resumed by a new call on a fresh copy
+    of the base in a process whose global generators have moved on: the history (evaluations at 0, 2 and 4
+    included) and every parameter equal those of a run that was never interrupted and never checkpointed."""
+    import copy
+
+    warm_model = _with_dropout(warm_model, dropout)
+    config = GRPOConfig(iterations=4, prompts_per_iteration=2, group_size=2, eval_every=2)
+    evaluate = _evaluator(tokenizer)
+    reference_model = copy.deepcopy(warm_model)
+    _seed_globals(0)
+    reference = _run(reference_model, tokenizer, config, evaluate=evaluate)
+
+    def kill_at_two(record):
+        if record["iteration"] == 2:
+            raise Interrupted
+
+    interrupted = copy.deepcopy(warm_model)
+    _seed_globals(0)
+    with pytest.raises(Interrupted):
+        _run(interrupted, tokenizer, config, evaluate=evaluate, checkpoint_dir=tmp_path, on_iteration=kill_at_two)
+    logged = []
+    resumed_model = copy.deepcopy(warm_model)
+    _seed_globals(1)
+    resumed = _run(resumed_model, tokenizer, config, evaluate=evaluate, checkpoint_dir=tmp_path, resume=True,
+                   on_iteration=logged.append)  # fmt: skip
+    assert [r["iteration"] for r in logged] == [2, 3, 4], "iterations 0 and 1 came from the checkpoint"
+    assert _without_times(resumed) == _without_times(reference)
+    assert [r.get("eval_success") for r in reference] == [r.get("eval_success") for r in resumed]
+    assert {"eval_success", "loss"} <= reference[2].keys(), "the resumed run evaluated and trained at iteration 2"
+    assert _same_weights(resumed_model, reference_model)
+    assert not _same_weights(resumed_model, warm_model), "training moved the weights (the check can fail)"
+
+
+def test_a_finished_run_extends_and_save_every_thins_the_checkpoints(warm_model, tokenizer, tmp_path):
+    """Three iterations checkpointed every second update and after the last, then the same settings with four and
+    resume=True: equal to four iterations in one go. `iterations` is not part of the fingerprint."""
+    import copy
+
+    from course_lib import run_state
+
+    saves = []
+    reference_model = copy.deepcopy(warm_model)
+    reference = _run(reference_model, tokenizer, GRPOConfig(iterations=4, prompts_per_iteration=2, group_size=2))
+    first = copy.deepcopy(warm_model)
+    short = GRPOConfig(iterations=3, prompts_per_iteration=2, group_size=2)
+    _run(first, tokenizer, short, checkpoint_dir=tmp_path, save_every=2,
+         on_iteration=lambda r: saves.append(run_state.load(tmp_path)))  # fmt: skip
+    # on_iteration runs before that iteration's save: what it finds is the previous save
+    assert [None if s is None else s["iteration"] for s in saves] == [None, None, 1, 2]
+    extended_model = copy.deepcopy(warm_model)
+    config = GRPOConfig(iterations=4, prompts_per_iteration=2, group_size=2)
+    extended = _run(extended_model, tokenizer, config, checkpoint_dir=tmp_path, resume=True)
+    assert _without_times(extended) == _without_times(reference) and len(extended) == 5
+    assert _same_weights(extended_model, reference_model)
+    with pytest.raises(ValueError, match="has finished 4 iterations, more than this run's 2"):
+        _run(copy.deepcopy(warm_model), tokenizer, dataclasses.replace(config, iterations=2), checkpoint_dir=tmp_path,
+             resume=True)  # fmt: skip
+
+
+def test_a_checkpoint_from_other_settings_is_refused_and_an_empty_folder_starts_fresh(warm_model, tokenizer, tmp_path):
+    import copy
+
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2)
+    fresh_model = copy.deepcopy(warm_model)
+    fresh = _run(fresh_model, tokenizer, config, checkpoint_dir=tmp_path / "run", resume=True)
+    plain_model = copy.deepcopy(warm_model)
+    assert _without_times(fresh) == _without_times(_run(plain_model, tokenizer, config))
+    assert _same_weights(fresh_model, plain_model)
+    with pytest.raises(ValueError, match=r"from another run \(seed: 0 there, 1 here\)"):
+        _run(copy.deepcopy(warm_model), tokenizer, config, seed=1, checkpoint_dir=tmp_path / "run", resume=True)
+    other = dataclasses.replace(config, learning_rate=1e-3, rollout_mode="step")
+    with pytest.raises(ValueError, match=r"config.learning_rate: 0.0005 there, 0.001 here; config.rollout_mode: "
+                                         r"'trajectory' there, 'step' here\)"):  # fmt: skip
+        _run(copy.deepcopy(warm_model), tokenizer, other, checkpoint_dir=tmp_path / "run", resume=True)
+    with pytest.raises(ValueError, match="resume=True needs the checkpoint_dir"):
+        _run(copy.deepcopy(warm_model), tokenizer, config, resume=True)
+    restarted = _run(copy.deepcopy(warm_model), tokenizer, config, checkpoint_dir=tmp_path / "run")
+    assert _without_times(restarted) == _without_times(fresh), "without resume=True the folder is overwritten"
+
+
+def test_a_save_cut_short_leaves_the_last_checkpoint_usable(monkeypatch, warm_model, tokenizer, tmp_path):
+    """A crash while writing the second checkpoint leaves the first one complete (and the half-written folder aside);
+    a crash between the two renames leaves it under `.latest.previous`, where a resume finds it. `latest/` alone
+    loads as a model and tokenizer."""
+    import copy
+
+    from course_lib import models, run_state
+
+    config = GRPOConfig(iterations=3, prompts_per_iteration=2, group_size=2)
+    reference_model = copy.deepcopy(warm_model)
+    reference = _run(reference_model, tokenizer, config)
+    from pathlib import Path
+
+    real_save, calls = torch.save, []
+
+    def failing_save(obj, path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 2:
+            Path(path).write_bytes(b"half a file")
+            raise OSError("disk full")
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(run_state.torch, "save", failing_save)
+    with pytest.raises(OSError, match="disk full"):
+        _run(copy.deepcopy(warm_model), tokenizer, config, checkpoint_dir=tmp_path)
+    monkeypatch.setattr(run_state.torch, "save", real_save)
+    assert run_state.load(tmp_path)["iteration"] == 0 and (tmp_path / ".latest.partial").exists()
+    (tmp_path / "latest").rename(tmp_path / ".latest.previous")  # as if killed between the renames
+    resumed_model = copy.deepcopy(warm_model)
+    resumed = _run(resumed_model, tokenizer, config, checkpoint_dir=tmp_path, resume=True)
+    assert _without_times(resumed) == _without_times(reference) and _same_weights(resumed_model, reference_model)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"], "the leftovers are cleared by the next save"
+    loaded, loaded_tokenizer = models.load(tmp_path / "latest")
+    assert _same_weights(loaded, reference_model) and len(loaded_tokenizer) == len(tokenizer)

@@ -1,0 +1,127 @@
+"""A training run's resumable state: what `train_grpo(..., checkpoint_dir=..., resume=True)` saves and restores.
+
+To continue a run bit for bit, weights are not enough: the optimizer's moments, the iteration, the history so far
+and every random state that sampling or an update draws from must come back too. A checkpoint folder holds
+
+    <checkpoint_dir>/latest/            model and tokenizer (`save_pretrained`: a usable checkpoint by itself)
+    <checkpoint_dir>/latest/training_state.pt
+        model state_dict, optimizer state, last finished iteration, history, random states, run fingerprint
+
+Writing is atomic at the level of the folder: everything goes into `.latest.partial/`, then `latest/` is moved
+aside to `.latest.previous/` and the new folder renamed into its place. A process killed at any point leaves a
+complete checkpoint under `latest/` or (between the two renames) `.latest.previous/`, which `load` falls back on.
+
+The fingerprint is the run's settings as canonical JSON: the `GRPOConfig` without `iterations` (so a finished run
+can be extended: the task seeds of iteration i depend only on the seed and i), the `SamplingConfig` and the seed.
+A checkpoint from other settings is refused, naming the fields that differ. What cannot be fingerprinted is the
+caller's: the same model (architecture; its weights are restored), `make_env`, and `evaluate` and `stop` callbacks
+that are functions of the model (the course's evaluators seed their own generators).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+LATEST = "latest"
+STATE_FILE = "training_state.pt"
+_PARTIAL = ".latest.partial"
+_PREVIOUS = ".latest.previous"
+
+
+def fingerprint(config: Any, sampling: Any, seed: int) -> str:
+    """Canonical JSON of what determines a run's iterations: `config` (a dataclass) less `iterations`, `sampling`
+    and `seed`. Two runs with equal fingerprints take the same steps from the same state."""
+    settings = dataclasses.asdict(config)
+    settings.pop("iterations", None)
+    return json.dumps({"config": settings, "sampling": dataclasses.asdict(sampling), "seed": seed}, sort_keys=True)
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(value, dict):
+        return {prefix: value}
+    return {k: v for key, item in value.items() for k, v in _flatten(item, f"{prefix}{key}.").items()}
+
+
+def check_fingerprint(saved: str, current: str, folder: Path) -> None:
+    """Raise a ValueError naming each setting whose saved value differs from the current one."""
+    if saved == current:
+        return
+    old, new = _flatten(json.loads(saved)), _flatten(json.loads(current))
+    changed = [f"{key[:-1]}: {old.get(key)!r} there, {new.get(key)!r} here" for key in sorted(old | new)
+               if old.get(key) != new.get(key)]  # fmt: skip
+    raise ValueError(
+        f"the checkpoint in {folder} is from another run ({'; '.join(changed)}); resume with that run's settings, "
+        "or pass a fresh checkpoint_dir (or resume=False) to start over"
+    )
+
+
+def random_states(generator: torch.Generator) -> dict[str, Any]:
+    """Every random state a training iteration may draw from: the rollout `generator` (sampling), torch's global
+    generator (dropout, `torch.randint` without a generator), CUDA's, python's `random` and numpy's. Plain
+    lists and tensors only, so the file loads with `torch.load(weights_only=True)`."""
+    name, keys, position, has_gauss, cached = np.random.get_state()
+    states = {
+        "generator": generator.get_state(),
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": [name, keys.tolist(), position, has_gauss, cached],
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_random_states(states: dict[str, Any], generator: torch.Generator) -> None:
+    """Put back what `random_states` captured (the CUDA states only where this machine has CUDA)."""
+    generator.set_state(states["generator"])
+    torch.set_rng_state(states["torch"])
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, position, has_gauss, cached = states["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), position, has_gauss, cached))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def plain_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history with numpy scalars (an evaluator's `np.mean`) as Python numbers, equal in value, so that the
+    state file loads with `weights_only=True`, which refuses numpy objects."""
+    return [{k: v.item() if isinstance(v, np.generic) else v for k, v in record.items()} for record in history]
+
+
+def save(folder: str | Path, model: torch.nn.Module, tokenizer, state: dict[str, Any]) -> Path:
+    """Write model, tokenizer and `state` to `folder/latest/` atomically (module docstring); returns that path.
+    For a LoRA model `save_pretrained` writes the adapter; `state["model"]` holds every weight either way."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    latest, previous, partial = folder / LATEST, folder / _PREVIOUS, folder / _PARTIAL
+    if not latest.exists() and (previous / STATE_FILE).exists():
+        os.replace(previous, latest)  # the last save stopped between its renames: its checkpoint is the newest
+    shutil.rmtree(partial, ignore_errors=True)  # a save that was interrupted while writing
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    torch.save(state, partial / STATE_FILE)
+    shutil.rmtree(previous, ignore_errors=True)
+    if latest.exists():
+        os.replace(latest, previous)
+    os.replace(partial, latest)
+    shutil.rmtree(previous, ignore_errors=True)
+    return latest
+
+
+def load(folder: str | Path) -> dict[str, Any] | None:
+    """The newest complete training state under `folder`, or None when it holds none (a fresh run)."""
+    folder = Path(folder)
+    for candidate in (folder / LATEST, folder / _PREVIOUS):
+        if (candidate / STATE_FILE).exists():
+            return torch.load(candidate / STATE_FILE, map_location="cpu", weights_only=True)
+    return None
