@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from course_lib.claims import ClaimSpec
+from course_lib.overrides import as_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "results"
@@ -119,8 +120,9 @@ def _version(name: str) -> str:
         return "not installed"
 
 
-def provenance() -> dict:
-    """Where a record came from: code (commit, dirty tree), libraries, machine, threads, command line."""
+def provenance(config: object | None = None) -> dict:
+    """Where a record came from: code (commit, dirty tree), libraries, machine, threads, command line, and with
+    `config` (the chapter's resolved config, a dataclass) that config as plain data under `config`."""
     import torch
 
     # the same CPU description the golden run's digests are keyed by, without importing the golden run
@@ -136,19 +138,20 @@ def provenance() -> dict:
         "cpu": cpu_description(),
         "torch_threads": torch.get_num_threads(),
         "command": " ".join(getattr(sys, "orig_argv", sys.argv)),
+        **({"config": as_dict(config)} if config is not None else {}),
     }
 
 
-def write(chapter: str, records: list[dict], scale: str | None = None) -> Path:
+def write(chapter: str, records: list[dict], scale: str | None = None, config: object | None = None) -> Path:
     """Merge `records` (from `make_record`) into the chapter's file of preset `scale` (default: the active
     `COURSE_SCALE`; `path`), keyed by seed: a later record for a seed replaces the earlier one. Each record gets
-    its provenance if it has none."""
-    from course_lib import config
+    its provenance if it has none (with `config`, the resolved config the run used, in it)."""
+    from course_lib import config as course_config
 
-    scale = scale or config.scale()
+    scale = scale or course_config.scale()
     target = path(chapter, scale)
     seeds = load(chapter, scale)["seeds"] if target.exists() else {}
-    extra = provenance() | {"scale": scale}
+    extra = provenance(config) | {"scale": scale}
     for record in records:
         seeds[str(record["seed"])] = {"provenance": extra, **record}
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -167,9 +170,11 @@ def record(
     numbers: Mapping[str, float],
     minutes: float,
     curves: Curves | None = None,
+    config: object | None = None,
 ) -> Path:
-    """Write one seed's record (a chapter CLI's `--record`), with its curves if given, and say where it went."""
-    target = write(chapter, [make_record(seed, specs, numbers, minutes, curves)])
+    """Write one seed's record (a chapter CLI's `--record`), with its curves and the run's config (into its
+    provenance) if given, and say where it went."""
+    target = write(chapter, [make_record(seed, specs, numbers, minutes, curves)], config=config)
     print(f"  recorded seed {seed} in {target}")
     return target
 

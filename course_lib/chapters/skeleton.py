@@ -3,9 +3,10 @@
 A chapter describes itself once as a `Chapter` (how to run one seed, which numbers its claims read,
 which curves it records, what to print) and gets, from here, the command line every chapter shares:
 
-    python -m course_lib.chapters.<module> --seeds 0 1 2 [--record]
+    python -m course_lib.chapters.<module> --seeds 0 1 2 [--record] [--set grpo.learning_rate=1e-3] [--config f.yaml]
 
-which runs each seed, prints the claims, and with `--record` writes `results/<id>.json`. The notebook
+which runs each seed, prints the claims, and with `--record` writes `results/<id>.json`. `--set` and `--config`
+override the chapter's config (`course_lib.overrides`; a run with overrides is printed, never recorded). The notebook
 calls the same `run_seed`, so what it shows and what the command records come from one function. A chapter
 with options of its own passes `main` hooks (`arguments`, `configure`, `finish`).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import inspect
 import os
 import sys
 import time
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib import config as course_config
-from course_lib import data
+from course_lib import data, overrides
 from course_lib import results as recorded
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 
@@ -51,6 +53,40 @@ class Chapter:
     """Results -> lines to print for a seed, before its claims."""
     checkpoint: bool = False
     """Whether its run starts from `base_for` (so `--model` can put a checkpoint in place of its base)."""
+    preset: Callable[[], object] | None = None
+    """() -> its config for `COURSE_SCALE`, which `run(seed, config=...)` takes (`--set`, `--config`). None: the
+    `preset` of the module that defines `run`, if `run` takes `config` (every course chapter does)."""
+
+
+def config_preset(chapter: Chapter) -> Callable[[], object] | None:
+    """The function giving the config `chapter.run` takes as `config=`, or None when its run takes none (then
+    `--set` and `--config` cannot apply). A `functools.partial` around `run` (a chapter's `configure` binding its
+    own flags) is looked through."""
+    run = chapter.run
+    while isinstance(run, functools.partial):
+        if "config" in run.keywords:
+            return None  # already bound by the chapter: an override would be ignored
+        run = run.func
+    try:
+        if "config" not in inspect.signature(run).parameters:
+            return None
+    except (TypeError, ValueError):
+        return None
+    if chapter.preset is not None:
+        return chapter.preset
+    preset = getattr(sys.modules.get(getattr(run, "__module__", None) or ""), "preset", None)
+    return preset if callable(preset) else None
+
+
+def resolved_config(chapter: Chapter, assignments: Sequence[str] = (), config_file: str | Path | None = None):
+    """The chapter's preset with `config_file`'s mapping and then each `key=value` of `assignments` applied
+    (`course_lib.overrides`), or None when the chapter's run takes no config. Raises `overrides.OverrideError`
+    naming the key for an unknown key or a value the field refuses."""
+    preset = config_preset(chapter)
+    if preset is None:
+        return None
+    file_values = overrides.load_file(config_file) if config_file else None
+    return overrides.apply(preset(), file_values, [overrides.parse_assignment(text) for text in assignments])
 
 
 def run_seed(chapter: Chapter, seed: int) -> dict:
@@ -66,9 +102,16 @@ def check(chapter: Chapter, results: Mapping) -> list[Claim]:
     return evaluate_all(chapter.claims, chapter.claim_numbers(results))
 
 
-def run_seeds(chapter: Chapter, seeds: Sequence[int], record: bool = False, print_claims: bool = True) -> list[dict]:
+def run_seeds(
+    chapter: Chapter,
+    seeds: Sequence[int],
+    record: bool = False,
+    print_claims: bool = True,
+    config: object | None = None,
+) -> list[dict]:
     """The command line's loop: run, print and (with `record`) write each seed in turn. With `print_claims`
-    False a seed's verdicts are not printed (a chapter whose claims pool over seeds prints them at the end)."""
+    False a seed's verdicts are not printed (a chapter whose claims pool over seeds prints them at the end).
+    `config`, the config the runs use, goes into each record's provenance (as plain data)."""
     outputs = []
     for seed in seeds:
         results = run_seed(chapter, seed)
@@ -81,7 +124,7 @@ def run_seeds(chapter: Chapter, seeds: Sequence[int], record: bool = False, prin
         sys.stdout.flush()
         if record:
             curves = chapter.curves(results) if chapter.curves else None
-            recorded.record(chapter.id, seed, chapter.claims, numbers, results["minutes"], curves)
+            recorded.record(chapter.id, seed, chapter.claims, numbers, results["minutes"], curves, config=config)
         outputs.append(results)
     return outputs
 
@@ -96,6 +139,8 @@ def designed_experiment(chapter: Chapter, flag: str, experiment: Callable[..., o
 
     def configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Chapter | None:
         if getattr(args, flag):
+            if getattr(args, "set", None) or getattr(args, "config", None):
+                parser.error(f"--set and --config apply to the chapter's own run, not to --{flag.replace('_', '-')}")
             experiment(args.seeds, record=args.record)
             return None
         return chapter
@@ -127,6 +172,16 @@ def main(
     parser.add_argument(
         "--full-finetune", action="store_true", help="with --model: warm-start every weight instead of a LoRA adapter"
     )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override one field of the chapter's config, dotted into nested configs (grpo.learning_rate=1e-3, "
+        "eval_tasks=50, sampling.stop_tags=a,b); repeatable, applied after --config. A run with overrides is printed, "
+        "not recorded: --record refuses them, so results/ holds the course's own settings only",
+    )  # fmt: skip
+    parser.add_argument(
+        "--config", metavar="FILE",
+        help="a YAML (or .json) file holding a nested mapping of config keys to values, applied before --set",
+    )  # fmt: skip
     if arguments is not None:
         arguments(parser)
     args = parser.parse_args(argv)
@@ -141,11 +196,26 @@ def main(
         os.environ["COURSE_MODEL"] = args.model  # read by `base_for` in the chapter's run
         if args.full_finetune:
             os.environ["COURSE_MODEL_FULL_FINETUNE"] = "1"
+    overridden = bool(args.set or args.config)
+    if overridden and args.record:
+        parser.error("--record writes the course's own results; a run with --set or --config is printed, not recorded")
     if configure is not None:
         chapter = configure(args, parser)
         if chapter is None:
+            if overridden:
+                parser.error("--set and --config apply to the chapter's own run; this mode did not use them")
             return []
-    outputs = run_seeds(chapter, args.seeds, args.record, print_claims)
+    try:
+        config = resolved_config(chapter, args.set, args.config) if overridden or args.record else None
+    except overrides.OverrideError as error:
+        parser.error(str(error))
+    if overridden:
+        if config is None:
+            parser.error(f"{chapter.id}'s run takes no config, so --set and --config cannot apply to it")
+        chapter = dataclasses.replace(chapter, run=functools.partial(chapter.run, config=config))
+        given = [f"--config {args.config}"] * bool(args.config) + [f"--set {text}" for text in args.set]
+        print(f"{chapter.id} with {' '.join(given)}", flush=True)
+    outputs = run_seeds(chapter, args.seeds, args.record, print_claims, config)
     if finish is not None:
         finish(args, outputs)
     return outputs
