@@ -42,6 +42,8 @@ def settled(numbers: Mapping[str, float]) -> dict[str, float]:
 
 NOT_REPRODUCED = "not reproduced at this scale"
 NOT_RUN_HERE = "not run here (its arms are read from results/)"
+NOT_APPLICABLE = "not applicable"
+"""The status of a claim that cannot apply to a run's setting (a fork on another environment), with the reason."""
 KINDS = ("finding", "mechanism", "design")
 """What a claim is (see the module docstring); only findings are counted as a paper's results reproduced."""
 TOLERANCE = 1e-9
@@ -73,9 +75,14 @@ class Claim:
     measured: bool = True
     """False when this run did not train the arms its check reads (a notebook that runs a subset of a chapter's
     arms live, to fit its minutes): no verdict this run, the recorded one stands."""
+    not_applicable: str = ""
+    """Why the claim cannot apply to this run's setting (e.g. a chapter forked onto an environment without the
+    view the claim needs); empty when it applies. Such a claim is not checked and never fails."""
 
     @property
     def status(self) -> str:
+        if self.not_applicable:
+            return f"{NOT_APPLICABLE}: {self.not_applicable}"
         if not self.measured:
             return NOT_RUN_HERE
         if self.passed:
@@ -128,11 +135,21 @@ class ClaimSpec:
 
 
 def evaluate_all(
-    specs: Sequence[ClaimSpec], numbers: Mapping[str, float], unmeasured: Collection[str] = ()
+    specs: Sequence[ClaimSpec],
+    numbers: Mapping[str, float],
+    unmeasured: Collection[str] = (),
+    not_applicable: Mapping[str, str] | None = None,
 ) -> list[Claim]:
     """Every spec evaluated on the same numbers, in order; the ids in `unmeasured` get no verdict this run (a
-    chapter's `unmeasured_claims(results)` says which: those whose arms the run did not train)."""
-    return [spec.evaluate(numbers, spec.id not in unmeasured) for spec in specs]
+    chapter's `unmeasured_claims(results)` says which: those whose arms the run did not train), and the ids of
+    `not_applicable` (id -> reason) are not checked at all: their setting is not this run's."""
+    reasons = not_applicable or {}
+    return [
+        Claim(spec.id, spec.statement, False, spec.required, spec.kind, measured=False, not_applicable=reasons[spec.id])
+        if spec.id in reasons
+        else spec.evaluate(numbers, spec.id not in unmeasured)
+        for spec in specs
+    ]
 
 
 def report(claims: list[Claim], course: Mapping[str, str] | None = None) -> None:

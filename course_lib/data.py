@@ -113,14 +113,21 @@ def data_dir_for(scale: str) -> Path:
     return DATA_DIR if scale == "cpu" else gpu_data_dir()
 
 
-def load_base(name: str, device="cpu", data_dir: Path | None = None):
+def load_base(name: str | Path, device="cpu", data_dir: Path | None = None):
     """`(model, tokenizer)` of base checkpoint `name`, after checking its hashes.
 
     Without `data_dir`, from the active scale's directory (`data_dir_for(config.scale())`); under the gpu scale
-    the chapter's gpu data is built first if it is not there yet, and a line says which base was loaded."""
+    the chapter's gpu data is built first if it is not there yet, and a line says which base was loaded. `name`
+    may also be a folder of your own (`models.save(model, tokenizer, folder)`: a fork's base), loaded as it is,
+    with no manifest to check it against."""
     from course_lib import config
     from course_lib.models import load
 
+    folder = Path(name)
+    if folder.is_dir() and (folder / "config.json").exists():
+        return load(folder, device)
+    if isinstance(name, Path) or "/" in str(name):
+        raise DataError(f"{name}: no checkpoint there (a base folder holds config.json; write one with models.save)")
     model, tokenizer = load(_available(name, data_dir), device)
     if data_dir is None and config.scale() == "gpu":
         # The cpu preset prints nothing (committed notebook outputs stay as they are); under gpu the reader should

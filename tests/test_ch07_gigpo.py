@@ -148,3 +148,39 @@ def test_gigpo_equals_grpo_exactly_when_no_observation_repeats(base, view):
         assert all(r["step_group_singleton_share"] == 1.0 for r in gigpo_steps) and same
     else:
         assert min(r["step_group_singleton_share"] for r in gigpo_steps) < 1.0 and not same
+
+
+def test_size_bins_follow_the_group_size():
+    assert ch.size_bins(8) == ch.SIZE_BINS == ("1", "2-7", "8", "9-16", ">16")
+    assert [ch.size_bin(s, 4) for s in (1, 3, 4, 5, 8, 9)] == ["1", "2-3", "4", "5-8", "5-8", ">8"]
+
+
+def test_a_fork_on_another_environment_runs_and_drops_the_control_it_cannot_have(tmp_path):
+    """Chapter 07 on the template environment (`number_line`) with a base folder of its own, groups of 4 and the
+    environment's stop tag: every arm trains, the noisy-view pair is not run, and C7.2 prints "not applicable" with
+    the reason while every other claim gets a verdict."""
+    from course_lib import models
+    from course_lib.claims import NOT_APPLICABLE
+    from course_lib.envs.template import vocabulary
+    from course_lib.rollout import SamplingConfig
+    from course_lib.tokenizer import build_tokenizer
+
+    tokenizer = build_tokenizer(vocabulary())
+    models.save(models.build_model(tokenizer, "micro", max_positions=64), tokenizer, tmp_path)
+    config = ch.preset("cpu")
+    config = dataclasses.replace(
+        config,
+        env_name="number_line",
+        base=str(tmp_path),
+        sampling=SamplingConfig(max_turn_tokens=4, max_total_tokens=40, stop_tags=("</move>",)),
+        grpo=dataclasses.replace(config.grpo, iterations=1, prompts_per_iteration=2, group_size=4, eval_every=1),
+        eval_tasks=8,
+    )
+    results = ch.run(0, config)
+    assert set(results["histories"]) == set(ch.ARMS), "no noisy-view pair"
+    assert set(results["histogram_base"]) == set(ch.size_bins(4))
+    verdicts = {claim.id: claim for claim in ch.claims(results)}
+    assert verdicts["C7.2"].status.startswith(NOT_APPLICABLE) and "number_line has none" in verdicts["C7.2"].status
+    assert all(verdicts[i].measured for i in ("C7.1", "C7.3", "C7.4"))
+    with pytest.raises(ValueError, match="noisy view is key_door's"):
+        ch.EnvFactory("train", config, "noisy")()

@@ -302,3 +302,20 @@ def test_checks_do_not_turn_on_float_residues():
     assert not positive.evaluate({"x": 0.3 - 0.1 - 0.2 + 1e-17}).passed  # a residue is not a lead
     out = settled({"a": 1e-16, "b": float("nan"), "c": 3, "d": 0.1 + 0.2})
     assert out["a"] == 0.0 and math.isnan(out["b"]) and out["c"] == 3 and out["d"] == 0.3
+
+
+def test_a_claim_that_cannot_apply_is_not_checked_and_never_fails(capsys):
+    from course_lib.claims import NOT_APPLICABLE, ClaimSpec, evaluate_all, report
+
+    def explode(numbers):
+        raise AssertionError("a claim that does not apply must not be checked")
+
+    specs = (
+        ClaimSpec("C9.8", "needs a view", "paper", "x", explode, kind="mechanism"),
+        ClaimSpec("C9.9", "holds", "paper", "x", lambda n: n["x"] > 0),
+    )
+    claims = evaluate_all(specs, {"x": 1.0}, not_applicable={"C9.8": "no noisy view here"})
+    assert claims[0].status == f"{NOT_APPLICABLE}: no noisy view here" and not claims[0].measured
+    assert claims[1].status == "PASS"
+    report(claims)  # a required claim that does not apply does not raise
+    assert "C9.8   mechanism this run not applicable: no noisy view here" in capsys.readouterr().out

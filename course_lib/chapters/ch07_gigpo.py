@@ -52,6 +52,15 @@ STOP = "</action>"
 class Chapter07Config:
     """Everything chapter 07 varies, with the cpu preset's values as defaults."""
 
+    env_name: str = ENV_NAME
+    """The environment (`envs.names()`). Another one than key_door needs a base of its own (`base`) and its own stop
+    tag in `sampling`, and has no noisy view: the exact control C7.2 is then not applicable (docs/extending.md)."""
+    env_kwargs: dict = field(default_factory=dict)
+    """Keyword arguments of `envs.make(env_name, split=...)`; key_door's size, view and episode limit come from the
+    fields below."""
+    base: str = BASE_NAME
+    """The warm-started base: a name in the data manifest, or a folder written by `models.save` (a fork's base,
+    whose tokenizer covers its environment's words)."""
     model_preset: str = "micro"
     """Model size, a key of `models.MODEL_PRESETS` (114k parameters: one action word from a short text)."""
     size: int = 6
@@ -141,11 +150,17 @@ class EnvFactory:
         self.split, self.config, self.view, self.made = split, config, view, 0
 
     def __call__(self) -> envs.TextEnv:
+        config = self.config
+        if config.env_name != ENV_NAME:
+            if self.view != "full":
+                raise ValueError(f"the {self.view} view is key_door's; {config.env_name} has only its own")
+            return envs.make(config.env_name, split=self.split, **config.env_kwargs)
         extra = {"noise_id": self.made} if self.view == "noisy" else {}
         self.made += 1
         return envs.make(
-            ENV_NAME, split=self.split, size=self.config.size, view=self.view, max_steps=self.config.max_steps, **extra
-        )
+            ENV_NAME, split=self.split, size=config.size, view=self.view, max_steps=config.max_steps,
+            **extra, **config.env_kwargs,
+        )  # fmt: skip
 
 
 # Warm start -------------------------------------------------------------------------------------
@@ -188,7 +203,10 @@ def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str 
 
 # Measurements -----------------------------------------------------------------------------------
 def test_seeds(count: int, config: Chapter07Config) -> list[int]:
-    """Seeds of `count` distinct held-out tasks (`envs.base.distinct_seeds`); they depend on the grid size only."""
+    """Seeds of `count` distinct held-out tasks (`envs.base.distinct_seeds`); for key_door they depend on the grid
+    size only."""
+    if config.env_name != ENV_NAME:
+        return distinct_seeds(EnvFactory("test", config), count)
     return _held_out(count, config.size)
 
 
@@ -208,26 +226,31 @@ def evaluate(model, tokenizer, config: Chapter07Config, seed: int, view: str = "
     return stats
 
 
-SIZE_BINS = ("1", "2-7", "8", "9-16", ">16")
-"""Step-group sizes, for group size N = 8: alone, fewer than N, exactly N, up to 2N, more."""
+def size_bins(group_size: int) -> tuple[str, ...]:
+    """Step-group size bins for groups of N: alone, fewer than N, exactly N, up to 2N, more."""
+    n = group_size
+    return ("1", f"2-{n - 1}", f"{n}", f"{n + 1}-{2 * n}", f">{2 * n}")
+
+
+SIZE_BINS = size_bins(8)
+"""The chapter's bins, for its groups of 8: `("1", "2-7", "8", "9-16", ">16")`."""
 
 
 def size_bin(size: int, group_size: int) -> str:
+    alone, fewer, exact, double, more = size_bins(group_size)
     if size == 1:
-        return "1"
+        return alone
     if size < group_size:
-        return "2-7"
+        return fewer
     if size == group_size:
-        return "8"
-    return "9-16" if size <= 2 * group_size else ">16"
+        return exact
+    return double if size <= 2 * group_size else more
 
 
 def step_group_histogram(model, tokenizer, config: Chapter07Config, seed: int, view: str = "full") -> dict[str, float]:
-    """Share of steps in step groups of each size bin (`SIZE_BINS`), on one training-shaped batch of
+    """Share of steps in step groups of each size bin (`size_bins(group_size)`), on one training-shaped batch of
     `prompts_per_iteration` groups of `group_size` episodes (observation anchors, as the training does)."""
     grpo = config.grpo
-    if grpo.group_size != 8:
-        raise ValueError("SIZE_BINS are written for groups of 8")
     factory = EnvFactory("train", config, view)
     made = [factory() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
     task_seeds = [10_000_000 + seed * 1_000 + p for p in range(grpo.prompts_per_iteration)]
@@ -237,7 +260,7 @@ def step_group_histogram(model, tokenizer, config: Chapter07Config, seed: int, v
     anchors = [anchor for episode in episodes for anchor in episode.anchors]
     group_ids = [episode.group_id for episode in episodes for _ in episode.anchors]
     counts = Counter(size_bin(size, grpo.group_size) for size in step_group_sizes(anchors, group_ids))
-    return {name: counts[name] / max(len(anchors), 1) for name in SIZE_BINS}
+    return {name: counts[name] / max(len(anchors), 1) for name in size_bins(grpo.group_size)}
 
 
 def train(model, tokenizer, config: Chapter07Config, seed: int, grpo: GRPOConfig, view: str = "full") -> list[dict]:
@@ -255,8 +278,10 @@ def run(seed: int, config: Chapter07Config | None = None) -> dict:
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
+    if config.env_name != ENV_NAME and checkpoint_path() is not None:
+        raise ValueError(f"--model warm-starts on key_door's demonstrations; {config.env_name} has none here")
     base, tokenizer, config = skeleton.base_for(
-        BASE_NAME, config, functools.partial(demonstration_texts, config.demonstrations, 0, config)
+        config.base, config, functools.partial(demonstration_texts, config.demonstrations, 0, config)
     )
     results: dict = {"base": evaluate(base, tokenizer, config, seed + 1), "histories": {}, "final": {}, "models": {}}
     results["histogram_base"] = step_group_histogram(base, tokenizer, config, seed)
@@ -266,13 +291,28 @@ def run(seed: int, config: Chapter07Config | None = None) -> dict:
         results["final"][arm] = results["histories"][arm][-1]
         results["models"][arm] = model
     results["histogram_trained"] = step_group_histogram(results["models"]["gigpo"], tokenizer, config, seed)
-    for arm in ("grpo", "gigpo"):
+    results["not_applicable"] = not_applicable(config)
+    for arm in ("grpo", "gigpo") if "C7.2" not in results["not_applicable"] else ():
         model = copy.deepcopy(base)
         grpo = arm_config(config, arm, config.noisy_iterations)
         results["histories"][f"noisy_{arm}"] = train(model, tokenizer, config, seed, grpo, view="noisy")
     results["minutes"] = (time.perf_counter() - start) / 60
     results["base_model"], results["tokenizer"] = base, tokenizer
     return results
+
+
+def checkpoint_path():
+    from course_lib.checkpoint import model_path
+
+    return model_path()
+
+
+def not_applicable(config: Chapter07Config) -> dict[str, str]:
+    """The claims that cannot apply to `config`'s setting, with the reason: on another environment than key_door
+    there is no noisy view, so the exact control (C7.2) is not run."""
+    if config.env_name == ENV_NAME:
+        return {}
+    return {"C7.2": f"the noisy view is key_door's; {config.env_name} has none"}
 
 
 def without_times(history: Sequence[Mapping]) -> list[dict]:
@@ -323,9 +363,8 @@ def claim_numbers(results: Mapping, recorded_seeds: Mapping | None = None) -> di
 def seed_numbers(results: Mapping) -> dict[str, float]:
     """One seed's own numbers."""
     final = {arm: results["final"][arm]["eval_success"] for arm in ARMS}
-    noisy_grpo, noisy_gigpo = results["histories"]["noisy_grpo"], results["histories"]["noisy_gigpo"]
-    noisy_gigpo_steps = [r for r in noisy_gigpo if "step_group_singleton_share" in r]
     before, after = results["histogram_base"], results["histogram_trained"]
+    *_, double, more = before  # the bins above the group size: N+1 to 2N, more than 2N
     gigpo_times, grpo_times = time_shares(results["histories"]["gigpo"]), time_shares(results["histories"]["grpo"])
     return {
         "base_success": results["base"]["success"],
@@ -333,17 +372,28 @@ def seed_numbers(results: Mapping) -> dict[str, float]:
         "gigpo_minus_grpo": final["gigpo"] - final["grpo"],
         "gigpo_minus_gamma1": final["gigpo"] - final["gigpo_gamma1"],
         "gigpo_minus_mean_norm": final["gigpo"] - final["gigpo_mean"],
-        "noisy_singleton_share": min(r["step_group_singleton_share"] for r in noisy_gigpo_steps),
-        "noisy_runs_identical": float(without_times(noisy_grpo) == without_times(strip_step_stats(noisy_gigpo))),
+        **noisy_numbers(results["histories"]),
         **{f"base_steps_in_groups_{name}": share for name, share in before.items()},
         **{f"trained_steps_in_groups_{name}": share for name, share in after.items()},
-        "loop_share_drop": (before["9-16"] + before[">16"]) - (after["9-16"] + after[">16"]),
-        "loop_share_base": before["9-16"] + before[">16"],
-        "loop_share_trained": after["9-16"] + after[">16"],
+        "loop_share_drop": (before[double] + before[more]) - (after[double] + after[more]),
+        "loop_share_base": before[double] + before[more],
+        "loop_share_trained": after[double] + after[more],
         "gigpo_advantage_seconds": gigpo_times["advantage"],
         "grpo_advantage_seconds": grpo_times["advantage"],
         "gigpo_extra_share": (gigpo_times["advantage"] - grpo_times["advantage"])
         / sum(gigpo_times[k] for k in ("rollout", "advantage", "update")),
+    }
+
+
+def noisy_numbers(histories: Mapping[str, Sequence[Mapping]]) -> dict[str, float]:
+    """C7.2's numbers from the noisy-view pair; NaN where the pair was not run (not applicable)."""
+    if "noisy_gigpo" not in histories:
+        return {"noisy_singleton_share": float("nan"), "noisy_runs_identical": float("nan")}
+    noisy_grpo, noisy_gigpo = histories["noisy_grpo"], histories["noisy_gigpo"]
+    steps = [r for r in noisy_gigpo if "step_group_singleton_share" in r]
+    return {
+        "noisy_singleton_share": min(r["step_group_singleton_share"] for r in steps),
+        "noisy_runs_identical": float(without_times(noisy_grpo) == without_times(strip_step_stats(noisy_gigpo))),
     }
 
 
@@ -407,7 +457,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
 
 def claims(results: Mapping, recorded_seeds: Mapping | None = None) -> list[Claim]:
     """Chapter 07's claims, evaluated on `claim_numbers(results, recorded_seeds)`."""
-    return evaluate_all(CLAIMS, claim_numbers(results, recorded_seeds))
+    return evaluate_all(CLAIMS, claim_numbers(results, recorded_seeds), not_applicable=results.get("not_applicable"))
 
 
 def pool_and_report(args, outputs: list[dict]) -> None:
@@ -415,8 +465,8 @@ def pool_and_report(args, outputs: list[dict]) -> None:
     over itself alone), print the pooled lead, then each run seed's claims (C7.1b over the recorded seeds; without
     `--record`, over the seeds just run)."""
     if args.record:
-        recorded.repool("ch07", CLAIMS, pooled_numbers, POOLED)
-        pool = recorded.load("ch07")
+        recorded.repool(CHAPTER.id, CLAIMS, pooled_numbers, POOLED)
+        pool = recorded.load(CHAPTER.id)
     else:
         pool = {"seeds": {str(i): {"numbers": seed_numbers(r)} for i, r in enumerate(outputs)}}
     pooled = claim_numbers(outputs[-1], pool)

@@ -77,6 +77,13 @@ MAX_POSITIONS = 128
 class Chapter08Config:
     """Everything chapter 08 varies, with the cpu preset's values as defaults."""
 
+    env_name: str = ENV_NAME
+    """The environment (`envs.names()`). Another one than two_hop_qa needs a base of its own (`base`) and has no
+    planted ambiguity: C8.1, which reads it, is then not applicable (docs/extending.md)."""
+    env_kwargs: dict = field(default_factory=dict)
+    """Keyword arguments of `envs.make(env_name, split=...)`; two_hop_qa's come from the fields below."""
+    base: str = BASE_NAME
+    """The warm-started base: a name in the data manifest, or a folder written by `models.save`."""
     model_preset: str = "tiny"
     """Model size, a key of `models.MODEL_PRESETS`."""
     ambiguous_share: float = 0.5
@@ -151,6 +158,8 @@ def preset(scale: str | None = None) -> Chapter08Config:
 
 def make_env(split: str = "train", config: Chapter08Config | None = None) -> envs.TextEnv:
     config = config or Chapter08Config()
+    if config.env_name != ENV_NAME:
+        return envs.make(config.env_name, split=split, **config.env_kwargs)
     return envs.make(
         ENV_NAME, split=split, ambiguous_share=config.ambiguous_share, max_tool_calls=config.max_tool_calls,
         max_turns=config.max_turns,
@@ -223,9 +232,15 @@ def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str 
 
 
 # Measurements -----------------------------------------------------------------------------------
-test_seeds = skeleton.held_out_seeds(lambda: make_env("test"))
-"""`test_seeds(count)`: seeds of `count` distinct held-out questions (the test split's first `count` seeds with
-pairwise different questions; cached)."""
+_held_out = skeleton.held_out_seeds(lambda: make_env("test"))
+
+
+def test_seeds(count: int, config: Chapter08Config | None = None) -> list[int]:
+    """Seeds of `count` distinct held-out questions (the test split's first `count` seeds with pairwise different
+    questions; cached for two_hop_qa), of `config`'s environment."""
+    if config is not None and config.env_name != ENV_NAME:
+        return envs.base.distinct_seeds(lambda: make_env("test", config), count)
+    return _held_out(count)
 
 
 def entropy_after_tool(trajectories: Sequence[Trajectory], tokenizer, k: int) -> dict[str, float]:
@@ -335,7 +350,7 @@ def evaluate(model, tokenizer, config: Chapter08Config, seed: int, keep: bool = 
     `entropy_after_tool` (keys prefixed `entropy_`), one episode per held-out question at temperature 1. With
     `keep`, also the trajectories (under `trajectories`, in the order of `test_seeds`)."""
     stats, trajectories = evaluate_policy(
-        model, tokenizer, lambda: make_env("test", config), test_seeds(config.eval_tasks), config.sampling, seed
+        model, tokenizer, lambda: make_env("test", config), test_seeds(config.eval_tasks, config), config.sampling, seed
     )
     entropies = entropy_after_tool(trajectories, tokenizer, config.entropy_tokens)
     stats = {**stats, **episode_stats(trajectories), **{f"entropy_{k}": v for k, v in entropies.items()}}
@@ -483,7 +498,9 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
     start = time.perf_counter()
     course_config.seed_everything(seed)
     texts = functools.partial(demonstration_texts, config.demonstrations, 0, config)
-    base, tokenizer, config = skeleton.base_for(BASE_NAME, config, texts)
+    if config.env_name != ENV_NAME and checkpoint_path() is not None:
+        raise ValueError(f"--model warm-starts on two_hop_qa's demonstrations; {config.env_name} has none here")
+    base, tokenizer, config = skeleton.base_for(config.base, config, texts)
     results: dict = {"base": evaluate(base, tokenizer, config, seed + 1), "histories": {}, "final": {}}
     results["samplers"] = sample_both(base, tokenizer, config, seed)
     tree = results["samplers"]["tree"]
@@ -495,7 +512,22 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
         results["final"][arm] = results["histories"][arm][-1]
     results["minutes"] = (time.perf_counter() - start) / 60
     results["base_model"], results["tokenizer"] = base, tokenizer
+    results["not_applicable"] = not_applicable(config)
     return results
+
+
+def checkpoint_path():
+    from course_lib.checkpoint import model_path
+
+    return model_path()
+
+
+def not_applicable(config: Chapter08Config) -> dict[str, str]:
+    """The claims that cannot apply to `config`'s setting, with the reason: C8.1 compares entropies after
+    ambiguous and unambiguous tool responses, which only two_hop_qa plants."""
+    if config.env_name == ENV_NAME:
+        return {}
+    return {"C8.1": f"it reads the ambiguity two_hop_qa plants; {config.env_name} has none"}
 
 
 # Claims -----------------------------------------------------------------------------------------
@@ -590,7 +622,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
 
 def claims(results: Mapping) -> list[Claim]:
     """Chapter 08's claims, evaluated on `claim_numbers(results)`."""
-    return evaluate_all(CLAIMS, claim_numbers(results))
+    return evaluate_all(CLAIMS, claim_numbers(results), not_applicable=results.get("not_applicable"))
 
 
 CURVE_KEYS = ("success", "eval_success", "eval_success_ambiguous", "tool_calls", "entropy", "tree_branch_share")
