@@ -406,29 +406,44 @@ def train_grpo(
         optimizer.load_state_dict(saved["optimizer"])
         run_state.restore_random_states(saved["random"], generator)
         history, start = saved["history"], saved["iteration"] + 1
-    bar = tqdm(range(start, config.iterations + 1), disable=not progress, desc="GRPO", initial=start,
-               total=config.iterations + 1)  # fmt: skip
-    for iteration in bar:
-        record: dict[str, float] = {"iteration": iteration}
-        evaluated = evaluate is not None and (iteration % config.eval_every == 0 or iteration == config.iterations)
-        if evaluated:
-            record.update({f"eval_{k}": v for k, v in evaluate(model).items()})
-        stopping = stop is not None and evaluated and stop(record)  # asked at the last evaluation too
-        if iteration == config.iterations or stopping:
+    bar = tqdm(total=config.iterations + 1, initial=start, disable=not progress, desc=method_label(config))
+    with bar:  # counted by hand: the loop ends in a break, which a wrapped range would leave one short
+        for iteration in range(start, config.iterations + 1):
+            record: dict[str, float] = {"iteration": iteration}
+            evaluated = evaluate is not None and (iteration % config.eval_every == 0 or iteration == config.iterations)
+            if evaluated:
+                record.update({f"eval_{k}": v for k, v in evaluate(model).items()})
+            stopping = stop is not None and evaluated and stop(record)  # asked at the last evaluation too
+            if iteration == config.iterations or stopping:
+                history.append(record)
+                bar.update()
+                if on_iteration is not None:
+                    on_iteration(record)
+                break
+            record.update(policy_iteration(model, engine, envs, config, seed, iteration, generator, optimizer))
             history.append(record)
+            bar.update()
             if on_iteration is not None:
                 on_iteration(record)
-            break
-        record.update(policy_iteration(model, engine, envs, config, seed, iteration, generator, optimizer))
-        history.append(record)
-        if on_iteration is not None:
-            on_iteration(record)
-        if checkpoint_dir is not None and ((iteration + 1) % save_every == 0 or iteration + 1 == config.iterations):
-            state = {"fingerprint": fingerprint, "iteration": iteration, "history": run_state.plain_history(history),
-                     "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                     "random": run_state.random_states(generator)}  # fmt: skip
-            run_state.save(checkpoint_dir, model, tokenizer, state)
+            if checkpoint_dir is not None and ((iteration + 1) % save_every == 0 or iteration + 1 == config.iterations):
+                state = {"fingerprint": fingerprint, "iteration": iteration,
+                         "history": run_state.plain_history(history), "model": model.state_dict(),
+                         "optimizer": optimizer.state_dict(), "random": run_state.random_states(generator)}  # fmt: skip
+                run_state.save(checkpoint_dir, model, tokenizer, state)
     return history
+
+
+def method_label(config: GRPOConfig) -> str:
+    """What a run trains with, for its progress bar: the advantage estimator's name, then each seam or mode that
+    differs from chapter 00's GRPO, e.g. `grpo`, `gigpo [step mode]`, `grpo [tree, snr_top_p, entropy_balanced]`."""
+    extras = [
+        config.sampler if config.sampler != "groups" else "",
+        f"{config.rollout_mode} mode" if config.rollout_mode != "trajectory" else "",
+        config.batch_filter if config.batch_filter != "none" else "",
+        config.policy_loss if config.policy_loss != "clipped" else "",
+    ]
+    extras = [extra for extra in extras if extra]
+    return f"{config.advantage} [{', '.join(extras)}]" if extras else config.advantage
 
 
 def policy_iteration(

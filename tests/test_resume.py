@@ -305,3 +305,20 @@ def test_a_save_cut_short_leaves_the_last_checkpoint_usable(monkeypatch, warm_mo
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"], "the leftovers are cleared by the next save"
     loaded, loaded_tokenizer = models.load(tmp_path / "latest")
     assert _same_weights(loaded, reference_model) and len(loaded_tokenizer) == len(tokenizer)
+
+
+def test_the_progress_bar_names_the_method(warm_model, tokenizer, capsys):
+    from course_lib.train import method_label
+
+    assert method_label(GRPOConfig()) == "grpo"
+    assert method_label(GRPOConfig(advantage="gigpo", rollout_mode="step")) == "gigpo [step mode]"
+    arpo = GRPOConfig(sampler="tree", batch_filter="snr_top_p", policy_loss="entropy_balanced")
+    assert method_label(arpo) == "grpo [tree, snr_top_p, entropy_balanced]"
+    config = GRPOConfig(iterations=1, prompts_per_iteration=1, group_size=2, advantage="gigpo", rollout_mode="step")
+    _run(warm_model, tokenizer, config, progress=True)
+    bar = capsys.readouterr().err
+    assert "gigpo [step mode]: 100%|" in bar and "2/2" in bar and "GRPO" not in bar
+    _run(warm_model, tokenizer, dataclasses.replace(config, iterations=3), progress=True, stop=lambda r: True,
+         evaluate=lambda m: {})  # fmt: skip
+    stopped = capsys.readouterr().err
+    assert "gigpo [step mode]:  25%|" in stopped and "1/4" in stopped and "2/4" not in stopped, "an early stop shows"
