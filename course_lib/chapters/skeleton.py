@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib import config as course_config
-from course_lib import data, overrides
+from course_lib import data, overrides, tracking
 from course_lib import results as recorded
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 
@@ -108,13 +108,19 @@ def run_seeds(
     record: bool = False,
     print_claims: bool = True,
     config: object | None = None,
+    observe: Callable[[int], Sequence[tracking.Observer]] | None = None,
 ) -> list[dict]:
     """The command line's loop: run, print and (with `record`) write each seed in turn. With `print_claims`
     False a seed's verdicts are not printed (a chapter whose claims pool over seeds prints them at the end).
-    `config`, the config the runs use, goes into each record's provenance (as plain data)."""
+    `config`, the config the runs use, goes into each record's provenance (as plain data). `observe(seed)`, if
+    given, returns the observers (`tracking`: progress lines, trackers) that watch the seed's training runs."""
     outputs = []
     for seed in seeds:
-        results = run_seed(chapter, seed)
+        if observe is None:
+            results = run_seed(chapter, seed)
+        else:
+            with tracking.observing(chapter.id, seed, observe(seed)):
+                results = run_seed(chapter, seed)
         print(f"seed {seed} ({results['minutes']:.2f} min)")
         for line in chapter.report(results) if chapter.report else []:
             print(f"  {line}")
@@ -215,7 +221,12 @@ def main(
         chapter = dataclasses.replace(chapter, run=functools.partial(chapter.run, config=config))
         given = [f"--config {args.config}"] * bool(args.config) + [f"--set {text}" for text in args.set]
         print(f"{chapter.id} with {' '.join(given)}", flush=True)
-    outputs = run_seeds(chapter, args.seeds, args.record, print_claims, config)
+
+    def observe(seed: int) -> list[tracking.Observer]:
+        """A line per evaluation (a bar too on a terminal)."""
+        return [tracking.Progress()]
+
+    outputs = run_seeds(chapter, args.seeds, args.record, print_claims, config, observe)
     if finish is not None:
         finish(args, outputs)
     return outputs
