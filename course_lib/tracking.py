@@ -1,4 +1,4 @@
-"""Watching a chapter command's training as it happens: progress lines and a bar.
+"""Watching a chapter command's training as it happens: progress lines, a bar, and experiment trackers.
 
 A chapter's `run(seed)` calls `train.train_grpo` once per arm (chapter 07: four arms and a noisy-view pair), and
 `train_grpo` hands each finished history record to its `on_iteration` callback. The chapters do not pass one, and
@@ -10,7 +10,8 @@ those of an unobserved run. The notebooks call the chapters' `run` directly, out
 outputs are unchanged.
 
 Observers (`Observer`): `Progress` prints one line per evaluation and, on an interactive terminal, shows a tqdm bar
-labelled with the method and its current metrics.
+labelled with the method and its current metrics; the trackers of `TRACKERS` (`jsonl`, always available;
+`tensorboard`, `trackio`, `wandb` from the optional `track` extra) log every record.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import json
 import math
+import os
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from course_lib import overrides
@@ -166,3 +170,137 @@ class Progress:
 
     def close(self) -> None:
         self.finish(None)  # type: ignore[arg-type]
+
+
+# Trackers ----------------------------------------------------------------------------------------------------------
+def run_folder(run_dir: str | Path, chapter: str, seed: int) -> Path:
+    """`<run_dir>/<chapter>-seed<seed>`: where a seed's tracker files go."""
+    return Path(run_dir) / f"{chapter}-seed{seed}"
+
+
+class JsonlTracker:
+    """`<folder>/metrics.jsonl`: one JSON object per history record, `{"run": "2-gigpo", "method": "gigpo",
+    "iteration": 3, ...metrics}`, flushed as written (so `tail -f` follows a run). The file is rewritten per seed."""
+
+    def __init__(self, folder: Path, chapter: str, seed: int):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "metrics.jsonl"
+        self.file = self.path.open("w")
+
+    def start(self, run: TrainingRun) -> None:
+        pass
+
+    def log(self, run: TrainingRun, record: Mapping[str, float]) -> None:
+        line = {"run": run.name, "method": run.method, "iteration": record["iteration"], **metrics(record)}
+        self.file.write(json.dumps(line) + "\n")
+        self.file.flush()
+
+    def finish(self, run: TrainingRun) -> None:
+        pass
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class TensorBoardTracker:
+    """`<folder>/tensorboard/<run name>/`: one TensorBoard run per training run, a scalar per metric at step
+    `iteration`, the run's config as text (`tensorboard --logdir <folder>/tensorboard` compares the arms)."""
+
+    def __init__(self, folder: Path, chapter: str, seed: int):
+        from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
+
+        self.folder, self.writer_class, self.writer = folder / "tensorboard", SummaryWriter, None
+
+    def start(self, run: TrainingRun) -> None:
+        self.writer = self.writer_class(log_dir=str(self.folder / run.name))
+        self.writer.add_text("config", "```\n" + json.dumps(run.config, indent=1) + "\n```")
+
+    def log(self, run: TrainingRun, record: Mapping[str, float]) -> None:
+        for key, value in metrics(record).items():
+            self.writer.add_scalar(key, value, global_step=int(record["iteration"]))
+
+    def finish(self, run: TrainingRun) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def close(self) -> None:
+        self.finish(None)  # type: ignore[arg-type]
+
+
+class TrackioTracker:
+    """One trackio run per training run (project `course-<chapter>`, run `<chapter>-seed<k>-<name>`), stored
+    locally by trackio (its dashboard: `trackio show`)."""
+
+    def __init__(self, folder: Path, chapter: str, seed: int):
+        import trackio
+
+        self.trackio = trackio
+
+    def start(self, run: TrainingRun) -> None:
+        self.trackio.init(project=f"course-{run.chapter}", name=f"{run.chapter}-seed{run.seed}-{run.name}",
+                          config=dict(run.config))  # fmt: skip
+
+    def log(self, run: TrainingRun, record: Mapping[str, float]) -> None:
+        self.trackio.log(metrics(record), step=int(record["iteration"]))
+
+    def finish(self, run: TrainingRun) -> None:
+        self.trackio.finish()
+
+    def close(self) -> None:
+        pass
+
+
+class WandbTracker:
+    """One Weights & Biases run per training run (project `course-<chapter>`, grouped by seed), written under
+    `<folder>/wandb`. Offline unless `WANDB_MODE` says otherwise: `wandb sync <folder>/wandb/offline-run-*` uploads."""
+
+    def __init__(self, folder: Path, chapter: str, seed: int):
+        import wandb
+
+        folder.mkdir(parents=True, exist_ok=True)
+        self.wandb, self.folder, self.run = wandb, folder, None
+
+    def start(self, run: TrainingRun) -> None:
+        self.run = self.wandb.init(
+            project=f"course-{run.chapter}", group=f"{run.chapter}-seed{run.seed}",
+            name=f"{run.chapter}-seed{run.seed}-{run.name}", dir=str(self.folder), config=dict(run.config),
+            mode=os.environ.get("WANDB_MODE", "offline"),
+        )  # fmt: skip
+
+    def log(self, run: TrainingRun, record: Mapping[str, float]) -> None:
+        self.run.log(metrics(record), step=int(record["iteration"]))
+
+    def finish(self, run: TrainingRun) -> None:
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
+
+    def close(self) -> None:
+        self.finish(None)  # type: ignore[arg-type]
+
+
+TRACKERS: dict[str, tuple[Callable[[Path, str, int], Observer], str | None]] = {
+    "jsonl": (JsonlTracker, None),
+    "tensorboard": (TensorBoardTracker, "tensorboard"),
+    "trackio": (TrackioTracker, "trackio"),
+    "wandb": (WandbTracker, "wandb"),
+}
+"""`--report-to` name -> (tracker, the package it needs or None)."""
+
+
+def missing(names: Sequence[str]) -> list[str]:
+    """The packages `names`' trackers need that are not installed (checked before a run, not after its base)."""
+    import importlib.util
+
+    packages = [TRACKERS[name][1] for name in names]
+    return [package for package in packages if package and importlib.util.find_spec(package) is None]
+
+
+def trackers(names: Sequence[str], run_dir: str | Path, chapter: str, seed: int) -> list[Observer]:
+    """The trackers `names` (keys of `TRACKERS`) for one seed, writing under `run_folder(run_dir, chapter, seed)`."""
+    unknown = [name for name in names if name not in TRACKERS]
+    if unknown:
+        raise ValueError(f"unknown tracker {unknown[0]!r}: choose from {', '.join(TRACKERS)}")
+    folder = run_folder(run_dir, chapter, seed)
+    return [TRACKERS[name][0](folder, chapter, seed) for name in dict.fromkeys(names)]

@@ -17,7 +17,7 @@ def blocks() -> list[str]:
 
 def test_the_guide_has_a_recipe_per_extension():
     text = GUIDE.read_text()
-    for heading in ("A new environment", "Training on it", "A new method", "A model of your own"):
+    for heading in ("A new environment", "Training on it", "A new method", "A model of your own", "Runs you can"):
         assert f"· {heading}" in text, heading
     assert len(blocks()) >= 5
 
@@ -37,3 +37,6 @@ def test_every_recipe_runs_as_written():
     assert re.search(r"^C8\.4 (PASS|FAIL)$", out, flags=re.MULTILINE), out
     assert re.search(r"^rloo: 2 iterations, loss \S+$", out, flags=re.MULTILINE), out
     assert "{'id_errors': 0, 'mask_errors': 0, 'text_errors': 0}" in out
+    assert re.search(r"^  seed 0 1-grpo iteration 2/2: eval_success \S+", out, flags=re.MULTILINE), out
+    assert re.search(r"^tracked: 3 records of run 1-grpo, held-out success \S+$", out, flags=re.MULTILINE), out
+    assert "resumed: 2 iterations, the first restored from the checkpoint: True" in out

@@ -1,10 +1,12 @@
-"""Watching chapter commands train (`course_lib.tracking`): a line per evaluation and a bar on a terminal, without
-changing a number."""
+"""Watching chapter commands train (`course_lib.tracking`): a line per evaluation, a bar on a terminal, trackers
+(jsonl always; tensorboard read back when installed; wandb offline when installed), all without changing a number;
+and `--report-to` / `--save-steps` passed through to TRL."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import re
 
 import pytest
@@ -29,14 +31,52 @@ def unobserved():
     return ch00.run(0, config)
 
 
-def test_a_command_prints_each_evaluation_without_changing_a_number(unobserved, capsys):
-    [results] = skeleton.main(ch00.CHAPTER, ["--seeds", "0", *TINY])
+def test_a_command_prints_each_evaluation_and_logs_every_record_without_changing_a_number(unobserved, tmp_path, capsys):
+    [results] = skeleton.main(ch00.CHAPTER, ["--seeds", "0", *TINY, "--report-to", "jsonl", "--run-dir", str(tmp_path)])
     history = results["history"]
     assert without_times(history) == without_times(unobserved["history"]), "observing changes no number"
     assert train.train_grpo is ch00.train_grpo, "the chapter module holds the original function again"
-    lines = [line for line in capsys.readouterr().out.splitlines() if " iteration " in line]
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if " iteration " in line]
     assert [re.match(r"  seed 0 1-grpo iteration (\d)/2: eval_success ", line)[1] for line in lines] == ["0", "1", "2"]
     assert f"{history[1]['eval_success']:.3f}" in lines[1].split("eval_success ")[1][:5]
+    assert f"seed 0: jsonl under {tmp_path / 'ch00-seed0'}" in out
+    logged = [json.loads(line) for line in (tmp_path / "ch00-seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert [(row["run"], row["iteration"]) for row in logged] == [("1-grpo", 0), ("1-grpo", 1), ("1-grpo", 2)]
+    for row, record in zip(logged, history, strict=True):
+        assert {key: row[key] for key in tracking.metrics(record)} == tracking.metrics(record)
+
+
+def test_tensorboard_writes_a_run_whose_scalars_read_back(tmp_path):
+    pytest.importorskip("tensorboard")  # in the dev extra; a plain install tests the jsonl tracker only
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    [results] = skeleton.main(
+        ch00.CHAPTER, ["--seeds", "3", *TINY, "--report-to", "tensorboard", "jsonl", "--run-dir", str(tmp_path)]
+    )
+    [events] = (tmp_path / "ch00-seed3" / "tensorboard" / "1-grpo").glob("events.out.tfevents.*")
+    accumulator = EventAccumulator(str(events.parent))
+    accumulator.Reload()
+    history = results["history"]
+    success = [(event.step, event.value) for event in accumulator.Scalars("eval_success")]
+    assert success == [(r["iteration"], pytest.approx(r["eval_success"])) for r in history]
+    assert [event.value for event in accumulator.Scalars("loss")] == pytest.approx([r["loss"] for r in history[:-1]])
+    assert (tmp_path / "ch00-seed3" / "metrics.jsonl").exists()
+
+
+def test_wandb_writes_an_offline_run(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    skeleton.main(ch00.CHAPTER, ["--seeds", "0", *TINY, "--report-to", "wandb", "--run-dir", str(tmp_path)])
+    assert list((tmp_path / "ch00-seed0" / "wandb").glob("offline-run-*")), "an offline run to `wandb sync`"
+
+
+def test_a_tracker_that_is_not_installed_is_refused_before_the_run(monkeypatch, capsys):
+    monkeypatch.setitem(tracking.TRACKERS, "wandb", (tracking.WandbTracker, "no_such_package_for_the_course"))
+    with pytest.raises(SystemExit):
+        skeleton.main(ch00.CHAPTER, ["--seeds", "0", "--report-to", "wandb"])
+    assert "--report-to needs no_such_package_for_the_course" in capsys.readouterr().err
 
 
 def test_observing_labels_each_call_and_restores_the_modules_after_an_error():
@@ -82,3 +122,23 @@ def test_the_bar_shows_the_method_and_current_metrics_and_lines_go_above_it():
     assert progress.bar.postfix == "success=0.500, loss=0.100, eval_success=0.300"
     progress.close()
     assert stream.getvalue() == "  seed 0 2-gigpo-step-mode iteration 0/2: eval_success 0.300\n"
+
+
+# TRL ---------------------------------------------------------------------------------------------------------------
+def test_trl_takes_report_to_and_save_steps(tmp_path, capsys):
+    pytest.importorskip("trl")
+    pytest.importorskip("tensorboard")
+    from course_lib.integrations import trl as course_trl
+
+    settings = course_trl.TRLSettings()
+    with course_trl.quiet_deprecations():
+        assert course_trl.grpo_config(settings, str(tmp_path), 8).save_strategy == "no", "unchanged by default"
+    argv = ["--chapter", "00", "--steps", "2", "--prompts", "2", "--group", "4", "--report-to", "tensorboard",
+            "--save-steps", "1", "--output-dir", str(tmp_path)]  # fmt: skip
+    assert course_trl.main(argv) == 0
+    assert sorted(path.name for path in tmp_path.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    assert (tmp_path / "checkpoint-2" / "optimizer.pt").exists()
+    assert list(tmp_path.glob("runs/*/events.out.tfevents.*")), "TRL's own tensorboard log"
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-2] == f"TRL's checkpoints and tracker logs are under {tmp_path}"
+    assert lines[-1].startswith("trl_grpo_steps=2 ")

@@ -188,9 +188,19 @@ def main(
         "--config", metavar="FILE",
         help="a YAML (or .json) file holding a nested mapping of config keys to values, applied before --set",
     )  # fmt: skip
+    parser.add_argument(
+        "--report-to", nargs="+", default=[], choices=list(tracking.TRACKERS), metavar="TRACKER",
+        help="log every training record as it happens: jsonl (always available: <run-dir>/<id>-seed<k>/metrics.jsonl), "
+        "tensorboard, trackio, wandb (offline unless WANDB_MODE is set); the last three need pip install -e '.[track]'",
+    )  # fmt: skip
+    parser.add_argument(
+        "--run-dir", default="runs", help="where --report-to writes, one folder per seed (default runs)"
+    )
     if arguments is not None:
         arguments(parser)
     args = parser.parse_args(argv)
+    if absent := tracking.missing(args.report_to):
+        parser.error(f"--report-to needs {', '.join(absent)}, which is not installed: pip install -e '.[track]'")
     if args.full_finetune and not args.model:
         parser.error("--full-finetune applies to a checkpoint: give --model")
     if args.model:
@@ -223,8 +233,11 @@ def main(
         print(f"{chapter.id} with {' '.join(given)}", flush=True)
 
     def observe(seed: int) -> list[tracking.Observer]:
-        """A line per evaluation (a bar too on a terminal)."""
-        return [tracking.Progress()]
+        """A line per evaluation (a bar too on a terminal), and the trackers of `--report-to`."""
+        if args.report_to:
+            folder = tracking.run_folder(args.run_dir, chapter.id, seed)
+            print(f"seed {seed}: {', '.join(args.report_to)} under {folder}", flush=True)
+        return [tracking.Progress(), *tracking.trackers(args.report_to, args.run_dir, chapter.id, seed)]
 
     outputs = run_seeds(chapter, args.seeds, args.record, print_claims, config, observe)
     if finish is not None:

@@ -53,6 +53,8 @@ TESTED_TRL = "1.16.0"
 """The TRL version this module was written and tested against (`pip install -e .[trl]` pins it)."""
 if trl_version != TESTED_TRL:  # `rollout_func` is experimental: its contract may change between releases
     warnings.warn(f"course_lib.integrations.trl was tested with trl {TESTED_TRL}, not {trl_version}", stacklevel=1)
+REPORT_TO = ("tensorboard", "trackio", "wandb")
+"""Trackers `--report-to` passes to TRL (transformers' integrations of the same names; each needs its package)."""
 CHAPTERS = ("00", "03", "04", "05", "06")
 """The tool tasks of the course (`chapters.tool_tasks`) that TRL can train, by chapter number."""
 
@@ -71,6 +73,13 @@ class TRLSettings:
     """TRL logs (and averages its metrics) every this many steps; the command line prints every step."""
     gpu: bool = False
     """Train on the GPU(s) in bfloat16 where supported (`--gpu`); the default is the CPU in float32."""
+    report_to: tuple[str, ...] = ()
+    """TRL's (transformers') trackers, e.g. `("tensorboard",)` (`--report-to`); none by default."""
+    save_steps: int = 0
+    """Save a trainer checkpoint (weights, optimizer, scheduler, RNG) every this many steps (`--save-steps`) into
+    `output_dir`; 0 saves nothing, as before."""
+    output_dir: str | None = None
+    """Where TRL writes its checkpoints and tracker logs (`--output-dir`); None: a fresh temporary folder."""
 
 
 def chapter_task(chapter: str) -> ToolTask:
@@ -186,8 +195,9 @@ def grpo_config(settings: TRLSettings, output_dir: str, max_completion_length: i
         bf16=settings.gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
         gradient_checkpointing=False,
         logging_steps=settings.logging_steps,
-        save_strategy="no",
-        report_to="none",
+        save_strategy="steps" if settings.save_steps else "no",
+        save_steps=settings.save_steps or 500,  # read only when saving (500 is transformers' own default)
+        report_to=list(settings.report_to) or "none",
         disable_tqdm=True,
         seed=settings.seed,
     )
@@ -198,7 +208,7 @@ def _trainer(model, tokenizer, prompts: dict[str, int], reward, settings: TRLSet
 
     disable_progress_bars()
     dataset = Dataset.from_dict({"prompt": list(prompts)})
-    output_dir = tempfile.mkdtemp(prefix="course-trl-")
+    output_dir = settings.output_dir or tempfile.mkdtemp(prefix="course-trl-")
     with quiet_deprecations():
         return GRPOTrainer(
             model=model,
@@ -321,6 +331,8 @@ def train(
                 f"step {row['step']}: loss {row['loss']:.4f}  reward {row['reward']:.4f}  "
                 f"policy tokens per completion {row['completions/mean_length']:.1f}  {row['step_time']:.2f} s"
             )
+    if settings.report_to or settings.save_steps:
+        print(f"TRL's checkpoints and tracker logs are under {trainer.args.output_dir}")
     return {"steps": trainer.state.global_step, **last_step(trainer)}
 
 
@@ -366,8 +378,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", action="store_true", help="train on the GPU(s), in bfloat16 where supported")
     parser.add_argument("--model", help="a checkpoint folder (any causal LM with a chat template) instead of the base")
     parser.add_argument("--env", help="with --model: any course environment by name instead of the chapter's task")
+    parser.add_argument(
+        "--report-to", nargs="+", default=[], choices=REPORT_TO, metavar="TRACKER",
+        help=f"TRL's trackers ({', '.join(REPORT_TO)}), logging under --output-dir; none by default",
+    )  # fmt: skip
+    parser.add_argument("--save-steps", type=int, default=0, help="save a checkpoint every N steps (0: never)")
+    parser.add_argument("--output-dir", help="TRL's checkpoints and logs (default: a new temporary folder)")
     args = parser.parse_args(argv)
-    settings = TRLSettings(args.steps, args.prompts, args.group, args.learning_rate, args.seed, gpu=args.gpu)
+    if args.save_steps < 0:
+        parser.error("--save-steps must be >= 0")
+    settings = TRLSettings(
+        args.steps, args.prompts, args.group, args.learning_rate, args.seed, gpu=args.gpu,
+        report_to=tuple(args.report_to), save_steps=args.save_steps, output_dir=args.output_dir,
+    )  # fmt: skip
     if args.env and not args.model:
         parser.error("--env needs --model: the course has a base only for its chapters' tasks")
     result = train(args.chapter, settings, args.model, args.env)
