@@ -3,11 +3,11 @@
 A chapter's `run(seed)` calls `train.train_grpo` once per arm (chapter 07: four arms and a noisy-view pair), and
 `train_grpo` hands each finished history record to its `on_iteration` callback. The chapters do not pass one, and
 they should not have to: `observing(chapter, seed, observers)` makes every `train_grpo` call inside it report to
-`observers` as well, by putting a wrapper in place of `train_grpo` in the course's modules for the duration (the
-chapter modules import the function by name) and taking it out afterwards. The wrapper adds a callback and changes
-nothing else: a callback sees each record after it is complete and draws no random numbers, so the run's numbers are
-those of an unobserved run. The notebooks call the chapters' `run` directly, outside any `observing`, so their
-outputs are unchanged.
+`observers` as well, by putting a wrapper in place of `train_grpo` in every module that imported it by name (the
+chapters, a chapter run as `python -m`, a fork of one) for the duration and taking it out afterwards. The wrapper
+adds a callback and changes nothing else: a callback sees each record after it is complete and draws no random
+numbers, so the run's numbers are those of an unobserved run. The notebooks call the chapters' `run` directly,
+outside any `observing`, so their outputs are unchanged.
 
 Observers (`Observer`): `Progress` prints one line per evaluation and, on an interactive terminal, shows a tqdm bar
 labelled with the method and its current metrics; the trackers of `TRACKERS` (`jsonl`, always available;
@@ -76,9 +76,9 @@ def metrics(record: Mapping) -> dict[str, float]:
 
 @contextlib.contextmanager
 def observing(chapter: str, seed: int, observers: Sequence[Observer]) -> Iterator[None]:
-    """Within the block, every `train_grpo` call made through a course module reports each record to `observers`
-    (besides its caller's own `on_iteration`); afterwards the modules hold the original function again and every
-    observer is closed."""
+    """Within the block, every `train_grpo` call made through a module that imported it reports each record to
+    `observers` (besides its caller's own `on_iteration`); afterwards the modules hold the original function again
+    and every observer is closed."""
     from course_lib import train
 
     original = train.train_grpo
@@ -110,11 +110,9 @@ def observing(chapter: str, seed: int, observers: Sequence[Observer]) -> Iterato
             for observer in observers:
                 observer.finish(run)
 
-    patched = [
-        module
-        for name, module in list(sys.modules.items())
-        if (name == "course_lib" or name.startswith("course_lib.")) and getattr(module, "train_grpo", None) is original
-    ]
+    # every module that imported the function by name: the course's, a chapter run as `python -m` (`__main__`), and
+    # a fork of one in a package of the user's; read from each module's dict, so no lazy module imports anything
+    patched = [module for module in list(sys.modules.values()) if vars(module).get("train_grpo") is original]
     try:
         for module in patched:
             module.train_grpo = observed

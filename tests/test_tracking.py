@@ -8,6 +8,7 @@ import dataclasses
 import io
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +46,22 @@ def test_a_command_prints_each_evaluation_and_logs_every_record_without_changing
     assert [(row["run"], row["iteration"]) for row in logged] == [("1-grpo", 0), ("1-grpo", 1), ("1-grpo", 2)]
     for row, record in zip(logged, history, strict=True):
         assert {key: row[key] for key in tracking.metrics(record)} == tracking.metrics(record)
+
+
+def test_the_command_run_as_a_module_is_observed_too(tmp_path):
+    """`python -m course_lib.chapters.ch00_tool_agent`: the chapter module is `__main__` there, not the course's
+    `course_lib.chapters...` (a wrapper put only into course_lib's modules would see nothing)."""
+    import os
+    import subprocess
+    import sys
+
+    argv = ["-m", "course_lib.chapters.ch00_tool_agent", "--seeds", "0", *TINY, "--report-to", "jsonl"]
+    done = subprocess.run([sys.executable, *argv, "--run-dir", str(tmp_path)], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(re.findall(r"^  seed 0 1-grpo iteration \d/2: eval_success", done.stdout, flags=re.MULTILINE)) == 3
+    assert len((tmp_path / "ch00-seed0" / "metrics.jsonl").read_text().splitlines()) == 3
 
 
 def test_tensorboard_writes_a_run_whose_scalars_read_back(tmp_path):
