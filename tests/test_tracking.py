@@ -89,6 +89,13 @@ def test_wandb_writes_an_offline_run(tmp_path, monkeypatch):
     assert list((tmp_path / "ch00-seed0" / "wandb").glob("offline-run-*")), "an offline run to `wandb sync`"
 
 
+def test_trackio_writes_a_local_project(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACKIO_DIR", str(tmp_path / "trackio"))  # read when trackio is first imported
+    pytest.importorskip("trackio")  # not in dev (it brings gradio's client): run where the track extra is installed
+    skeleton.main(ch00.CHAPTER, ["--seeds", "0", *TINY, "--report-to", "trackio", "--run-dir", str(tmp_path)])
+    assert (tmp_path / "trackio" / "course-ch00.db").exists()
+
+
 def test_a_tracker_that_is_not_installed_is_refused_before_the_run(monkeypatch, capsys):
     monkeypatch.setitem(tracking.TRACKERS, "wandb", (tracking.WandbTracker, "no_such_package_for_the_course"))
     with pytest.raises(SystemExit):
