@@ -604,6 +604,24 @@ def audit_ch13() -> list[SplitAudit]:
     return [_split("ch13", "test", keys, _problem_overlaps(keys, training, demos))]
 
 
+def audit_ch14() -> list[SplitAudit]:
+    """Chapter 00's held-out problems against what the appendix's stand-in learns from: the BPE tokenizer's training
+    text (chapter 00's demonstrator episodes on train problems), the warm start's demonstrations (drawn with seed 0,
+    as `skeleton.base_for` draws them for a checkpoint) and GRPO's task draws under the appendix's run seeds."""
+    from course_lib import standins
+    from course_lib.chapters import ch00_tool_agent as ch00
+    from course_lib.chapters import ch14_own_model as ch
+
+    config = ch.preset("cpu").chapter00
+    keys = problem_keys(lambda: ch00.make_env("test"), ch00.test_seeds(config.eval_tasks))
+    draws = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration, run_seeds("ch14"))
+    text_episodes = -(-standins.TOKENIZER_TEXTS // len(standins.EPISODE_SOURCES))  # per chapter (`environment_texts`)
+    tokenizer_draws = [ch.TOKENIZER_TEXT_SEED * 10_000_019 + i for i in range(text_episodes)]
+    training = set(problem_keys(ch00.make_env, [*draws, *tokenizer_draws]))
+    demos = _prompts(ch00.demonstration_texts(config.demonstrations, 0, config.tool_share, config.direct_correct))
+    return [_split("ch14", "test", keys, _problem_overlaps(keys, training, demos))]
+
+
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch00": audit_ch00,
     "ch01": audit_ch01,
@@ -619,6 +637,7 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch11": audit_ch11,
     "ch12": audit_ch12,
     "ch13": audit_ch13,
+    "ch14": audit_ch14,
 }
 
 

@@ -12,11 +12,12 @@ stand-in (random-init weights, a byte-level BPE tokenizer with a ChatML template
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -29,6 +30,7 @@ from course_lib.tokenizer import encode
 from course_lib.train import TOOL_RESPONSE, SFTConfig, supervised_warm_start
 
 ENV_VARIABLE = "COURSE_MODEL"
+FULL_FINETUNE_VARIABLE = "COURSE_MODEL_FULL_FINETUNE"
 
 
 def model_path() -> Path | None:
@@ -49,7 +51,25 @@ def full_finetune() -> bool:
     """`COURSE_MODEL_FULL_FINETUNE=1` (a chapter command's `--full-finetune`): warm-start every weight, not a LoRA
     adapter. A random-init stand-in needs it (its frozen random embeddings leave an adapter little to work with); a
     pretrained checkpoint does not."""
-    return os.environ.get("COURSE_MODEL_FULL_FINETUNE", "") == "1"
+    return os.environ.get(FULL_FINETUNE_VARIABLE, "") == "1"
+
+
+@contextlib.contextmanager
+def using(path: str | Path, full_finetune: bool = False) -> Iterator[Path]:
+    """Run chapters on the checkpoint at `path` inside the block, as `--model path` (and `--full-finetune`) do on
+    the command line: `with checkpoint.using(folder): results = ch00.run(0)`. The two environment variables are
+    restored on leaving, whatever they held."""
+    saved = {name: os.environ.get(name) for name in (ENV_VARIABLE, FULL_FINETUNE_VARIABLE)}
+    os.environ[ENV_VARIABLE] = str(path)
+    os.environ[FULL_FINETUNE_VARIABLE] = "1" if full_finetune else ""
+    try:
+        yield model_path()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"):

@@ -39,6 +39,7 @@ MODULES = {
     "ch11": "ch11_aepo",
     "ch12": "ch12_capstone",
     "ch13": "ch13_scale_out",
+    "ch14": "ch14_own_model",
 }
 """Chapter key -> module under `course_lib.chapters`."""
 LIBRARIES = ("torch", "transformers", "peft", "datasets", "numpy")

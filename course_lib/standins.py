@@ -362,14 +362,18 @@ def standin_config(
     return getattr(transformers, class_name)(**sizes, **ids)
 
 
+TOKENIZER_TEXTS = 300
+"""How many `environment_texts` (seed 0) `default_tokenizer` is trained on."""
+
+
 @functools.lru_cache(maxsize=4)
 def _default_tokenizer_json(bos: bool) -> str:
-    return train_bpe_tokenizer(environment_texts(300), bos=bos).backend_tokenizer.to_str()
+    return train_bpe_tokenizer(environment_texts(TOKENIZER_TEXTS), bos=bos).backend_tokenizer.to_str()
 
 
 def default_tokenizer(bos: bool = False) -> PreTrainedTokenizerFast:
-    """The stand-ins' tokenizer when none is given: 600 tokens trained on 300 of `environment_texts` (a fresh
-    object each call, trained once per process)."""
+    """The stand-ins' tokenizer when none is given: 600 tokens trained on `TOKENIZER_TEXTS` of `environment_texts`
+    (a fresh object each call, trained once per process)."""
     return _wrapped(Tokenizer.from_str(_default_tokenizer_json(bos)), bos)
 
 

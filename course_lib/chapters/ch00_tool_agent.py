@@ -193,6 +193,7 @@ def run(seed: int, config: Chapter00Config | None = None, progress: bool = False
     results["trained"] = evaluate(model, tokenizer, config, seed + 1)
     results["minutes"] = (time.perf_counter() - start) / 60
     results["model"], results["base_model"], results["tokenizer"] = model, base_model, tokenizer
+    results["sampling"] = config.sampling  # in the chat format, with measured budgets, on a checkpoint
     return results
 
 
