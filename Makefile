@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[dev,trl]"
+	$(PY) -m pip install --quiet -e ".[dev,trl,openenv]"
 	touch $@
 
 install: $(VENV)/.installed
