@@ -17,7 +17,15 @@ def blocks() -> list[str]:
 
 def test_the_guide_has_a_recipe_per_extension():
     text = GUIDE.read_text()
-    for heading in ("A new environment", "Training on it", "A new method", "A model of your own", "Runs you can"):
+    headings = (
+        "A new environment",
+        "Training on it",
+        "A new method",
+        "A model of your own",
+        "Runs you can",
+        "A new chapter",
+    )
+    for heading in headings:
         assert f"· {heading}" in text, heading
     assert len(blocks()) >= 5
 
@@ -40,3 +48,11 @@ def test_every_recipe_runs_as_written():
     assert re.search(r"^  seed 0 1-grpo iteration 2/2: eval_success \S+", out, flags=re.MULTILINE), out
     assert re.search(r"^tracked: 3 records of run 1-grpo, held-out success \S+$", out, flags=re.MULTILINE), out
     assert "resumed: 2 iterations, the first restored from the checkpoint: True" in out
+    assert "ch20: ['gigpo', 'grpo'], resumed run identical to the uninterrupted one: True" in out
+    assert re.search(r"^C20\.2 (PASS|not reproduced at this scale)$", out, flags=re.MULTILINE), out
+    assert re.search(
+        r"^openenv: '<question> at \d+ goal \d+ </question>', reward \S+, the same as the environment "
+        r"played directly: True$",
+        out,
+        flags=re.MULTILINE,
+    ), out
