@@ -2,12 +2,11 @@
 
 A chapter's `run(seed)` calls `train.train_grpo` once per arm (chapter 07: four arms and a noisy-view pair), and
 `train_grpo` hands each finished history record to its `on_iteration` callback. The chapters do not pass one, and
-they should not have to: `observing(chapter, seed, observers)` makes every `train_grpo` call inside it report to
-`observers` as well, by putting a wrapper in place of `train_grpo` in every module that imported it by name (the
-chapters, a chapter run as `python -m`, a fork of one) for the duration and taking it out afterwards. The wrapper
-adds a callback and changes nothing else: a callback sees each record after it is complete and draws no random
-numbers, so the run's numbers are those of an unobserved run. The notebooks call the chapters' `run` directly,
-outside any `observing`, so their outputs are unchanged.
+they should not have to: `observing(chapter, seed, observers)` registers an observer with `train.observing_runs`
+for the block, so every `train_grpo` run inside it (the chapters', a chapter run as `python -m`, a fork's) reports
+each record to `observers` as well, and its start and end. An observer sees each record after it is complete and
+draws no random numbers, so the run's numbers are those of an unobserved run. The notebooks call the chapters' `run`
+directly, outside any `observing`, so their outputs are unchanged.
 
 Observers (`Observer`): `Progress` prints one line per evaluation and, on an interactive terminal, shows a tqdm bar
 labelled with the method and its current metrics; the trackers of `TRACKERS` (`jsonl`, always available;
@@ -17,8 +16,6 @@ labelled with the method and its current metrics; the trackers of `TRACKERS` (`j
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import json
 import math
 import os
@@ -76,52 +73,36 @@ def metrics(record: Mapping) -> dict[str, float]:
 
 @contextlib.contextmanager
 def observing(chapter: str, seed: int, observers: Sequence[Observer]) -> Iterator[None]:
-    """Within the block, every `train_grpo` call made through a module that imported it reports each record to
-    `observers` (besides its caller's own `on_iteration`); afterwards the modules hold the original function again
-    and every observer is closed."""
+    """Within the block, every `train_grpo` run (`train.observing_runs`) reports each record to `observers`,
+    numbered in the order the runs start; afterwards every observer is closed."""
     from course_lib import train
 
-    original = train.train_grpo
-    signature = inspect.signature(original)
     calls = 0
 
-    @functools.wraps(original)
-    def observed(*args, **kwargs):
+    def observer(config, sampling):
         nonlocal calls
-        bound = signature.bind(*args, **kwargs)
-        config, sampling = bound.arguments["config"], bound.arguments["sampling"]
         calls += 1
         plain = {"grpo": overrides.as_dict(config), "sampling": overrides.as_dict(sampling)}
         run = TrainingRun(chapter, seed, calls, train.method_label(config), config.iterations, plain)
-        own = bound.arguments.get("on_iteration")
+        for each in observers:
+            each.start(run)
 
-        def on_iteration(record):
-            if own is not None:
-                own(record)
-            for observer in observers:
-                observer.log(run, record)
+        def log(record: Mapping[str, float]) -> None:
+            for each in observers:
+                each.log(run, record)
 
-        bound.arguments["on_iteration"] = on_iteration
-        for observer in observers:
-            observer.start(run)
-        try:
-            return original(*bound.args, **bound.kwargs)
-        finally:
-            for observer in observers:
-                observer.finish(run)
+        def end() -> None:
+            for each in observers:
+                each.finish(run)
 
-    # every module that imported the function by name: the course's, a chapter run as `python -m` (`__main__`), and
-    # a fork of one in a package of the user's; read from each module's dict, so no lazy module imports anything
-    patched = [module for module in list(sys.modules.values()) if vars(module).get("train_grpo") is original]
+        return log, end
+
     try:
-        for module in patched:
-            module.train_grpo = observed
-        yield
+        with train.observing_runs(observer):
+            yield
     finally:
-        for module in patched:
-            module.train_grpo = original
-        for observer in observers:
-            observer.close()
+        for each in observers:
+            each.close()
 
 
 # Progress ----------------------------------------------------------------------------------------------------------

@@ -10,9 +10,10 @@ defaults are GRPO in trajectory mode, chapter 00's algorithm.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -406,8 +407,18 @@ def train_grpo(
         optimizer.load_state_dict(saved["optimizer"])
         run_state.restore_random_states(saved["random"], generator)
         history, start = saved["history"], saved["iteration"] + 1
+    hooks = [observer(config, sampling) for observer in _run_observers]
+
+    def report(record: dict[str, float]) -> None:
+        if on_iteration is not None:
+            on_iteration(record)
+        for log, _ in hooks:
+            log(record)
+
     bar = tqdm(total=config.iterations + 1, initial=start, disable=not progress, desc=method_label(config))
-    with bar:  # counted by hand: the loop ends in a break, which a wrapped range would leave one short
+    with bar, contextlib.ExitStack() as ending:  # bar counted by hand: a wrapped range would end one short
+        for _, end in hooks:
+            ending.callback(end)  # the observers hear a run end, after an error too
         for iteration in range(start, config.iterations + 1):
             record: dict[str, float] = {"iteration": iteration}
             evaluated = evaluate is not None and (iteration % config.eval_every == 0 or iteration == config.iterations)
@@ -417,20 +428,36 @@ def train_grpo(
             if iteration == config.iterations or stopping:
                 history.append(record)
                 bar.update()
-                if on_iteration is not None:
-                    on_iteration(record)
+                report(record)
                 break
             record.update(policy_iteration(model, engine, envs, config, seed, iteration, generator, optimizer))
             history.append(record)
             bar.update()
-            if on_iteration is not None:
-                on_iteration(record)
+            report(record)
             if checkpoint_dir is not None and ((iteration + 1) % save_every == 0 or iteration + 1 == config.iterations):
                 state = {"fingerprint": fingerprint, "iteration": iteration,
                          "history": run_state.plain_history(history), "model": model.state_dict(),
                          "optimizer": optimizer.state_dict(), "random": run_state.random_states(generator)}  # fmt: skip
                 run_state.save(checkpoint_dir, model, tokenizer, state)
     return history
+
+
+RunObserver = Callable[[GRPOConfig, SamplingConfig], tuple[Callable[[dict[str, float]], None], Callable[[], None]]]
+"""Told of every `train_grpo` run as it starts (its config and sampling), it returns `(log, end)`: `log` is called
+with each record as `on_iteration` is, `end` when the run ends."""
+_run_observers: list[RunObserver] = []
+
+
+@contextlib.contextmanager
+def observing_runs(observer: RunObserver) -> Iterator[None]:
+    """Within the block, every `train_grpo` run reports to `observer` (besides its caller's `on_iteration`): how a
+    chapter command's trackers and progress lines see the runs a chapter makes (`course_lib.tracking`) without the
+    chapter passing anything."""
+    _run_observers.append(observer)
+    try:
+        yield
+    finally:
+        _run_observers.remove(observer)
 
 
 def method_label(config: GRPOConfig) -> str:

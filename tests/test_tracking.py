@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import tracking, train
+from course_lib import data, tracking, train
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
 
@@ -103,7 +103,7 @@ def test_a_tracker_that_is_not_installed_is_refused_before_the_run(monkeypatch, 
     assert "--report-to needs no_such_package_for_the_course" in capsys.readouterr().err
 
 
-def test_observing_labels_each_call_and_restores_the_modules_after_an_error():
+def test_observing_labels_each_run_and_hears_it_end_after_an_error():
     class Recorder:
         def __init__(self):
             self.events = []
@@ -120,13 +120,16 @@ def test_observing_labels_each_call_and_restores_the_modules_after_an_error():
         def close(self):
             self.events.append(("close",))
 
-    recorder, original = Recorder(), train.train_grpo
-    with pytest.raises(AttributeError, match="parameters"), tracking.observing("ch00", 0, [recorder]):
-        assert ch00.train_grpo is not original
-        ch00.train_grpo(None, None, None, None, train.GRPOConfig(iterations=3, advantage="gigpo"), 0)  # no model
-    assert ch00.train_grpo is original and train.train_grpo is original
-    assert recorder.events[0] == ("start", "1-gigpo", 3)
-    assert recorder.events[-2:] == [("finish", "1-gigpo"), ("close",)]
+    def failing(model):
+        raise RuntimeError("the evaluator broke")
+
+    recorder = Recorder()
+    model, tokenizer = data.load_base(ch00.BASE_NAME)
+    config = train.GRPOConfig(iterations=3, prompts_per_iteration=1, group_size=2, eval_every=1, advantage="gigpo")
+    with pytest.raises(RuntimeError, match="evaluator broke"), tracking.observing("ch00", 0, [recorder]):
+        ch00.train_grpo(model, tokenizer, ch00.make_env, ch00.preset().sampling, config, 0, evaluate=failing)
+    assert recorder.events == [("start", "1-gigpo", 3), ("finish", "1-gigpo"), ("close",)]
+    assert not train._run_observers, "the observer is gone after the block"
 
 
 def test_run_names_fit_a_folder_and_keep_the_method():
