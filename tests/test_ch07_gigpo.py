@@ -184,3 +184,19 @@ def test_a_fork_on_another_environment_runs_and_drops_the_control_it_cannot_have
     assert all(verdicts[i].measured for i in ("C7.1", "C7.3", "C7.4"))
     with pytest.raises(ValueError, match="noisy view is key_door's"):
         ch.EnvFactory("train", config, "noisy")()
+
+
+def test_the_command_prints_not_applicable_for_a_fork(tmp_path, capsys):
+    """Run as a command with overrides, a fork onto number_line prints C7.2 as not applicable, not as a failure."""
+    from course_lib import models
+    from course_lib.chapters import skeleton
+    from course_lib.envs.template import vocabulary
+    from course_lib.tokenizer import build_tokenizer
+
+    tokenizer = build_tokenizer(vocabulary())
+    models.save(models.build_model(tokenizer, "micro", max_positions=64), tokenizer, tmp_path)
+    sets = ["env_name=number_line", f"base={tmp_path}", "sampling.stop_tags=['</move>']", "grpo.iterations=1",
+            "grpo.prompts_per_iteration=2", "grpo.group_size=4", "grpo.eval_every=1", "eval_tasks=8"]  # fmt: skip
+    argv = ["--seeds", "0", *[part for text in sets for part in ("--set", text)]]
+    skeleton.main(ch.CHAPTER, argv)
+    assert "C7.2 not applicable: the noisy view is key_door's; number_line has none" in capsys.readouterr().out

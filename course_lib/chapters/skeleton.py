@@ -98,8 +98,8 @@ def run_seed(chapter: Chapter, seed: int) -> dict:
 
 
 def check(chapter: Chapter, results: Mapping) -> list[Claim]:
-    """The chapter's claims evaluated on one seed's results."""
-    return evaluate_all(chapter.claims, chapter.claim_numbers(results))
+    """The chapter's claims evaluated on one seed's results (those its run says do not apply, not checked)."""
+    return evaluate_all(chapter.claims, chapter.claim_numbers(results), not_applicable=results.get("not_applicable"))
 
 
 def run_seeds(
@@ -125,9 +125,12 @@ def run_seeds(
         for line in chapter.report(results) if chapter.report else []:
             print(f"  {line}")
         numbers = chapter.claim_numbers(results)
-        for claim in evaluate_all(chapter.claims, numbers) if print_claims else []:
+        for claim in check(chapter, results) if print_claims else []:
             print(f"  {claim.id} {claim.status} {claim.name}")
         sys.stdout.flush()
+        if record and results.get("not_applicable"):
+            raise SystemExit(f"--record: {sorted(results['not_applicable'])} do not apply to this setting; a record "
+                             "holds every claim of its chapter")  # fmt: skip
         if record:
             curves = chapter.curves(results) if chapter.curves else None
             recorded.record(chapter.id, seed, chapter.claims, numbers, results["minutes"], curves, config=config)
