@@ -28,7 +28,7 @@ from course_lib.algos.grpo import AGGREGATIONS, kl_k3, masked_aggregate
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.envs.base import TextEnv
 from course_lib.models import build_model, reference_policy, save
-from course_lib.rollout import RolloutBatch, RolloutEngine, SamplingConfig, collate
+from course_lib.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
 from course_lib.tokenizer import encode, encode_with_offsets
 from course_lib.tree_rollout import TreeConfig
 
@@ -84,6 +84,26 @@ def _within(name: str, value: float, low: float, high: float, low_open: bool = F
     """Raise a ValueError unless `value` lies in [low, high] (`(low, high]` when `low_open`)."""
     if not (low < value <= high if low_open else low <= value <= high):
         raise ValueError(f"{name} must lie in {'(' if low_open else '['}{low}, {high}]; got {value!r}")
+
+
+def stored_logprob_error(model: torch.nn.Module, trajectories: Sequence[Trajectory], pad_id: int) -> float:
+    """The largest difference, over policy tokens, between the log-prob the rollout engine stored while sampling a
+    token and that token's log-prob from one forward over the padded batch (`[B, T]`, `token_logprobs`): 0 up to
+    float rounding when the engine's incremental decoding scores what the trainer will score."""
+    width = max(len(t.token_ids) for t in trajectories)
+    ids = torch.full((len(trajectories), width), pad_id)
+    attention = torch.zeros_like(ids)
+    for row, t in enumerate(trajectories):
+        ids[row, : len(t.token_ids)] = torch.tensor(t.token_ids)
+        attention[row, : len(t.token_ids)] = 1
+    with torch.no_grad():
+        recomputed, _ = token_logprobs(model, ids, attention)
+    error = 0.0
+    for row, t in enumerate(trajectories):
+        policy = [k for k, m in enumerate(t.loss_mask) if m]
+        stored = torch.tensor([t.logprobs[k] for k in policy])
+        error = max(error, float((stored - recomputed[row, policy]).abs().max()))  # position k scores token k
+    return error
 
 
 @dataclass

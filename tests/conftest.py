@@ -56,3 +56,16 @@ def warm_model(_warm_model):
     """A copy of a tiny model warm-started on demonstrations: it calls the tool and answers, so
     rollouts mix tool calls, answers and invalid actions and groups have reward variance."""
     return copy.deepcopy(_warm_model)
+
+
+@pytest.fixture
+def number_line_base(tmp_path):
+    """A random-init micro base for the template environment (`number_line`), saved in a folder: what a fork of a
+    chapter onto an environment of its own loads as its `base`. Returns the folder as a string."""
+    from course_lib import models
+    from course_lib.envs.template import vocabulary
+    from course_lib.tokenizer import build_tokenizer
+
+    words = build_tokenizer(vocabulary())
+    models.save(build_model(words, "micro", max_positions=96), words, tmp_path / "base")
+    return str(tmp_path / "base")

@@ -155,23 +155,18 @@ def test_size_bins_follow_the_group_size():
     assert [ch.size_bin(s, 4) for s in (1, 3, 4, 5, 8, 9)] == ["1", "2-3", "4", "5-8", "5-8", ">8"]
 
 
-def test_a_fork_on_another_environment_runs_and_drops_the_control_it_cannot_have(tmp_path):
+def test_a_fork_on_another_environment_runs_and_drops_the_control_it_cannot_have(number_line_base):
     """Chapter 07 on the template environment (`number_line`) with a base folder of its own, groups of 4 and the
     environment's stop tag: every arm trains, the noisy-view pair is not run, and C7.2 prints "not applicable" with
     the reason while every other claim gets a verdict."""
-    from course_lib import models
     from course_lib.claims import NOT_APPLICABLE
-    from course_lib.envs.template import vocabulary
     from course_lib.rollout import SamplingConfig
-    from course_lib.tokenizer import build_tokenizer
 
-    tokenizer = build_tokenizer(vocabulary())
-    models.save(models.build_model(tokenizer, "micro", max_positions=64), tokenizer, tmp_path)
     config = ch.preset("cpu")
     config = dataclasses.replace(
         config,
         env_name="number_line",
-        base=str(tmp_path),
+        base=number_line_base,
         sampling=SamplingConfig(max_turn_tokens=4, max_total_tokens=40, stop_tags=("</move>",)),
         grpo=dataclasses.replace(config.grpo, iterations=1, prompts_per_iteration=2, group_size=4, eval_every=1),
         eval_tasks=8,
@@ -186,16 +181,11 @@ def test_a_fork_on_another_environment_runs_and_drops_the_control_it_cannot_have
         ch.EnvFactory("train", config, "noisy")()
 
 
-def test_the_command_prints_not_applicable_for_a_fork(tmp_path, capsys):
+def test_the_command_prints_not_applicable_for_a_fork(number_line_base, capsys):
     """Run as a command with overrides, a fork onto number_line prints C7.2 as not applicable, not as a failure."""
-    from course_lib import models
     from course_lib.chapters import skeleton
-    from course_lib.envs.template import vocabulary
-    from course_lib.tokenizer import build_tokenizer
 
-    tokenizer = build_tokenizer(vocabulary())
-    models.save(models.build_model(tokenizer, "micro", max_positions=64), tokenizer, tmp_path)
-    sets = ["env_name=number_line", f"base={tmp_path}", "sampling.stop_tags=['</move>']", "grpo.iterations=1",
+    sets = ["env_name=number_line", f"base={number_line_base}", "sampling.stop_tags=['</move>']", "grpo.iterations=1",
             "grpo.prompts_per_iteration=2", "grpo.group_size=4", "grpo.eval_every=1", "eval_tasks=8"]  # fmt: skip
     argv = ["--seeds", "0", *[part for text in sets for part in ("--set", text)]]
     skeleton.main(ch.CHAPTER, argv)

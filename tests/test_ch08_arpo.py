@@ -428,21 +428,18 @@ def test_branch_decisions_by_hand():
     ]  # fmt: skip
 
 
-def test_a_fork_on_another_environment_runs_and_drops_the_claim_it_cannot_have(tmp_path):
+def test_a_fork_on_another_environment_runs_and_drops_the_claim_it_cannot_have(number_line_base):
     """Chapter 08 on the template environment (`number_line`) with a base folder of its own and the environment's
     stop tag: both samplers and every arm run (the tree forks the environment through `TextEnv.fork`), and C8.1,
     which reads two_hop_qa's planted ambiguity, prints "not applicable" while the other claims get verdicts."""
     from course_lib.claims import NOT_APPLICABLE
-    from course_lib.envs import template
     from course_lib.rollout import SamplingConfig
 
-    words = build_tokenizer(template.vocabulary())
-    models.save(build_model(words, "micro", max_positions=96), words, tmp_path)
     config = ch08.preset("cpu")
     config = dataclasses.replace(
         config,
         env_name="number_line",
-        base=str(tmp_path),
+        base=number_line_base,
         sampling=SamplingConfig(max_turn_tokens=4, max_total_tokens=60, stop_tags=("</move>",)),
         grpo=dataclasses.replace(config.grpo, iterations=1, prompts_per_iteration=2, eval_every=1),
         eval_tasks=8,

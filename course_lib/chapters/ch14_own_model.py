@@ -24,8 +24,8 @@ from course_lib import config as course_config
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
-from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
-from course_lib.train import token_logprobs
+from course_lib.rollout import RolloutEngine, SamplingConfig
+from course_lib.train import stored_logprob_error
 
 TOKENIZER_TEXT_SEED = 0
 """`standins.default_tokenizer` is trained on `environment_texts(300)` drawn with this seed (train problems)."""
@@ -93,27 +93,11 @@ def pitfalls(tokenizer, count: int, seed: int) -> dict[str, float]:
 
 
 def logprob_error(model, tokenizer, sampling: SamplingConfig, count: int, seed: int) -> float:
-    """Largest difference between the log-probs the engine stored while sampling `count` chapter 00 episodes and
-    the same tokens' log-probs from one forward over the padded batch (`[B, T]`), on policy tokens."""
+    """`train.stored_logprob_error` on `count` chapter 00 episodes the engine samples from `model` (C14.3)."""
     engine = RolloutEngine(model, tokenizer, sampling)
     envs = [ch00.make_env() for _ in range(count)]
-    trajectories: list[Trajectory] = engine.rollout(
-        envs, list(range(count)), generator=torch.Generator().manual_seed(seed)
-    )
-    width = max(len(t.token_ids) for t in trajectories)
-    ids = torch.full((count, width), engine.pad_id)
-    attention = torch.zeros_like(ids)
-    for row, t in enumerate(trajectories):
-        ids[row, : len(t.token_ids)] = torch.tensor(t.token_ids)
-        attention[row, : len(t.token_ids)] = 1
-    with torch.no_grad():
-        recomputed, _ = token_logprobs(model, ids, attention)
-    error = 0.0
-    for row, t in enumerate(trajectories):
-        policy = [k for k, m in enumerate(t.loss_mask) if m]
-        stored = torch.tensor([t.logprobs[k] for k in policy])
-        error = max(error, float((stored - recomputed[row, policy]).abs().max()))
-    return error
+    trajectories = engine.rollout(envs, list(range(count)), generator=torch.Generator().manual_seed(seed))
+    return stored_logprob_error(model, trajectories, engine.pad_id)
 
 
 def run(seed: int, config: Chapter14Config | None = None) -> dict:
