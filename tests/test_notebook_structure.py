@@ -84,3 +84,76 @@ def test_markdown_states_the_course_level_status(path):
                 continue  # another chapter's claim, or a clause about several claims
             expected = "not reproduced" if status[claim] != "reproduced" else "reproduced"
             assert said == expected, f"{path.stem}: the text says {claim} {said!r}, results/ say {status[claim]!r}"
+
+
+MAX_WORDS = 300
+"""Longest markdown cell, in words of prose (code fences and HTML tags not counted): a lesson, not a report."""
+
+FENCE = re.compile(r"```.*?```", re.S)
+TAG = re.compile(r"<[^>]+>")
+
+
+def prose_words(markdown: str) -> int:
+    return len(TAG.sub(" ", FENCE.sub(" ", markdown)).split())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_markdown_cells_are_short(path):
+    """No markdown cell is longer than MAX_WORDS words of prose: long reasoning is split into cells, development
+    history lives in docs/experiments/."""
+    for index, cell in enumerate(load(path)["cells"]):
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell["source"])
+            words = prose_words(text)
+            assert words <= MAX_WORDS, f"cell {index} has {words} words of prose (at most {MAX_WORDS}): {text[:80]!r}"
+
+
+def test_prose_words_ignore_code_and_tags():
+    assert prose_words("one two\n```python\nx = 1 + 2\n```\n<details><summary>three</summary>") == 3
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_figure_has_alt_text(path):
+    """Every committed figure carries alt text (`plots.show(fig, alt=...)`), a sentence that says what it shows."""
+    for index, cell in enumerate(load(path)["cells"]):
+        for output in cell.get("outputs", []):
+            if "image/png" in output.get("data", {}):
+                alt = output.get("metadata", {}).get("image/png", {}).get("alt", "")
+                assert len(alt.split()) >= 6, f"cell {index}: a figure without alt text (use plots.show(fig, alt=...))"
+
+
+LINK = re.compile(r"\]\(([^)#]+\.ipynb)\)")
+
+
+@pytest.mark.parametrize("index", range(len(NOTEBOOKS)), ids=[p.stem for p in NOTEBOOKS])
+def test_navigation_links_the_neighbours(index):
+    """The title cell's **Navigation.** line links the previous and the next notebook (which exist), and the last cell
+    links the next one, so a student can walk the course from either end of a chapter."""
+    cells = load(NOTEBOOKS[index])["cells"]
+    title = "".join(cells[0]["source"])
+    assert "**Navigation.**" in title, "the title cell has a **Navigation.** line"
+    navigation = title[title.index("**Navigation.**") :]
+    previous = NOTEBOOKS[index - 1].name if index > 0 else None
+    following = NOTEBOOKS[index + 1].name if index + 1 < len(NOTEBOOKS) else None
+    linked = LINK.findall(navigation)
+    assert linked == [name for name in (previous, following) if name], f"navigation links {linked}"
+    assert "README.md" in navigation, "navigation links the chapter list"
+    if following:
+        last = "".join(cells[-1]["source"]) if cells[-1]["cell_type"] == "markdown" else ""
+        assert following in LINK.findall(last), f"the last cell (markdown) links the next notebook, {following}"
+
+
+IMPLEMENT = re.compile(r"^### Implement it · ", re.M)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_implement_it_cells_run_the_check(path):
+    """An `### Implement it · ...` exercise is followed by a code cell that runs its checks (`exercises.check`), on the
+    library's implementation in the committed notebook, on the student's with `use="mine"`."""
+    cells = load(path)["cells"]
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown" and IMPLEMENT.search("".join(cell["source"])):
+            after = cells[index + 1]
+            assert after["cell_type"] == "code" and "check(" in "".join(after["source"]), f"cell {index + 1}"
+            shown = "".join("".join(o.get("text", "")) for o in after["outputs"])
+            assert "pass" in shown, f"cell {index + 1} prints the checks' result"

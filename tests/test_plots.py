@@ -121,3 +121,37 @@ def test_recorded_panels_draw_recorded_bands_and_this_run(tmp_path, monkeypatch)
     assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 1
     with pytest.raises(KeyError, match="no recorded seed of ch09 has the curve 'b/acc'"):
         plots.recorded_panels("ch09", {"arm B": "b"}, [("acc", "accuracy")])
+
+
+def test_recorded_panels_put_one_legend_below_the_panels_not_on_the_data(tmp_path, monkeypatch):
+    from course_lib import results
+    from course_lib.claims import ClaimSpec
+
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    spec = (ClaimSpec("C9.1", "x", "p", "gain", lambda n: n["gain"] > 0),)
+    curves = {"a/acc": [(0, 0.1), (10, 0.5)], "a/len": [(0, 3.0), (10, 2.0)]}
+    results.write("ch09", [results.make_record(s, spec, {"gain": 1.0}, 1.0, curves=curves) for s in range(2)])
+    fig = plots.recorded_panels("ch09", {"arm A": "a"}, [("acc", "accuracy"), ("len", "length")])
+    assert all(ax.get_legend() is None for ax in fig.axes), "no legend inside a panel"
+    (legend,) = fig.legends
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert len(labels) == len(set(labels)) and any("arm A" in label for label in labels)
+    fig.canvas.draw()
+    legend_top = legend.get_window_extent().y1
+    assert all(ax.get_window_extent().y0 > legend_top for ax in fig.axes), "the legend sits below every panel"
+
+
+def test_show_displays_a_png_with_its_alt_text_and_refuses_none(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    plots.show(fig, alt="A  straight line\n from 0 to 1.")
+    (image,) = shown
+    _, metadata = image._repr_png_()
+    assert image.data.startswith(b"\x89PNG") and metadata == {"alt": "A straight line from 0 to 1."}
+    assert not plt.fignum_exists(fig.number), "the figure is closed so it is not drawn twice"
+    with pytest.raises(ValueError, match="alt text is required"):
+        plots.show(plt.subplots()[0], alt=" ")
