@@ -1,0 +1,1 @@
+"""Exercises: implement the course's algorithms yourself, and the measured solutions of every notebook's exercises."""
