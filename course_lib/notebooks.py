@@ -9,7 +9,9 @@ notebook top to bottom in a fresh kernel, and strips volatile metadata so diffs 
 `run` builds a small site that works without the repository: one HTML page per chapter, the README as
 `README.html` and every `docs/**/*.md` as `docs/**/*.html`, and links between them re-pointed at those pages (a
 chapter's link to `01_rap_world_model_mcts.ipynb` goes to `01_rap_world_model_mcts.html`, `../README.md` to
-`README.html`, `../docs/claims.md` to `docs/claims.html`); the index links the chapters and the README.
+`README.html`, `../docs/claims.md` to `docs/claims.html`); the library's and the exercises' Python files are
+copied under `code/`, where a chapter's link to the file that implements a method lands; the index links the
+chapters and the README.
 """
 
 from __future__ import annotations
@@ -85,14 +87,31 @@ def local_mathjax(out: Path) -> str | None:
 
 def site_page(repo_path: str) -> str | None:
     """Where the site holds a repository file (paths relative to the repository root and to the site's folder):
-    `notebooks/N.ipynb` is `N.html`, `README.md` is `README.html`, `docs/**/X.md` is `docs/**/X.html`; None for a
-    file the site does not hold."""
+    `notebooks/N.ipynb` is `N.html`, `README.md` is `README.html`, `docs/**/X.md` is `docs/**/X.html`,
+    `course_lib/**/X.py` is `code/course_lib/**/X.py` (likewise `exercises/`); None for a file the site does not
+    hold."""
     folder, name = posixpath.split(repo_path)
     if folder == "notebooks" and name.endswith(".ipynb"):
         return name[: -len(".ipynb")] + ".html"
     if repo_path == "README.md" or (repo_path.startswith("docs/") and name.endswith(".md")):
         return repo_path[: -len(".md")] + ".html"
+    if repo_path.startswith(SOURCE_FOLDERS) and name.endswith(".py"):
+        return "code/" + repo_path
     return None
+
+
+SOURCE_FOLDERS = ("course_lib/", "exercises/")
+"""The code the lessons link to (the file that implements a method, an exercise's stub): the site holds a copy under
+`code/`, so a link from a chapter's page opens the source as it opens in JupyterLab."""
+
+
+def copy_sources(out: Path) -> None:
+    """Copy the Python files of `SOURCE_FOLDERS` to `out/code/`, where `site_page` points links to them."""
+    for folder in SOURCE_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            target = out / "code" / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
 
 
 LINK = re.compile(r'(?P<attribute>\b(?:href|src))="(?P<url>[^"]*)"')
@@ -155,7 +174,9 @@ def export(notebook: nbformat.NotebookNode, path: Path, out: Path, exporter: HTM
 
 
 def write_site(out: Path, chapters: list[tuple[str, float]], mathjax: str | None) -> None:
-    """The README and `docs/**/*.md` as pages, and the index: `chapters` as (notebook stem, seconds it ran)."""
+    """The README and `docs/**/*.md` as pages, the library's source files (`copy_sources`), and the index:
+    `chapters` as (notebook stem, seconds it ran)."""
+    copy_sources(out)
     markdown_page(ROOT / "README.md", out, mathjax)
     for path in sorted(DOCS.rglob("*.md")):
         markdown_page(path, out, mathjax)
