@@ -1,13 +1,14 @@
 # Two commands for a fresh machine with Python 3.11:
 #   make course   install what is missing, execute every notebook (cpu preset) into build/
 #   make test     install what is missing, run the unit tests and pytest --nbval on the notebooks
+#   make exercises  check your implementations in exercises/ (fails until you fill in the stubs)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU build of torch; on a machine with a GPU, override: make course TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: course test lab install
+.PHONY: course test lab install exercises
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +23,11 @@ course: $(VENV)/.installed
 	COURSE_SCALE=$${COURSE_SCALE:-cpu} $(PY) -m course_lib.notebooks run --out build
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q -p no:cacheprovider --nbval --nbval-current-env \
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg tests notebooks
+
+exercises: $(VENV)/.installed
+	$(PY) -m pytest -q -p no:cacheprovider exercises
 
 lab: $(VENV)/.installed
 	$(VENV)/bin/jupyter lab notebooks/
