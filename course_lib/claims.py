@@ -134,6 +134,25 @@ class ClaimSpec:
         return Claim(self.id, self.statement, bool(self.check(settled(numbers))), self.required, self.kind)
 
 
+NONTRIVIAL_BASE = (0.05, 0.80)
+"""The band of held-out success a base must lie in before any RL: below it most groups have equal (zero) rewards and
+GRPO has no signal; above it there is little left to learn."""
+
+
+def nontrivial_base(claim_id: str, subject: str = "the warm-started base", paper: str | None = None) -> ClaimSpec:
+    """The design claim every RL chapter starts from: `subject` has non-trivial held-out success (`NONTRIVIAL_BASE`),
+    read from the number `base_success`."""
+    low, high = NONTRIVIAL_BASE
+    return ClaimSpec(
+        claim_id,
+        f"{subject} has non-trivial held-out success ({low:.0%} to {high:.0%})",
+        paper or "no paper: RL needs a base that sometimes succeeds (a group with equal rewards has no GRPO signal)",
+        "base_success",
+        lambda n: low <= n["base_success"] <= high,
+        kind="design",
+    )
+
+
 def evaluate_all(
     specs: Sequence[ClaimSpec],
     numbers: Mapping[str, float],

@@ -319,3 +319,12 @@ def test_a_claim_that_cannot_apply_is_not_checked_and_never_fails(capsys):
     assert claims[1].status == "PASS"
     report(claims)  # a required claim that does not apply does not raise
     assert "C9.8   mechanism this run not applicable: no noisy view here" in capsys.readouterr().out
+
+
+def test_nontrivial_base_is_the_shared_design_claim_with_its_band():
+    from course_lib.claims import NONTRIVIAL_BASE, nontrivial_base
+
+    spec = nontrivial_base("C9.1", "the stand-in")
+    assert NONTRIVIAL_BASE == (0.05, 0.80) and spec.kind == "design" and spec.value == "base_success"
+    assert spec.statement == "the stand-in has non-trivial held-out success (5% to 80%)"
+    assert [spec.check({"base_success": x}) for x in (0.049, 0.05, 0.5, 0.80, 0.81)] == [False, True, True, True, False]
