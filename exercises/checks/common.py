@@ -1,0 +1,98 @@
+"""What every exercise's checks share: the failure they raise and comparisons whose messages show the numbers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+class ExerciseFailure(AssertionError):
+    """A check failed; the message says what is wrong and why."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One check: `run(fn)` calls the implementation `fn` and raises `ExerciseFailure` if it is wrong."""
+
+    exercise: str
+    title: str
+    run: Callable[[Callable], None]
+
+    def __str__(self) -> str:  # the pytest id
+        return self.title.replace(" ", "-")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """An implement-it exercise: `name` is `<module>.<function>` of the stub in `exercises/`."""
+
+    name: str
+    chapter: str
+    reference: str  # the library file that holds the reference solution
+    library: Callable  # the library's implementation, adapted to the stub's signature
+    cases: tuple[tuple[str, Callable[[Callable], None]], ...]  # (title, check) in the order they run
+
+    @property
+    def module(self) -> str:
+        return self.name.split(".")[0]
+
+    @property
+    def function(self) -> str:
+        return self.name.split(".")[1]
+
+    @property
+    def stub(self) -> str:
+        return f"exercises/{self.module}.py::{self.function}"
+
+
+def floats(values) -> list[float]:
+    """A flat list of floats from a tensor, a number or a (nested) list; ExerciseFailure if it is none of them."""
+    if isinstance(values, torch.Tensor):
+        return [float(v) for v in values.detach().reshape(-1).tolist()]
+    if isinstance(values, (int, float)):
+        return [float(values)]
+    if isinstance(values, Sequence) and not isinstance(values, str):
+        return [v for item in values for v in floats(item)]
+    raise ExerciseFailure(f"expected numbers (a tensor or a list), got a {type(values).__name__}")
+
+
+def show(values: Sequence[float]) -> str:
+    """Numbers rounded to 4 decimals, so that a message reads the same on every machine."""
+    return "[" + ", ".join("nan" if math.isnan(v) else f"{v:.4f}".replace("-0.0000", "0.0000") for v in values) + "]"
+
+
+def expect_close(got, expected, why: str, atol: float = 1e-4, rtol: float = 1e-4) -> None:
+    """Fail with `why` and both values unless `got` equals `expected` elementwise within the tolerances."""
+    got_values, want = floats(got), floats(expected)
+    if len(got_values) != len(want):
+        raise ExerciseFailure(f"{why} (expected {len(want)} values {show(want)}, got {len(got_values)})")
+    for g, w in zip(got_values, want):
+        if math.isnan(g) or abs(g - w) > atol + rtol * abs(w):
+            raise ExerciseFailure(f"{why} (expected {show(want)}, got {show(got_values)})")
+
+
+def expect_same(got, expected, why: str) -> None:
+    """Fail with `why` unless `got == expected` (booleans, sets, exact values)."""
+    if got != expected:
+        raise ExerciseFailure(f"{why} (expected {expected}, got {got})")
+
+
+def expect_tensor_with_grad(value, of: str) -> torch.Tensor:
+    """The value must be a tensor that backpropagates to the inputs: training differentiates it."""
+    if not isinstance(value, torch.Tensor):
+        raise ExerciseFailure(
+            f"return a torch tensor, not a {type(value).__name__}: training backpropagates through {of}"
+        )
+    if not value.requires_grad:
+        raise ExerciseFailure(
+            f"{of} must stay connected to logprobs (no .item(), .detach() or torch.no_grad()): "
+            "training backpropagates through it"
+        )
+    return value
+
+
+def generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)

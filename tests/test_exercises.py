@@ -1,0 +1,361 @@
+"""A test of the implement-it exercises' tests (`exercises/`): the library's implementations pass every check, every
+stub fails with the not-implemented message, and for each exercise a plausible wrong implementation (a mutant) is
+caught by the check meant for it, with its teaching message. Then `pytest exercises/` once on the stubs (it fails)
+and once with `--impl library` (it passes), in subprocesses as a student would run it."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import exercises
+from course_lib.algos import aepo, filters
+from exercises.checks import cases, exercise, first_failure, implementation
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("name", exercises.NAMES)
+def test_the_library_passes_every_check(name, capsys):
+    count = len(cases(name))
+    assert count >= 4, "each exercise has several checks"
+    assert first_failure(name, implementation(name, "library")) == (count, None)
+    exercises.check(name, use="library")
+    assert capsys.readouterr().out == f"{name}: library implementation passes {count} checks\n"
+
+
+@pytest.mark.parametrize("name", exercises.NAMES)
+def test_every_stub_fails_with_the_not_implemented_message(name, capsys):
+    item = exercise(name)
+    message = f"{name}: not implemented yet: fill in exercises/{item.module}.py::{item.function}"
+    assert first_failure(name, implementation(name, "mine")) == (0, message)
+    exercises.check(name, use="mine")
+    assert capsys.readouterr().out == message + "\n"
+    assert (ROOT / "exercises" / f"{item.module}.py").exists() and (ROOT / item.reference).exists()
+
+
+def test_check_rejects_unknown_names_and_uses():
+    with pytest.raises(ValueError, match="no exercise"):
+        exercises.check("grpo.nothing")
+    with pytest.raises(ValueError, match="use must be"):
+        exercises.check("ppo.gae", use="yours")
+
+
+# -- mutants: plausible mistakes, each with the message that must catch it -----------------------------------------
+
+
+def grouped(rewards, ids, per_group):
+    """Apply `per_group(values) -> advantages` to each group's rewards (a scaffold for GRPO mutants)."""
+    out = torch.zeros(len(rewards))
+    for group in torch.unique(ids):
+        members = ids == group
+        out[members] = per_group(rewards[members].float())
+    return out
+
+
+def grpo_population_std(rewards, ids, scale_by_std=True, eps=1e-6):
+    def one(v):
+        if v.numel() < 2 or torch.all(v == v[0]):
+            return torch.zeros_like(v)
+        return (v - v.mean()) / (v.std(correction=0) + eps) if scale_by_std else v - v.mean()
+
+    return grouped(rewards, ids, one)
+
+
+def grpo_singletons_not_zeroed(rewards, ids, scale_by_std=True, eps=1e-6):
+    def one(v):
+        if v.numel() >= 2 and torch.all(v == v[0]):
+            return torch.zeros_like(v)
+        return (v - v.mean()) / (v.std() + eps) if scale_by_std else v - v.mean()
+
+    return grouped(rewards, ids, one)
+
+
+def grpo_flat_not_tested(rewards, ids, scale_by_std=True, eps=1e-6):
+    def one(v):
+        if v.numel() < 2:
+            return torch.zeros_like(v)
+        return (v - v.mean()) / (v.std() + eps) if scale_by_std else v - v.mean()
+
+    return grouped(rewards, ids, one)
+
+
+def grpo_one_baseline_for_the_batch(rewards, ids, scale_by_std=True, eps=1e-6):
+    rewards = rewards.float()
+    return (rewards - rewards.mean()) / (rewards.std() + eps)
+
+
+def surrogate(logprobs, old, advantages, mask, clip_low, clip_high, pick=torch.minimum, aggregate=None):
+    ratio = torch.exp(logprobs - old)
+    a = advantages[:, None].expand_as(ratio)
+    values = -pick(ratio * a, torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * a)
+    if aggregate is not None:
+        return aggregate(values, mask)
+    return (values * mask).sum() / mask.sum().clamp(min=1)
+
+
+def loss_mask_ignored(logprobs, old, advantages, mask, clip_low=0.2, clip_high=0.2):
+    return surrogate(logprobs, old, advantages, mask, clip_low, clip_high, aggregate=lambda v, m: v.mean())
+
+
+def loss_sequence_mean(logprobs, old, advantages, mask, clip_low=0.2, clip_high=0.2):
+    def per_sequence(values, mask):
+        return ((values * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+
+    return surrogate(logprobs, old, advantages, mask, clip_low, clip_high, aggregate=per_sequence)
+
+
+def loss_max_instead_of_min(logprobs, old, advantages, mask, clip_low=0.2, clip_high=0.2):
+    return surrogate(logprobs, old, advantages, mask, clip_low, clip_high, pick=torch.maximum)
+
+
+def loss_clips_swapped(logprobs, old, advantages, mask, clip_low=0.2, clip_high=0.2):
+    return surrogate(logprobs, old, advantages, mask, clip_high, clip_low)
+
+
+def loss_as_a_number(logprobs, old, advantages, mask, clip_low=0.2, clip_high=0.2):
+    return torch.tensor(surrogate(logprobs, old, advantages, mask, clip_low, clip_high).item())
+
+
+def gigpo_mutant(rewards, anchors, group_ids, gamma, scale_by_std=True, eps=1e-6, *, key_group=True,
+                 discount=True, zero_singletons=True, correction=1):  # fmt: skip
+    returns = []
+    for row in rewards:
+        running, out = 0.0, []
+        for r in reversed(row):
+            running = r + (gamma if discount else 1.0) * running
+            out.append(running)
+        returns.append(out[::-1])
+    members = {}
+    for t_anchors, t_returns, group in zip(anchors, returns, group_ids):
+        for a, value in zip(t_anchors, t_returns):
+            members.setdefault((group, a) if key_group else a, []).append(value)
+
+    def advantage(key, value):
+        sample = members[key]
+        if (zero_singletons and len(sample) < 2) or (len(sample) > 1 and all(v == sample[0] for v in sample)):
+            return 0.0
+        mean = sum(sample) / len(sample)
+        denominator = len(sample) - correction
+        std = math.sqrt(sum((v - mean) ** 2 for v in sample) / denominator) if denominator > 0 else float("nan")
+        return (value - mean) / (std + eps) if scale_by_std else value - mean
+
+    return [
+        [advantage((g, a) if key_group else a, v) for a, v in zip(t_anchors, t_returns)]
+        for t_anchors, t_returns, g in zip(anchors, returns, group_ids)
+    ]
+
+
+def branch(after, initial, generator, alpha=0.5, beta=0.2, *, clip=True, sign=1.0, draw=None, skip_ends=False):
+    p = alpha + beta * sign * (after - initial)
+    p = min(1.0, max(0.0, p)) if clip else p
+    if skip_ends and p in (0.0, 1.0):
+        return p, p == 1.0
+    u = draw() if draw is not None else torch.rand((), generator=generator).item()
+    return p, u < p
+
+
+def gae_mutant(rewards, values, dones, gamma, lam, last_value=0.0, *, cut_bootstrap=False, cut_carry=False,
+               use_lam=True):  # fmt: skip
+    dones = torch.as_tensor(dones).double()
+    out = torch.zeros_like(rewards)
+    next_value, running = float(last_value), 0.0
+    for t in reversed(range(len(rewards))):
+        keep = 1.0 - float(dones[t])
+        delta = rewards[t] + gamma * next_value * (keep if cut_bootstrap else 1.0) - values[t]
+        running = delta + gamma * (lam if use_lam else 1.0) * (keep if cut_carry else 1.0) * running
+        out[t] = running
+        next_value = float(values[t])
+    return out
+
+
+def starpo_lowest(rewards, ids, keep_fraction=0.25):
+    order, stds = filters.group_reward_std(rewards, ids)
+    ranked = sorted(range(len(order)), key=lambda k: stds[k].item())[: int(keep_fraction * len(order))]
+    return torch.tensor([int(g) in {order[k] for k in ranked} for g in ids])
+
+
+def starpo_rounded(rewards, ids, keep_fraction=0.25):
+    order, stds = filters.group_reward_std(rewards, ids)
+    ranked = sorted(range(len(order)), key=lambda k: -stds[k].item())[: round(keep_fraction * len(order))]
+    return torch.tensor([int(g) in {order[k] for k in ranked} for g in ids])
+
+
+def starpo_nan_singletons(rewards, ids, keep_fraction=0.25):
+    """torch.std of a single row is NaN, and a descending torch.sort puts NaN first."""
+    ids = torch.as_tensor(ids)
+    groups = list(dict.fromkeys(ids.tolist()))
+    stds = torch.stack([rewards[ids == g].double().std() for g in groups])
+    ranked = torch.sort(stds, descending=True, stable=True).indices[: int(keep_fraction * len(groups))]
+    kept = {groups[k] for k in ranked.tolist()}
+    return torch.tensor([g in kept for g in ids.tolist()])
+
+
+def snr_all_at_one(rewards, ids, top_p=0.9, eps=0.01):
+    if top_p == 1.0:
+        return torch.ones(len(ids), dtype=torch.bool)
+    return filters.top_p_groups_by_reward_std(rewards, ids, top_p, eps=eps)
+
+
+def snr_without_eps(rewards, ids, top_p=0.9, eps=0.01):
+    return filters.top_p_groups_by_reward_std(rewards, ids, top_p, eps=0.0)
+
+
+def snr_smallest_first(rewards, ids, top_p=0.9, eps=0.01):
+    order, stds = filters.group_reward_std(rewards, ids)
+    ranked = [k for k in sorted(range(len(order)), key=lambda k: stds[k].item()) if stds[k] > 1e-10]
+    threshold, kept, total = top_p * sum(stds[k].item() for k in ranked) - eps, set(), 0.0
+    for k in ranked:
+        if total >= threshold:
+            break
+        kept.add(order[k])
+        total += stds[k].item()
+    return torch.tensor([int(g) in kept for g in ids])
+
+
+def mi_mutant(logp, own, *, log_p=True, stable=True, ties_count=False):
+    own = torch.as_tensor(own)
+    matched = logp[torch.arange(len(own)), own]
+    total = torch.logsumexp(logp, 1) if stable else torch.log(torch.exp(logp).sum(1))
+    mi = (matched - total + (math.log(logp.shape[1]) if log_p else 0.0)).mean()
+    correct = matched >= logp.max(1).values if ties_count else logp.argmax(1) == own
+    return {"mi": float(mi), "retrieval_accuracy": float(correct.double().mean())}
+
+
+def aepo_soft_lower_clip(logprobs, old, advantages, clip_low=0.2, clip_high=0.2, dual_clip=3.0):
+    ratio = torch.exp(logprobs - old)
+    scale = ratio / ratio.detach()
+    clipped = torch.where(
+        ratio > 1 + clip_high, (1 + clip_high) * scale, torch.where(ratio < 1 - clip_low, (1 - clip_low) * scale, ratio)
+    )
+    a = advantages[:, None].expand_as(ratio) if advantages.dim() == 1 else advantages
+    losses = torch.maximum(-a * ratio, -a * clipped)
+    return torch.where(a < 0, torch.minimum(losses, -a * dual_clip), losses)
+
+
+def aepo_without_dual_clip(logprobs, old, advantages, clip_low=0.2, clip_high=0.2, dual_clip=3.0):
+    return aepo.balanced_clip_losses(logprobs, old, advantages, clip_low, clip_high, dual_clip=1e9)[0]
+
+
+def aepo_hard_clip(logprobs, old, advantages, clip_low=0.2, clip_high=0.2, dual_clip=3.0):
+    return aepo.balanced_clip_losses(logprobs, old, advantages, clip_low, clip_high, dual_clip, balanced=False)[0]
+
+
+def gae_variant(**kwargs):
+    def fn(rewards, values, dones, gamma, lam, last_value=0.0):
+        return gae_mutant(rewards, values, dones, gamma, lam, last_value, **kwargs)
+
+    return fn
+
+
+MUTANTS = [  # exercise, mutant, the check that must catch it, words of its message
+    ("grpo.group_advantages", grpo_population_std, "one group by hand", "unbiased (n - 1) std"),
+    (
+        "grpo.group_advantages",
+        grpo_singletons_not_zeroed,
+        "singleton group",
+        "advantages of a singleton group must be 0",
+    ),
+    ("grpo.group_advantages", grpo_flat_not_tested, "all-equal group", "must be exactly 0"),
+    ("grpo.group_advantages", grpo_one_baseline_for_the_batch, "groups by id", "each group is normalised on its own"),
+    ("grpo.clipped_surrogate_loss", loss_mask_ignored, "response tokens only", "only average over response tokens"),
+    ("grpo.clipped_surrogate_loss", loss_sequence_mean, "on-policy token-mean", "token-mean"),
+    ("grpo.clipped_surrogate_loss", loss_max_instead_of_min, "clip regions", "A > 0, ratio 1.5"),
+    ("grpo.clipped_surrogate_loss", loss_clips_swapped, "clip-higher", "clip_high bounds the ratio from above"),
+    ("grpo.clipped_surrogate_loss", loss_as_a_number, "response tokens only", "must stay connected to logprobs"),
+    (
+        "gigpo.step_group_advantages",
+        lambda *a, **k: gigpo_mutant(*a, **k, zero_singletons=False),
+        "singleton step groups",
+        "advantages of a singleton step group must be 0",
+    ),  # fmt: skip
+    (
+        "gigpo.step_group_advantages",
+        lambda *a, **k: gigpo_mutant(*a, **k, key_group=False),
+        "group id in the key",
+        "keyed by (episode group id, anchor)",
+    ),  # fmt: skip
+    (
+        "gigpo.step_group_advantages",
+        lambda *a, **k: gigpo_mutant(*a, **k, discount=False),
+        "shared first state",
+        "discounted returns",
+    ),  # fmt: skip
+    (
+        "gigpo.step_group_advantages",
+        lambda *a, **k: gigpo_mutant(*a, **k, correction=0),
+        "shared first state",
+        "unbiased std",
+    ),  # fmt: skip
+    ("arpo.branch_decision", lambda *a, **k: branch(*a, **k, sign=-1.0), "probability by hand", "more branching"),
+    ("arpo.branch_decision", lambda *a, **k: branch(*a, **k, clip=False), "probability clipped", "must be clipped"),
+    ("arpo.branch_decision", lambda *a, **k: branch(*a, **k, skip_ends=True), "exact at 0 and 1", "must advance"),
+    (
+        "arpo.branch_decision",
+        lambda *a, **k: branch(*a, **k, draw=random.random),
+        "reproducible draws",
+        "seeded alike must give the same decisions",
+    ),  # fmt: skip
+    ("ppo.gae", gae_variant(), "one step", "last_value must be ignored"),
+    ("ppo.gae", gae_variant(cut_bootstrap=True), "done in the middle", "do not carry the next advantage across"),
+    (
+        "ppo.gae",
+        gae_variant(cut_bootstrap=True, cut_carry=True, use_lam=False),
+        "two steps bootstrapped",
+        "gamma * lam * A_1",
+    ),
+    ("filters.starpo_s", starpo_lowest, "top quarter", "LARGEST reward std"),
+    ("filters.starpo_s", starpo_rounded, "rounding down", "rounds down"),
+    ("filters.starpo_s", starpo_nan_singletons, "singleton and ties", "std 0"),
+    ("filters.snr", snr_smallest_first, "top-p by hand", "largest first"),
+    ("filters.snr", snr_all_at_one, "zero-std groups", "never kept, even at top_p 1"),
+    ("filters.snr", snr_without_eps, "eps tail", "top_p * total - eps"),
+    ("mi.cross_scoring", lambda *a: mi_mutant(*a, log_p=False), "independent of the input", "+ log P"),
+    ("mi.cross_scoring", lambda *a: mi_mutant(*a, stable=False), "long sequences", "torch.logsumexp"),
+    ("mi.cross_scoring", lambda *a: mi_mutant(*a, ties_count=True), "independent of the input", "ties to the lowest j"),
+    ("aepo.balanced_clip", aepo_hard_clip, "gradients per region", "the gradient is KEPT"),
+    ("aepo.balanced_clip", aepo_without_dual_clip, "values per region", "capped at -A * dual_clip"),
+    ("aepo.balanced_clip", aepo_soft_lower_clip, "gradients per region", "the lower clip stays hard"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:std\\(\\):UserWarning")  # the singleton mutants' NaN std
+@pytest.mark.parametrize("name, mutant, title, words", MUTANTS, ids=lambda v: v if isinstance(v, str) else "")
+def test_a_plausible_mistake_is_caught_with_its_message(name, mutant, title, words):
+    passed, message = first_failure(name, mutant)
+    assert message is not None, f"{name}: the mutant passes every check"
+    assert message.startswith(f"{name}: check '{title}' fails: "), message
+    assert words in message, message
+    assert passed == [t for t, _ in exercise(name).cases].index(title)
+
+
+def test_every_exercise_has_a_mutant():
+    assert {name for name, *_ in MUTANTS} == set(exercises.NAMES)
+
+
+def run_pytest(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("EXERCISES_IMPL", None)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises/", *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_pytest_exercises_fails_on_the_stubs_and_passes_on_the_library():
+    stubs = run_pytest()
+    assert stubs.returncode == 1, stubs.stdout[-2000:]
+    total = sum(len(cases(name)) for name in exercises.NAMES)
+    assert f"{total} failed" in stubs.stdout, stubs.stdout[-2000:]
+    for name in exercises.NAMES:
+        item = exercise(name)
+        assert f"{name}: not implemented yet: fill in exercises/{item.module}.py::{item.function}" in stubs.stdout
+    assert "solutions" not in stubs.stdout and "measure" not in stubs.stdout
+    library = run_pytest("--impl", "library")
+    assert library.returncode == 0, library.stdout[-2000:]
+    assert f"{total} passed" in library.stdout, library.stdout[-2000:]
