@@ -41,6 +41,15 @@ def test_every_stub_fails_with_the_not_implemented_message(name, capsys):
     assert (ROOT / "exercises" / f"{item.module}.py").exists() and (ROOT / item.reference).exists()
 
 
+def test_check_leaves_the_global_generators_alone(capsys):
+    """A notebook runs `check` between seeded cells: it must not move torch's or Python's global random state."""
+    torch_state, python_state = torch.get_rng_state(), random.getstate()
+    for name in exercises.NAMES:
+        exercises.check(name)
+    capsys.readouterr()
+    assert torch.equal(torch.get_rng_state(), torch_state) and random.getstate() == python_state
+
+
 def test_check_rejects_unknown_names_and_uses():
     with pytest.raises(ValueError, match="no exercise"):
         exercises.check("grpo.nothing")
@@ -355,7 +364,9 @@ def test_pytest_exercises_fails_on_the_stubs_and_passes_on_the_library():
     for name in exercises.NAMES:
         item = exercise(name)
         assert f"{name}: not implemented yet: fill in exercises/{item.module}.py::{item.function}" in stubs.stdout
-    assert "solutions" not in stubs.stdout and "measure" not in stubs.stdout
-    library = run_pytest("--impl", "library")
+    assert "solutions" not in stubs.stdout and "measure" not in stubs.stdout, "solution scripts are never collected"
+    library = run_pytest("--impl", "library", "-vv")  # -q -vv: one line per test
     assert library.returncode == 0, library.stdout[-2000:]
     assert f"{total} passed" in library.stdout, library.stdout[-2000:]
+    collected = [line.split("::")[0] for line in library.stdout.splitlines() if " PASSED" in line]
+    assert len(collected) == total and all(path.startswith("exercises/test_") for path in collected), collected
