@@ -50,6 +50,19 @@ def test_check_leaves_the_global_generators_alone(capsys):
     assert torch.equal(torch.get_rng_state(), torch_state) and random.getstate() == python_state
 
 
+def test_the_readme_table_lists_every_exercise_with_its_chapter_and_files():
+    rows = {}
+    for line in (ROOT / "exercises" / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and "." in cells[0].split("`")[1]:
+            rows[cells[0].split("`")[1]] = cells[1:]
+    assert list(rows) == list(exercises.NAMES)
+    for name, (chapter, stub, reference) in rows.items():
+        item = exercise(name)
+        assert (chapter, stub) == (item.chapter, f"`exercises/{item.module}.py`")
+        assert reference.startswith(f"`{item.reference}`")
+
+
 def test_check_rejects_unknown_names_and_uses():
     with pytest.raises(ValueError, match="no exercise"):
         exercises.check("grpo.nothing")

@@ -15,7 +15,18 @@ from collections.abc import Callable
 
 from exercises.checks.common import Case, Exercise, ExerciseFailure
 
-__all__ = ["Case", "Exercise", "ExerciseFailure", "cases", "check", "exercise", "first_failure", "implementation"]
+__all__ = [
+    "Case",
+    "Exercise",
+    "ExerciseFailure",
+    "cases",
+    "check",
+    "exercise",
+    "exercises",
+    "first_failure",
+    "implementation",
+    "run_case",
+]
 
 USES = ("library", "mine")
 
