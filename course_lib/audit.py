@@ -622,6 +622,12 @@ def audit_ch14() -> list[SplitAudit]:
     return [_split("ch14", "test", keys, _problem_overlaps(keys, training, demos))]
 
 
+def audit_ch15() -> list[SplitAudit]:
+    """The pitfalls lab evaluates no held-out problem (its batches are train-split draws, measured for their
+    symptoms, not for success), so there is no split to audit: reported as skipped."""
+    return [SplitAudit("ch15", "test", 0, 0, skipped="the pitfalls lab evaluates no held-out problem")]
+
+
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch00": audit_ch00,
     "ch01": audit_ch01,
@@ -638,6 +644,7 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch12": audit_ch12,
     "ch13": audit_ch13,
     "ch14": audit_ch14,
+    "ch15": audit_ch15,
 }
 
 

@@ -40,6 +40,7 @@ MODULES = {
     "ch12": "ch12_capstone",
     "ch13": "ch13_scale_out",
     "ch14": "ch14_own_model",
+    "ch15": "ch15_pitfalls",
 }
 """Chapter key -> module under `course_lib.chapters`."""
 LIBRARIES = ("torch", "transformers", "peft", "datasets", "numpy")
