@@ -236,3 +236,41 @@ def test_no_bonus_lines_count_the_runs_whose_mi_rose():
     assert lines[0].startswith("seed 0: base MI 1.600") and "GRPO 1.700 (+0.100)" in lines[0]
     assert lines[1].startswith("seed 3:") and "(-0.200)" in lines[1]
     assert lines[-1] == "MI rose in 1 of 4 runs without the entropy bonus", "grpo_snr's change is 0: no rise"
+
+
+def test_readable_figures_draw_every_recorded_seed():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from course_lib import results as recorded
+
+    seeds = recorded.seed_numbers(recorded.load("ch10"))
+    assert set(ch10.ARM_LABELS) == set(ch10.ARMS)
+    fig = ch10.plot_recorded_predictors(seeds)
+    mi_panel = fig.axes[0]
+    assert len(mi_panel.collections) == len(ch10.ARMS)
+    for collection, arm in zip(mi_panel.collections, ch10.ARM_LABELS, strict=True):
+        points = collection.get_offsets()
+        assert [tuple(p) for p in points] == [(n[f"{arm}_mi"], n[f"{arm}_success"]) for n in seeds]
+    assert "entropy bonus (3 recorded seeds)" in [t.get_text() for t in fig.legends[0].get_texts()]
+    fig = ch10.plot_recorded_gradient_terms(seeds)
+    bars = fig.axes[0].patches
+    assert len(bars) == 3 * len(ch10.BUCKET_TERMS)
+    low_task = sum(n["bucket_low_task"] for n in seeds) / len(seeds)
+    assert bars[1].get_height() == pytest.approx(low_task)  # first term (task), second bucket (low)
+
+
+def test_label_arms_renames_keys_only():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.set_title("entropy_zero_rv")
+    ax.plot([0, 1], [0, 1], label="grpo_snr")
+    ax.plot([0, 1], [1, 0], label="chance")
+    ch10.label_arms(fig)
+    assert ax.get_title() == "bonus on zero-RV groups"
+    assert [line.get_label() for line in ax.get_lines()] == ["GRPO + SNR filter", "chance"]
+    plt.close(fig)

@@ -534,6 +534,78 @@ def plot_predictors(results: Mapping):
     return fig
 
 
+# Readable figures over the recorded seeds (issue 32) -----------------------------------------------
+ARM_LABELS: dict[str, str] = {
+    "grpo": "GRPO",
+    "entropy": "entropy bonus",
+    "entropy_zero_rv": "bonus on zero-RV groups",
+    "entropy_snr": "bonus + SNR filter",
+    "grpo_snr": "GRPO + SNR filter",
+}
+"""How the figures name each arm of `ARMS` (the keys are the records' prefixes)."""
+
+
+def label_arms(fig) -> None:
+    """Rename every panel title and legend entry of `fig` that is an arm key (`ARMS`) to its `ARM_LABELS` name."""
+    for ax in fig.axes:
+        if ax.get_title() in ARM_LABELS:
+            ax.set_title(ARM_LABELS[ax.get_title()])
+        for artist in [*ax.get_lines(), *ax.collections]:
+            if artist.get_label() in ARM_LABELS:
+                artist.set_label(ARM_LABELS[artist.get_label()])
+
+
+def plot_recorded_predictors(seed_numbers: Sequence[Mapping[str, float]], results: Mapping | None = None):
+    """C10.2 over every recorded run: each run's final held-out success against its final MI and its final entropy,
+    one colour per arm and a dot per recorded seed; with `results`, this session's runs as open circles."""
+    from course_lib.plots import grid, legend_outside
+
+    fig, axes = grid(2, width=4.2, height=3.0)
+    for ax, (key, label) in zip(axes, (("mi", "final MI, nats"), ("entropy", "final entropy")), strict=True):
+        for k, (arm, name) in enumerate(ARM_LABELS.items()):
+            xs = [n[f"{arm}_{key}"] for n in seed_numbers]
+            ys = [n[f"{arm}_success"] for n in seed_numbers]
+            ax.scatter(xs, ys, color=f"C{k}", s=18, label=f"{name} ({len(xs)} recorded seeds)")
+            if results is not None:
+                final = results["final"][arm]
+                ax.scatter(final[f"eval_{key}"], final["eval_success"], facecolors="none", edgecolors=f"C{k}", s=60,
+                           label="this run (open circles)" if k == 0 else None)  # fmt: skip
+        ax.set_xlabel(label)
+        ax.set_ylabel("final held-out success")
+        ax.grid(alpha=0.3)
+    legend_outside(fig, columns=3)
+    return fig
+
+
+BUCKET_TERMS = (("task", "task (GRPO advantage)"), ("task_centred", "task (mean-centred)"), ("entropy", "entropy"),
+                ("kl", "KL to the base"))  # fmt: skip
+"""C10.4's gradient terms, as `(recorded key suffix, label)`: `bucket_<bucket>_<term>` in the records."""
+
+
+def plot_recorded_gradient_terms(seed_numbers: Sequence[Mapping[str, float]]):
+    """C10.4 over the recorded seeds: per reward-std bucket (zero, low, high), each term's gradient norm on the
+    `grpo` run's final policy as a bar at the mean over seeds with every seed as a dot (norms unweighted)."""
+    import numpy as np
+
+    from course_lib.plots import grid, legend_outside
+
+    fig, (ax,) = grid(1, width=7.0, height=3.2, columns=1)
+    buckets = ("zero", "low", "high")
+    x = np.arange(len(buckets))
+    for k, (term, label) in enumerate(BUCKET_TERMS):
+        values = np.array([[n[f"bucket_{b}_{term}"] for b in buckets] for n in seed_numbers])
+        offset = x + (k - 1.5) * 0.2
+        ax.bar(offset, values.mean(0), width=0.2, color=f"C{k}", alpha=0.6, label=label)
+        for row in values:
+            ax.scatter(offset, row, color="black", s=8, zorder=3)
+    ax.scatter([], [], color="black", s=8, label=f"one recorded seed ({len(seed_numbers)} seeds)")
+    ax.set_xticks(x, [f"{b} reward std" for b in buckets])
+    ax.set_ylabel("gradient norm")
+    ax.grid(alpha=0.3, axis="y")
+    legend_outside(fig, columns=3)
+    return fig
+
+
 CHAPTER = skeleton.Chapter(
     "ch10", "Chapter 10, RAGEN-2", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines
 )
