@@ -268,6 +268,8 @@ def plot(chapter: str):
     with its 95% bootstrap interval. Returns the figure."""
     import matplotlib.pyplot as plt
 
+    from course_lib.plots import legend_outside
+
     design = load(chapter)
     numbers = recorded_design_seeds(design)
     if not numbers:
@@ -289,11 +291,10 @@ def plot(chapter: str):
     right.axhline(0, color="black", lw=0.6)
     if design.margin:
         right.axhline(design.margin, color="tab:red", lw=0.8, ls="--", label=f"margin {design.margin:+.2f}")
-        right.legend(fontsize=8)
     right.set_xticks([])
     right.set_ylabel(design.effect_key.replace("_", " "))
     right.set_title("paired difference, 95% interval")
-    fig.tight_layout()
+    legend_outside(fig)  # the margin's legend below the panels, not on the seeds' dots
     return fig
 
 

@@ -192,7 +192,8 @@ def legend_outside(fig: Figure, axes: Sequence[Axes] | None = None, columns: int
     """One legend for the whole figure, below the panels, instead of one per panel on top of the data.
 
     Entries are collected from `axes` (default: every axis of `fig`), de-duplicated by label, and each
-    panel's own legend is removed; the figure is re-laid out so the legend does not overlap the x labels."""
+    panel's own legend is removed; the panels are then laid out (`tight_layout`) in the space above the legend, so
+    it neither overlaps the x labels nor leaves an empty band, whatever the number of rows."""
     axes = list(fig.axes if axes is None else axes)
     handles: dict[str, object] = {}
     for ax in axes:
@@ -202,10 +203,9 @@ def legend_outside(fig: Figure, axes: Sequence[Axes] | None = None, columns: int
         if ax.get_legend() is not None:
             ax.get_legend().remove()
     if not handles:
+        fig.tight_layout()
         return
-    fig.tight_layout()
-    rows = math.ceil(len(handles) / columns)
-    fig.legend(
+    legend = fig.legend(
         list(handles.values()),
         list(handles),
         loc="lower center",
@@ -214,7 +214,9 @@ def legend_outside(fig: Figure, axes: Sequence[Axes] | None = None, columns: int
         frameon=False,
         bbox_to_anchor=(0.5, 0.0),
     )
-    fig.subplots_adjust(bottom=min(0.45, 0.08 + 0.18 * rows / max(1.0, fig.get_figheight() / 3.4)))
+    renderer = fig.canvas.get_renderer()
+    height = legend.get_window_extent(renderer).height / fig.bbox.height
+    fig.tight_layout(rect=(0.0, min(0.5, height + 0.01), 1.0, 1.0))
 
 
 def show(fig: Figure, alt: str) -> None:
