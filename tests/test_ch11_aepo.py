@@ -142,3 +142,21 @@ def test_a_short_run_measures_every_claim_number():
     assert {key.split("/")[0] for key in ch11.curves(results)} == set(ch11.ARMS)
     assert np.isclose(numbers["gradient_value_gap"], 0.0)
     assert len(ch11.summary_lines(results)) == 2 + 2 + 1 + 1 + len(ch11.ARMS)
+
+
+def test_recorded_figure_shows_every_recorded_seed_with_readable_names():
+    import matplotlib.pyplot as plt
+
+    from course_lib import results as recorded
+
+    seeds = recorded.seed_numbers(recorded.load("ch11"))
+    fig = ch11.plot_recorded()
+    concentration, entropy, passes, split = fig.axes[:4]
+    dots = [len(collection.get_offsets()) for collection in concentration.collections]
+    assert dots == [len(seeds)] * 3, "one dot per recorded seed on each of C11.1's three bars"
+    assert [n["arpo_top3_share"] for n in seeds] == list(concentration.collections[0].get_offsets()[:, 1])
+    assert len(passes.collections) == 2 * len(ch11.ARM_NAMES), "pass@1 and pass@k dots for every policy"
+    assert [t.get_text() for t in split.get_xticklabels()] == ["root kind", "tool kind"]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "AEPO as released (mean, range of 3 seeds)" in labels and not any("aepo_" in label for label in labels)
+    plt.close(fig)

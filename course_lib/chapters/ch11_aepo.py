@@ -486,6 +486,61 @@ def plot_overview(results: Mapping, config: Chapter11Config):
     return fig
 
 
+ARM_NAMES = {"base": "base", "grpo": "GRPO", "arpo": "ARPO", "aepo_hard": "AEPO's tree, hard clip",
+             "aepo": "AEPO as released", "aepo_adv": "AEPO + entropy-aware advantage"}  # fmt: skip
+"""Readable names of the policies in figures (the keys are `ARMS`' and the base)."""
+
+
+def plot_recorded(results: Mapping | None = None, config: Chapter11Config | None = None):
+    """Four panels over every recorded seed (`results/ch11.json`; dots are seeds, bars their mean, bands their
+    range), with this run's numbers as crosses or dashed lines when `results` (from `run`) is given: C11.1's top-3
+    branch shares beside the uniform reference, C11.2b's batch entropy for the two runs that differ only in the clip,
+    C11.3's held-out pass@1 and pass@k per policy, and C11.4's global samples per kind of task."""
+    from course_lib.plots import curves_with_bands, grid, legend_outside
+
+    config = config or preset()
+    loaded = recorded.load("ch11")
+    seeds = recorded.seed_numbers(loaded)
+    this = claim_numbers(results) if results is not None else None
+    fig, (a, b, c, d) = grid(4, width=5.2, height=3.6)
+
+    def bars(ax, keys: Sequence[str], labels: Sequence[str], offset: float = 0.0, width: float = 0.6,
+             colour: str = "C0", label: str = "mean of the recorded seeds") -> None:  # fmt: skip
+        x = np.arange(len(keys)) + offset
+        values = [[n[key] for n in seeds] for key in keys]
+        ax.bar(x, [np.mean(v) for v in values], width, color=colour, alpha=0.5, label=label)
+        for position, v in zip(x, values, strict=True):
+            ax.scatter(np.full(len(v), position), v, s=12, color="black", zorder=3,
+                       label=f"each recorded seed ({len(seeds)})")  # fmt: skip
+        if this is not None:
+            ax.scatter(x, [this[key] for key in keys], marker="x", s=40, color="C3", zorder=4, label="this run")
+        ax.set_xticks(np.arange(len(keys)), labels)
+
+    bars(a, ["arpo_top3_share", "aepo_top3_share", "arpo_uniform_top3_share"],
+         ["ARPO's tree", "AEPO's tree", "uniform roots"])  # fmt: skip
+    a.set(ylabel="branches on the top-3 global samples", title="C11.1 branch concentration", ylim=(0, 1))
+    series = {ARM_NAMES[arm]: recorded.load_curves("ch11", f"{arm}/entropy") for arm in ("aepo_hard", "aepo")}
+    curves_with_bands(series, b, y_label="batch entropy (nats per token)", title="C11.2b entropy in training")
+    if results is not None:
+        for (name, _), arm, line in zip(series.items(), ("aepo_hard", "aepo"), b.get_lines(), strict=True):
+            rows = [row for row in results["histories"][arm] if "entropy" in row]
+            b.plot([r["iteration"] for r in rows], [r["entropy"] for r in rows], ls="--", color=line.get_color(),
+                   label=f"{name}: this run")  # fmt: skip
+    policies = list(ARM_NAMES)
+    k = f"pass_{config.pass_k}"
+    bars(c, [f"{p}_pass_1" for p in policies], [ARM_NAMES[p] for p in policies], -0.2, 0.4, "C0",
+         "pass@1, mean of the recorded seeds")  # fmt: skip
+    bars(c, [f"{p}_{k}" for p in policies], [ARM_NAMES[p] for p in policies], 0.2, 0.4, "C2",
+         f"pass@{config.pass_k}, mean of the recorded seeds")  # fmt: skip
+    c.set_xticklabels([ARM_NAMES[p] for p in policies], rotation=30, ha="right", fontsize=8)
+    c.set(ylabel="held-out success", title=f"C11.3 pass@1 and pass@{config.pass_k}", ylim=(0, 1.05))
+    bars(d, ["root_globals", "tool_globals"], ["root kind", "tool kind"], -0.2, 0.4)
+    budget = config.sampler_budget
+    d.set(ylabel=f"global samples m (of {budget})", title="C11.4 pre-monitored split", ylim=(0, budget))
+    legend_outside(fig, columns=3)
+    return fig
+
+
 CHAPTER = skeleton.Chapter("ch11", "Chapter 11, AEPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines)
 
 
