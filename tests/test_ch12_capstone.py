@@ -125,3 +125,20 @@ def test_the_mi_stop_fires_and_rolls_back(monkeypatch):
     final, base = results["final"]["combined"], results["base"]
     assert final["stopped_at"] == 0 and final["iterations"] == 0
     assert final["success"] == base["success"] and final["mi"] == base["mi"]
+
+
+def test_recorded_figure_shows_every_recorded_seed_with_readable_names():
+    import matplotlib.pyplot as plt
+
+    from course_lib import results as recorded
+
+    seeds = recorded.seed_numbers(recorded.load("ch12"))
+    fig = ch12.plot_recorded()
+    success, mi, monitor = fig.axes[:3]
+    assert [len(c.get_offsets()) for c in success.collections] == [len(seeds)] * len(ch12.ARMS)
+    assert [t.get_text() for t in success.get_xticklabels()] == [ch12.ARM_NAMES[arm] for arm in ch12.ARMS]
+    assert list(success.collections[4].get_offsets()[:, 1]) == [n["aepo_success"] for n in seeds]
+    assert len(monitor.get_lines()) == 3 * len(seeds) + 1, "one line per recorded seed of three arms, and the stop's"
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "bonus: combined (each recorded seed)" in labels and not any("_" in label for label in labels)
+    plt.close(fig)

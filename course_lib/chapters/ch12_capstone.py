@@ -385,6 +385,58 @@ def plot_arms(results: Mapping, config: Chapter12Config):
     return fig
 
 
+ARM_NAMES = {"grpo": "GRPO", "gigpo": "GiGPO", "starpo_s": "StarPO-S", "arpo": "ARPO", "aepo": "AEPO",
+             "aepo_snr": "AEPO + SNR filter", "combined": "combined", "aepo_bonus": "bonus: AEPO",
+             "aepo_bonus_snr": "bonus: AEPO + SNR filter", "aepo_bonus_mi": "bonus: AEPO + MI stop",
+             "combined_bonus": "bonus: combined"}  # fmt: skip
+"""Readable names of the arms in figures ("bonus:" marks the stress test's entropy bonus)."""
+
+
+def plot_recorded(results: Mapping | None = None, config: Chapter12Config | None = None):
+    """Three panels over every recorded seed (`results/ch12.json`; dots are seeds, bars their mean): each arm's
+    held-out success (the base's as a line) and held-out MI relative to the base's, and the MI monitor over training
+    for AEPO, AEPO under the bonus and the combination under the bonus, one thin line per seed, with the stop's
+    line. With `results` (from `run`), this run's arms are crosses and its monitor dashed."""
+    from course_lib.plots import grid, legend_outside
+
+    config = config or preset()
+    loaded = recorded.load("ch12")
+    seeds = recorded.seed_numbers(loaded)
+    fig, (a, b, c) = grid(3, width=6.0, height=3.6)
+    arms = list(ARMS)
+    x = np.arange(len(arms))
+    for ax, key, relative in ((a, "success", False), (b, "mi", True)):
+        values = [[n[f"{arm}_{key}"] / (n["base_mi"] if relative else 1) for n in seeds] for arm in arms]
+        ax.bar(x, [np.mean(v) for v in values], 0.6, color="C0", alpha=0.5, label="mean of the recorded seeds")
+        for position, v in zip(x, values, strict=True):
+            ax.scatter(np.full(len(v), position), v, s=12, color="black", zorder=3,
+                       label=f"each recorded seed ({len(seeds)})")  # fmt: skip
+        if results is not None:
+            live = [arm for arm in arms if arm in results["final"]]
+            scale = results["base"]["mi"] if relative else 1
+            ax.scatter([arms.index(arm) for arm in live], [results["final"][arm][key] / scale for arm in live],
+                       marker="x", s=40, color="C3", zorder=4, label="this run")  # fmt: skip
+        ax.set_xticks(x, [ARM_NAMES[arm] for arm in arms], rotation=40, ha="right", fontsize=8)
+    base = np.mean([n["base_success"] for n in seeds])
+    a.axhline(base, color="grey", lw=0.8, ls="--", label="base (mean of the recorded seeds)")
+    a.set(ylabel="held-out success", title="final policies: held-out success", ylim=(0, 1))
+    b.axhline(0.5, color="grey", lw=0.8, ls=":", label="collapse line (half the base's MI)")
+    b.set(ylabel="held-out MI / base's MI", title="final policies: input dependence", ylim=(0, 1.3))
+    for colour, arm in zip(("C0", "C1", "C2"), ("aepo", "aepo_bonus", "combined_bonus"), strict=True):
+        for points in recorded.load_curves("ch12", f"{arm}/eval_monitor_mi").values():
+            c.plot(*zip(*points, strict=True), color=colour, lw=0.9, alpha=0.7, marker="o", ms=2,
+                   label=f"{ARM_NAMES[arm]} (each recorded seed)")  # fmt: skip
+        if results is not None and arm in results["histories"]:
+            rows = [row for row in results["histories"][arm] if "eval_monitor_mi" in row]
+            c.plot([r["iteration"] for r in rows], [r["eval_monitor_mi"] for r in rows], color=colour, lw=1.6,
+                   ls="--", label=f"{ARM_NAMES[arm]}: this run")  # fmt: skip
+    line = (1 - config.gate_drop) * np.mean([n["base_monitor_mi"] for n in seeds])
+    c.axhline(line, color="C3", ls="--", lw=0.8, label=f"MI stop line ({1 - config.gate_drop:.1f} x the base's)")
+    c.set(xlabel="RL iteration", ylabel="monitor MI (nats, training questions)", title="the MI monitor in training")
+    legend_outside(fig, columns=3)
+    return fig
+
+
 CHAPTER = skeleton.Chapter(
     "ch12", "Chapter 12, the capstone", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines
 )
