@@ -107,3 +107,20 @@ def test_designed_experiment_runs_instead_of_the_chapter():
     assert configure(argparse.Namespace(special=False, seeds=[0], record=False), None) is chapter and calls == []
     assert configure(argparse.Namespace(special=True, seeds=[3, 4], record=True), None) is None
     assert calls == [([3, 4], True)]
+
+
+def test_base_for_refuses_a_checkpoint_on_an_environment_without_demonstrations(tmp_path, monkeypatch):
+    """A chapter forked onto another environment (chapters 07 and 08 take `env_name`) has no demonstrations of it to
+    warm a checkpoint on: `--model` there is refused before anything loads; without `--model` the base loads."""
+    from course_lib.chapters import ch07_gigpo as ch07
+    from course_lib.checkpoint import ENV_VARIABLE
+
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setenv(ENV_VARIABLE, str(tmp_path))
+    config = ch07.preset("cpu")
+    never = lambda: pytest.fail("no demonstrations may be built")  # noqa: E731
+    with pytest.raises(ValueError, match="warm-starts on key_door's demonstrations; number_line has none here"):
+        skeleton.base_for(config.base, config, never, demonstrated=("key_door", "number_line"))
+    monkeypatch.delenv(ENV_VARIABLE)
+    model, tokenizer, same = skeleton.base_for(config.base, config, never, demonstrated=("key_door", "number_line"))
+    assert same is config and model.num_parameters() > 0 and len(tokenizer) > 0

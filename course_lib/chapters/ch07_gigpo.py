@@ -278,10 +278,11 @@ def run(seed: int, config: Chapter07Config | None = None) -> dict:
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
-    if config.env_name != ENV_NAME and checkpoint_path() is not None:
-        raise ValueError(f"--model warm-starts on key_door's demonstrations; {config.env_name} has none here")
     base, tokenizer, config = skeleton.base_for(
-        config.base, config, functools.partial(demonstration_texts, config.demonstrations, 0, config)
+        config.base,
+        config,
+        functools.partial(demonstration_texts, config.demonstrations, 0, config),
+        demonstrated=(ENV_NAME, config.env_name),
     )
     results: dict = {"base": evaluate(base, tokenizer, config, seed + 1), "histories": {}, "final": {}, "models": {}}
     results["histogram_base"] = step_group_histogram(base, tokenizer, config, seed)
@@ -299,12 +300,6 @@ def run(seed: int, config: Chapter07Config | None = None) -> dict:
     results["minutes"] = (time.perf_counter() - start) / 60
     results["base_model"], results["tokenizer"] = base, tokenizer
     return results
-
-
-def checkpoint_path():
-    from course_lib.checkpoint import model_path
-
-    return model_path()
 
 
 def not_applicable(config: Chapter07Config) -> dict[str, str]:

@@ -498,9 +498,7 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
     start = time.perf_counter()
     course_config.seed_everything(seed)
     texts = functools.partial(demonstration_texts, config.demonstrations, 0, config)
-    if config.env_name != ENV_NAME and checkpoint_path() is not None:
-        raise ValueError(f"--model warm-starts on two_hop_qa's demonstrations; {config.env_name} has none here")
-    base, tokenizer, config = skeleton.base_for(config.base, config, texts)
+    base, tokenizer, config = skeleton.base_for(config.base, config, texts, demonstrated=(ENV_NAME, config.env_name))
     results: dict = {"base": evaluate(base, tokenizer, config, seed + 1), "histories": {}, "final": {}}
     results["samplers"] = sample_both(base, tokenizer, config, seed)
     tree = results["samplers"]["tree"]
@@ -514,12 +512,6 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
     results["base_model"], results["tokenizer"] = base, tokenizer
     results["not_applicable"] = not_applicable(config)
     return results
-
-
-def checkpoint_path():
-    from course_lib.checkpoint import model_path
-
-    return model_path()
 
 
 def not_applicable(config: Chapter08Config) -> dict[str, str]:

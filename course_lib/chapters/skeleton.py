@@ -367,14 +367,26 @@ def warm_start_base(
     return warm_start_and_save(out_dir, tokenizer, model_preset, max_positions, examples, sft, seed, progress)
 
 
-def base_for(base_name: str, config, texts: Callable[[], Sequence[tuple[str, str]]], seed: int = 0):
+def base_for(
+    base_name: str,
+    config,
+    texts: Callable[[], Sequence[tuple[str, str]]],
+    seed: int = 0,
+    demonstrated: tuple[str, str] | None = None,
+):
     """`(model, tokenizer, config)` a chapter's run starts from: its committed base (`data.load_base(base_name)`)
     and `config` unchanged; or, with `COURSE_MODEL` set (a chapter command's `--model`), that checkpoint warm-started
     with LoRA on the chapter's demonstrations `texts()` in the chat format (`course_lib.checkpoint`), and `config`
-    with its sampling in the chat format, its budgets measured on those demonstrations."""
+    with its sampling in the chat format, its budgets measured on those demonstrations.
+
+    `demonstrated`, `(environment the demonstrations are of, environment the run trains on)`: a chapter forked onto
+    another environment (its own base folder) has no demonstrations of that environment to warm a checkpoint on, so
+    a checkpoint there is refused with a ValueError naming both."""
     from course_lib import checkpoint
 
     path = checkpoint.model_path()
+    if path is not None and demonstrated is not None and demonstrated[0] != demonstrated[1]:
+        raise ValueError(f"--model warm-starts on {demonstrated[0]}'s demonstrations; {demonstrated[1]} has none here")
     if path is None:
         model, tokenizer = data.load_base(base_name, course_config.device())
         return model, tokenizer, config
