@@ -217,6 +217,21 @@ def refresh(paths: list[Path]) -> int:
     return 0
 
 
+def nbval_minutes(junit_xml: Path) -> dict[str, float]:
+    """Minutes each notebook's cells took in a `pytest --nbval --junitxml=...` run (the sum of its cells' times),
+    by notebook file name, read from the JUnit XML report: what `make course` spends executing each chapter."""
+    import xml.etree.ElementTree as ElementTree
+
+    minutes: dict[str, float] = {}
+    for case in ElementTree.parse(junit_xml).getroot().iter("testcase"):
+        name = case.get("classname", "") + "/" + case.get("file", "")
+        match = re.search(r"(\d\d_[\w-]+)\.ipynb", name + case.get("name", ""))
+        if match:
+            key = match.group(1) + ".ipynb"
+            minutes[key] = minutes.get(key, 0.0) + float(case.get("time", 0.0)) / 60
+    return dict(sorted(minutes.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.notebooks", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -225,7 +240,15 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("notebooks", nargs="*", type=Path)
     refresh_parser = sub.add_parser("refresh", help="re-execute notebooks in place (committed outputs)")
     refresh_parser.add_argument("notebooks", nargs="*", type=Path)
+    minutes_parser = sub.add_parser("minutes", help="minutes per notebook from a pytest --nbval JUnit XML report")
+    minutes_parser.add_argument("junit_xml", type=Path)
     args = parser.parse_args(argv)
+    if args.command == "minutes":
+        minutes = nbval_minutes(args.junit_xml)
+        for name, value in minutes.items():
+            print(f"{name:45} {value:5.1f} min")
+        print(f"{'all notebooks':45} {sum(minutes.values()):5.1f} min")
+        return 0
     paths = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     return run(paths, args.out) if args.command == "run" else refresh(paths)
 

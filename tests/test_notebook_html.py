@@ -84,3 +84,16 @@ def test_a_chapter_link_to_the_implementing_file_opens_its_copy_in_the_site(tmp_
         notebooks.ROOT / "course_lib/algos/gigpo.py"
     ).read_text()
     assert (tmp_path / "code/exercises/measure.py").is_file()
+
+
+def test_nbval_minutes_sum_each_notebooks_cells_from_a_junit_report(tmp_path):
+    report = tmp_path / "report.xml"
+    report.write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="pytest">'
+        '<testcase classname="notebooks.07_gigpo_step_credit.ipynb" name="Cell 0" time="30.0" />'
+        '<testcase classname="notebooks.07_gigpo_step_credit.ipynb" name="Cell 1" time="60.0" />'
+        '<testcase classname="notebooks.15_pitfalls_lab.ipynb" name="Cell 0" time="6.0" />'
+        '<testcase classname="tests.test_loop" name="test_x" time="100.0" />'
+        "</testsuite></testsuites>"
+    )
+    assert notebooks.nbval_minutes(report) == {"07_gigpo_step_credit.ipynb": 1.5, "15_pitfalls_lab.ipynb": 0.1}
