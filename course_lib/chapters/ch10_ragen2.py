@@ -459,26 +459,6 @@ def plot_mi_and_entropy(histories: Mapping[str, Sequence[Mapping]], arms: Sequen
     return fig
 
 
-def plot_collapse_timeline(histories: Mapping[str, Sequence[Mapping]], chance: float):
-    """Every arm's held-out success, MI, retrieval accuracy (chance dotted) and H(Z|X) at each evaluation."""
-    from course_lib.plots import grid
-
-    panels = (("success", "held-out success"), ("mi", "MI I(X;Z), nats"), ("retrieval_accuracy", "retrieval accuracy"),
-              ("conditional_entropy", "H(Z|X), nats per token"))  # fmt: skip
-    fig, axes = grid(len(panels), width=4.4, height=2.9)
-    for ax, (key, label) in zip(axes, panels, strict=True):
-        for arm, history in histories.items():
-            ax.plot(*zip(*ch09.eval_curve(history, key), strict=True), marker=".", label=arm)
-        if key == "retrieval_accuracy":
-            ax.axhline(chance, color="grey", linestyle=":", label="chance")
-        ax.set_xlabel("RL iteration")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
 def plot_gradient_terms(terms: Mapping[str, Mapping[str, float]]):
     """C10.4: gradient norms of each loss term per reward-std bucket (bars, unweighted)."""
     import numpy as np
@@ -513,23 +493,6 @@ def plot_cross_scores(panels: Mapping[str, tuple[torch.Tensor, list[str]]]):
         ax.set_ylabel("reasoning z_i written on the map")
         ax.set_title(title, fontsize=9)
         fig.colorbar(image, ax=ax, fraction=0.046, label="p(x_j | z_i)")
-    fig.tight_layout()
-    return fig
-
-
-def plot_predictors(results: Mapping):
-    """C10.2: each run's final success against its final MI and against its final entropy."""
-    from course_lib.plots import grid
-
-    fig, axes = grid(2, width=4.2, height=3.0)
-    final = results["final"]
-    for ax, (key, label) in zip(axes, (("mi", "final MI, nats"), ("entropy", "final entropy")), strict=True):
-        for arm in ARMS:
-            ax.scatter(final[arm][f"eval_{key}"], final[arm]["eval_success"], label=arm)
-        ax.set_xlabel(label)
-        ax.set_ylabel("final held-out success")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -447,45 +447,6 @@ def summary_lines(results: Mapping) -> list[str]:
     return lines
 
 
-def plot_overview(results: Mapping, config: Chapter11Config):
-    """Four panels of one seed: C11.1's top-3 branch shares beside their uniform references, C11.2b's batch entropy
-    over training per arm, C11.3's held-out pass@1 and pass@k per policy, and C11.4's split per kind of task."""
-    from course_lib.plots import grid
-
-    fig, (a, b, c, d) = grid(4)
-    rules = list(results["concentration"])
-    x = np.arange(len(rules))
-    a.bar(x - 0.2, [results["concentration"][r]["top3_share"] for r in rules], 0.4, label="measured")
-    a.bar(x + 0.2, [results["concentration"][r]["uniform_top3_share"] for r in rules], 0.4, label="uniform roots")
-    a.set(xticks=x, xticklabels=[f"{r} tree" for r in rules], ylabel="branches on the top-3 global samples",
-          title="C11.1 branch concentration", ylim=(0, 1))  # fmt: skip
-    a.legend(fontsize=8)
-    for arm, history in results["histories"].items():
-        rows = [row for row in history if "entropy" in row]
-        b.plot([row["iteration"] for row in rows], [row["entropy"] for row in rows], label=arm)
-    b.set(xlabel="RL iteration", ylabel="batch entropy (nats per token)", title="C11.2b entropy in training")
-    b.legend(fontsize=7)
-    passes = results["passes"]
-    names, k = list(passes), next(key for key in passes["base"] if key.startswith("pass_") and key != "pass_1")
-    x = np.arange(len(names))
-    c.bar(x - 0.2, [passes[n]["pass_1"] for n in names], 0.4, label="pass@1")
-    c.bar(x + 0.2, [passes[n][k] for n in names], 0.4, label=k.replace("_", "@"))
-    c.set(xticks=x, ylabel="held-out", title="C11.3 pass@1 and pass@k", ylim=(0, 1))
-    c.set_xticklabels(names, rotation=30, fontsize=8)
-    c.legend(fontsize=8)
-    split = results["split"]
-    kinds = list(split)
-    x = np.arange(len(kinds))
-    d.bar(x - 0.2, [split[kind]["globals"] for kind in kinds], 0.4, label="global samples m")
-    budget = config.sampler_budget
-    d.bar(x + 0.2, [split[kind]["branch_share"] * budget for kind in kinds], 0.4, label=f"branches (of {budget})")
-    d.set(xticks=x, xticklabels=[f"{kind} kind" for kind in kinds], title="C11.4 pre-monitored split",
-          ylabel="per question")  # fmt: skip
-    d.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
 ARM_NAMES = {"base": "base", "grpo": "GRPO", "arpo": "ARPO", "aepo_hard": "AEPO's tree, hard clip",
              "aepo": "AEPO as released", "aepo_adv": "AEPO + entropy-aware advantage"}  # fmt: skip
 """Readable names of the policies in figures (the keys are `ARMS`' and the base)."""

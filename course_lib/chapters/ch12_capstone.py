@@ -359,32 +359,6 @@ def table_markdown(rows: Sequence[Mapping[str, object]], seeds: int) -> str:
     return "\n".join(lines)
 
 
-def plot_arms(results: Mapping, config: Chapter12Config):
-    """Two panels of one seed: every arm's held-out success and held-out MI of its first action (the base's as a
-    line), and the MI monitor over training for the stress test's two arms and AEPO, with the stop's threshold."""
-    from course_lib.plots import grid
-
-    fig, (a, b) = grid(2, width=5.4)
-    arms = list(results["final"])
-    x = np.arange(len(arms))
-    a.bar(x - 0.2, [results["final"][arm]["success"] for arm in arms], 0.4, label="success")
-    a.bar(x + 0.2, [results["final"][arm]["mi"] / results["base"]["mi"] for arm in arms], 0.4,
-          label="MI / base's MI")  # fmt: skip
-    a.axhline(results["base"]["success"], color="grey", lw=0.8, ls="--", label="base's success")
-    a.set(xticks=x, title="final policies (held-out)", ylim=(0, 1.15), ylabel="held-out success; MI / base's MI")
-    a.set_xticklabels(arms, rotation=40, ha="right", fontsize=8)
-    a.legend(fontsize=7)
-    for arm in ("aepo", "aepo_bonus", "combined_bonus"):
-        rows = [row for row in results["histories"][arm] if "eval_monitor_mi" in row]
-        b.plot([row["iteration"] for row in rows], [row["eval_monitor_mi"] for row in rows], marker="o", label=arm)
-    b.axhline((1 - config.gate_drop) * results["base"]["monitor_mi"], color="grey", ls="--", lw=0.8,
-              label="MI stop threshold")  # fmt: skip
-    b.set(xlabel="RL iteration", ylabel="MI of the first action (training questions)", title="the MI monitor")
-    b.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
 ARM_NAMES = {"grpo": "GRPO", "gigpo": "GiGPO", "starpo_s": "StarPO-S", "arpo": "ARPO", "aepo": "AEPO",
              "aepo_snr": "AEPO + SNR filter", "combined": "combined", "aepo_bonus": "bonus: AEPO",
              "aepo_bonus_snr": "bonus: AEPO + SNR filter", "aepo_bonus_mi": "bonus: AEPO + MI stop",
