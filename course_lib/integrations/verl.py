@@ -324,6 +324,21 @@ def episode_extra_fields(result: EpisodeResult) -> dict[str, Any]:
     }
 
 
+def output_fields(result: EpisodeResult) -> dict[str, Any]:
+    """The keyword arguments of verl's `AgentLoopOutput` for one played episode (what `CourseEnvAgentLoop.run`
+    returns; the tree and step-mode layouts build theirs from it too)."""
+    return {
+        "prompt_ids": result.prompt_ids,
+        "response_ids": result.response_ids,
+        "response_mask": result.response_mask,
+        "response_logprobs": result.response_logprobs,
+        "reward_score": result.total_reward,
+        "num_turns": result.chat_turns,
+        "metrics": {"generate_sequences": result.generate_seconds, "tool_calls": result.env_seconds},
+        "extra_fields": episode_extra_fields(result),
+    }
+
+
 # The verl agent loop (only where verl is installed) ------------------------------------------------------------
 def verl_available() -> bool:
     """Whether `import verl` would find verl (then `CourseEnvAgentLoop` is defined)."""
@@ -378,16 +393,7 @@ if verl_available():
                 # verl left-pads prompts to rollout.prompt_length (set by data.max_prompt_length): refuse longer ones
                 max_prompt_tokens=int(self.rollout_config.prompt_length),
             )
-            return AgentLoopOutput(
-                prompt_ids=result.prompt_ids,
-                response_ids=result.response_ids,
-                response_mask=result.response_mask,
-                response_logprobs=result.response_logprobs,
-                reward_score=result.total_reward,
-                num_turns=result.chat_turns,
-                metrics={"generate_sequences": result.generate_seconds, "tool_calls": result.env_seconds},
-                extra_fields=episode_extra_fields(result),
-            )
+            return AgentLoopOutput(**output_fields(result))
 
 
 # The dataset and the agent-loop yaml ----------------------------------------------------------------------------

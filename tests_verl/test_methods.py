@@ -1,0 +1,287 @@
+"""The survey's methods inside verl (run in `.venv-verl` by `make test-verl`): each computed on verl's own data path
+and compared, value for value, with the course's implementation on the same episodes.
+
+The data path: episodes become `AgentLoopOutput`s (trajectory mode: replayed through `CourseEnvAgentLoop` itself;
+step mode: `verl_gigpo.step_rows`), then verl's `_agent_loop_postprocess` pads each one and `_postprocess` stacks
+them into the `DataProto` the trainer receives (`non_tensor_batch` holding the `extra_fields` columns). The
+advantage goes through the patched `ray_trainer.compute_advantage` and verl's estimator registry; the loss through
+verl's policy-loss registry and `agg_loss`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+from test_agent_loop import build_loop, dataset_rows
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, AgentLoopWorker
+from verl.trainer.ppo import core_algos, ray_trainer
+from verl.workers.rollout.replica import TokenOutput
+
+from course_lib import data, loop
+from course_lib.integrations import verl as course_verl
+from course_lib.integrations import verl_gigpo, verl_patch
+from course_lib.rollout import RolloutEngine, collate, pad_id
+from course_lib.train import FilterConfig, GiGPOConfig, GRPOConfig
+
+PROMPTS, GROUP = 2, 4
+
+
+@pytest.fixture(scope="module", autouse=True)
+def patched():
+    verl_patch.install()
+
+
+@pytest.fixture(scope="module")
+def ch00():
+    model, tokenizer = data.load_base("ch00_base", "cpu")
+    return model.eval(), tokenizer
+
+
+def worker(tokenizer, prompt_length: int, response_length: int) -> AgentLoopWorker:
+    """An `AgentLoopWorker` without ray or servers: its per-sample padding and its batch stacking only."""
+    w = AgentLoopWorker.__new__(AgentLoopWorker)
+    w.rollout_config = OmegaConf.create({"prompt_length": prompt_length, "response_length": response_length})
+    w.tokenizer, w.processor = tokenizer, None
+    w.reward_loop_worker_handles, w.distillation_enabled, w.mm_processor_kwargs = None, False, {}
+    return w
+
+
+def to_dataproto(w: AgentLoopWorker, outputs: list[AgentLoopOutput], uids: list[str]):
+    """verl's post-processing of agent-loop outputs into the trainer's batch, with the uid the trainer assigns per
+    prompt and the token-level rewards it derives from `rm_scores`."""
+    padded = [asyncio.run(w._agent_loop_postprocess(o, validate=False, raw_prompt=[])) for o in outputs]
+    batch = w._postprocess(padded, input_non_tensor_batch=None)
+    batch.non_tensor_batch["uid"] = np.array(uids, dtype=object)
+    batch.batch["token_level_rewards"] = batch.batch["rm_scores"]
+    return batch
+
+
+def replay(trajectory):
+    """`play_episode`'s `generate` answering each turn with the tokens the course's engine sampled there."""
+    ids, mask, logprobs = trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs
+
+    async def generate(prompt_ids, params):
+        start = len(prompt_ids)
+        assert list(prompt_ids) == ids[:start]
+        end = start
+        while end < len(ids) and mask[end] == 1:
+            end += 1
+        return ids[start:end], logprobs[start:end]
+
+    return generate
+
+
+class ReplayServer:
+    """verl's server interface over `replay`, for `CourseEnvAgentLoop` itself."""
+
+    def __init__(self, trajectory):
+        self.generate_turn = replay(trajectory)
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
+        ids, logprobs = await self.generate_turn(list(prompt_ids), sampling_params)
+        return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed")
+
+
+def course_trajectories(model, tokenizer, seed: int = 0):
+    """`PROMPTS` x `GROUP` chapter-00 episodes of the course's engine (training seeds 0, 1)."""
+    tasks = course_verl.chapter_tasks("00")
+    engine = RolloutEngine(model, tokenizer, tasks.sampling)
+    envs = [tasks.make_env("train") for _ in range(PROMPTS * GROUP)]
+    seeds = [p for p in range(PROMPTS) for _ in range(GROUP)]
+    groups = [p for p in range(PROMPTS) for _ in range(GROUP)]
+    return engine.rollout(envs, seeds, groups, torch.Generator().manual_seed(seed))
+
+
+def replayed_batch(model, tokenizer, tmp_path, trajectories):
+    """The course's chapter-00 episodes replayed through `CourseEnvAgentLoop` and verl's post-processing."""
+    rows = dataset_rows(tokenizer, tmp_path, count=PROMPTS)
+    outputs = []
+    for t in trajectories:
+        agent = build_loop(tokenizer, ReplayServer(t), tmp_path)
+        outputs.append(asyncio.run(agent.run({"temperature": 1.0}, **rows[t.seed])))
+    return to_dataproto(worker(tokenizer, 16, 48), outputs, [f"uid-{t.group_id}" for t in trajectories])
+
+
+def response_part(course: torch.Tensor, trajectories, width: int) -> torch.Tensor:
+    """The course's `[B, T]` (prompt and response, right-padded) cut to verl's response tensor `[B, width]`."""
+    out = torch.zeros(len(trajectories), width, dtype=course.dtype)
+    for b, t in enumerate(trajectories):
+        prompt = sum(1 for turn in t.turn_ids if turn < 0)
+        length = len(t.token_ids) - prompt
+        out[b, :length] = course[b, prompt : prompt + length]
+    return out
+
+
+def algorithm_config(estimator: str, **course) -> OmegaConf:
+    return OmegaConf.create(
+        {"adv_estimator": estimator, "gamma": 0.95, "norm_adv_by_std_in_grpo": True, "course": course}
+    )
+
+
+GIGPO = {"gigpo": {"step_weight": 1.0, "episode_baseline": "pooled", "invalid_penalty": 0.1}}
+
+
+def course_config(**changes) -> GRPOConfig:
+    base = GRPOConfig(
+        group_size=GROUP, advantage="gigpo", invalid_penalty=0.1,
+        gigpo=GiGPOConfig(gamma=0.95, step_weight=1.0, episode_baseline="pooled"),
+    )  # fmt: skip
+    return dataclasses.replace(base, **changes)
+
+
+@pytest.fixture(scope="module")
+def ch07():
+    from course_lib.chapters import ch07_gigpo
+
+    config = ch07_gigpo.preset("cpu")
+    model, tokenizer = data.load_base("ch07_base", "cpu")
+    return model.eval(), tokenizer, config, ch07_gigpo.EnvFactory("train", config)
+
+
+def test_gigpo_trajectory_mode_matches_the_course(ch07):
+    """Chapter 07's key_door in trajectory mode (its 40-token cap cuts most episodes: cut actions included), each
+    episode replayed through `play_episode`, the agent loop's turn logic, into verl's batch."""
+    model, tokenizer, config, make = ch07
+    engine = RolloutEngine(model, tokenizer, config.sampling)
+    seeds = [p for p in range(PROMPTS) for _ in range(GROUP)]
+    envs = [make() for _ in seeds]
+    trajectories = engine.rollout(envs, seeds, [s for s in seeds], torch.Generator().manual_seed(2))
+    course_adv, stats = loop.gigpo(collate(trajectories, pad_id(tokenizer)), course_config())
+    assert stats["step_group_size_mean"] > 1  # some states repeat: the step part is not all zero
+    outputs = []
+    for t in trajectories:
+        result = asyncio.run(
+            course_verl.play_episode(make(), t.seed, tokenizer, replay(t), config.sampling, max_response_tokens=40)
+        )
+        outputs.append(AgentLoopOutput(**course_verl.output_fields(result)))
+    batch = to_dataproto(worker(tokenizer, 40, 40), outputs, [f"uid-{t.group_id}" for t in trajectories])
+    assert ray_trainer.compute_advantage.course_patched
+    out = ray_trainer.compute_advantage(batch, "course_gigpo", gamma=0.95, config=algorithm_config("x", **GIGPO))
+    expected = response_part(course_adv, trajectories, 40)
+    difference = (out.batch["advantages"] - expected).abs().max().item()
+    print(f"gigpo trajectory mode: largest difference {difference:.3g}")
+    assert difference <= 1e-6 and expected.abs().max() > 0.1
+    # without the patch verl cannot hand the estimator the step columns: the registered estimator says so
+    with pytest.raises(RuntimeError, match="needs non_tensor_batch"):
+        core_algos.get_adv_estimator_fn("course_gigpo")(
+            token_level_rewards=batch.batch["token_level_rewards"], response_mask=batch.batch["response_mask"]
+        )
+
+
+@pytest.fixture(scope="module")
+def ch07_episodes(ch07):
+    from course_lib.step_mode import rollout_steps
+
+    model, tokenizer, config, make = ch07
+    engine = RolloutEngine(model, tokenizer, config.sampling)
+    seeds = [p for p in range(PROMPTS) for _ in range(GROUP)]
+    groups = [p for p in range(PROMPTS) for _ in range(GROUP)]
+    episodes = rollout_steps(
+        engine, [make() for _ in seeds], seeds, groups, torch.Generator().manual_seed(1), 0, "observation"
+    )
+    return episodes, tokenizer
+
+
+def step_batch(episodes, tokenizer):
+    rows = verl_gigpo.step_rows(episodes)
+    outputs = [AgentLoopOutput(**row) for row in rows]
+    width = max(len(r["prompt_ids"]) for r in rows)
+    return to_dataproto(worker(tokenizer, width, 8), outputs, [r["extra_fields"]["uid_hint"] for r in rows])
+
+
+@pytest.mark.parametrize("baseline", ["pooled", "trajectory"])
+def test_gigpo_step_mode_matches_the_course(ch07_episodes, baseline):
+    episodes, tokenizer = ch07_episodes
+    rows = [row for episode in episodes for row in episode.rows]
+    config = course_config(gigpo=GiGPOConfig(gamma=0.95, step_weight=1.0, episode_baseline=baseline))
+    course_adv, stats = loop.gigpo(collate(rows, pad_id(tokenizer)), config)
+    assert stats["step_group_size_mean"] > 1
+    batch = step_batch(episodes, tokenizer)
+    assert len(batch) == len(rows)
+    settings = {"gigpo": {**GIGPO["gigpo"], "episode_baseline": baseline}}
+    out = ray_trainer.compute_advantage(batch, "course_gigpo", gamma=0.95, config=algorithm_config("x", **settings))
+    expected = response_part(course_adv, rows, 8)
+    difference = (out.batch["advantages"] - expected).abs().max().item()
+    print(f"gigpo step mode ({baseline}): {len(rows)} step rows, largest difference {difference:.3g}")
+    assert difference <= 1e-6 and expected.abs().max() > 0.1
+
+
+@pytest.mark.parametrize(
+    "name, settings",
+    [
+        ("starpo_s", {"keep_fraction": 0.5}),
+        ("snr_top_p", {"top_p": 0.9, "mode": "linear", "include_zero": False}),
+        ("snr_top_p", {"top_p": 0.9, "mode": "softmax", "include_zero": True}),
+    ],
+)
+def test_group_filters_zero_the_mask_of_the_groups_the_course_drops(ch00, tmp_path, name, settings):
+    model, tokenizer = ch00
+    trajectories = course_trajectories(model, tokenizer, seed=3) + course_trajectories(model, tokenizer, seed=4)
+    for k, t in enumerate(trajectories):  # four groups of four: two prompts, two draws each
+        t.group_id = k // GROUP
+    batch = collate(trajectories, pad_id(tokenizer))
+    config = GRPOConfig(group_size=GROUP, batch_filter=name, filter=FilterConfig(**settings))
+    keep_course = loop.resolve("batch_filter", name)(batch, config)
+    course_adv = loop.grpo(batch.select(keep_course), config)[0]
+    verl_batch = replayed_batch(model, tokenizer, tmp_path, trajectories)
+    verl_batch.non_tensor_batch["uid"] = np.array([f"uid-{t.group_id}" for t in trajectories], dtype=object)
+    before = verl_batch.batch["response_mask"].clone()
+    algorithm = algorithm_config("grpo", filter={"name": name, **settings})
+    out = ray_trainer.compute_advantage(verl_batch, "grpo", config=algorithm)
+    kept_rows = out.batch["response_mask"].sum(-1) > 0
+    assert kept_rows.tolist() == keep_course.tolist()
+    assert 0 < int(keep_course.sum()) < len(trajectories) or name == "snr_top_p"
+    assert torch.equal(out.batch["response_mask"][kept_rows], before[kept_rows])
+    # verl's GRPO on the kept rows equals the course's on the selected batch (one value per row)
+    verl_adv = out.batch["advantages"][kept_rows]
+    first = out.batch["response_mask"][kept_rows].argmax(-1)
+    per_row = verl_adv[torch.arange(len(first)), first]
+    difference = (per_row - course_adv).abs().max().item() if len(per_row) else 0.0
+    print(f"{name} {settings}: kept {int(keep_course.sum())}/{len(trajectories)}, largest difference {difference:.3g}")
+    assert difference <= 1e-5
+
+
+def test_a_filter_that_keeps_nothing_zeroes_every_advantage(ch00, tmp_path):
+    model, tokenizer = ch00
+    trajectories = course_trajectories(model, tokenizer)
+    batch = replayed_batch(model, tokenizer, tmp_path, trajectories)
+    batch.batch["token_level_rewards"] = torch.zeros_like(batch.batch["token_level_rewards"])  # every std is 0
+    before = batch.batch["response_mask"].clone()
+    out = ray_trainer.compute_advantage(batch, "grpo", config=algorithm_config("grpo", filter={"name": "snr_top_p"}))
+    assert torch.equal(out.batch["response_mask"], before) and not out.batch["advantages"].any()
+    assert out.meta_info["course_metrics"]["course/filter_kept_share"] == 0.0
+
+
+def test_balanced_clip_loss_and_gradient_match_the_course():
+    generator = torch.Generator().manual_seed(0)
+    rows, width = 6, 12
+    old = -torch.rand(rows, width, generator=generator) * 3
+    logits = (old + torch.randn(rows, width, generator=generator) * 0.4).requires_grad_()
+    advantages = torch.randn(rows, width, generator=generator)
+    mask = (torch.rand(rows, width, generator=generator) > 0.3).float()
+    actor = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0})
+    loss_fn = core_algos.get_policy_loss_fn("course_entropy_balanced")
+    loss, metrics = loss_fn(old, logits, advantages, mask, "token-mean", actor, None)
+    (grad,) = torch.autograd.grad(loss, logits)
+    config = GRPOConfig(clip_low=0.2, clip_high=0.28, aggregation="token-mean")
+    reference = logits.detach().clone().requires_grad_()
+    course_loss, stats = loop.entropy_balanced(reference, old, advantages, mask, config)
+    (course_grad,) = torch.autograd.grad(course_loss, reference)
+    ratio = torch.exp(logits.detach() - old)
+    assert ((ratio > 1.28) & (advantages > 0) & mask.bool()).any()  # the balanced gradient acts somewhere
+    loss_difference = (loss - course_loss).abs().item()
+    grad_difference = (grad - course_grad).abs().max().item()
+    print(f"balanced clip: loss difference {loss_difference:.3g}, largest gradient difference {grad_difference:.3g}")
+    assert loss_difference <= 1e-6 and grad_difference <= 1e-7
+    assert metrics["actor/pg_upper_clipfrac"] == pytest.approx(stats["upper_clip_fraction"])
+    # the hard clip (verl's vanilla loss) drops exactly the gradient the balanced clip keeps
+    vanilla = OmegaConf.merge(actor, {"global_batch_info": {}})
+    hard, _ = core_algos.get_policy_loss_fn("vanilla")(old, reference, advantages, mask, "token-mean", vanilla, None)
+    (hard_grad,) = torch.autograd.grad(hard, reference)
+    assert torch.allclose(hard, course_loss, atol=1e-6)
+    assert not torch.allclose(hard_grad, course_grad)
