@@ -57,6 +57,11 @@ REPORT_TO = ("tensorboard", "trackio", "wandb")
 """Trackers `--report-to` passes to TRL (transformers' integrations of the same names; each needs its package)."""
 CHAPTERS = ("00", "03", "04", "05", "06")
 """The tool tasks of the course (`chapters.tool_tasks`) that TRL can train, by chapter number."""
+METHOD_CHAPTERS = ("07", "08")
+"""Chapters whose own method TRL trains through the course's trainer subclass (`trl_chapters`): 07's GiGPO in step
+mode, 08's ARPO tree."""
+METHOD_NAMES = ("grpo", "gigpo", "arpo", "aepo", "starpo_s", "snr")
+"""`--method` on chapters 07 and 08 (`trl_chapters.METHODS`)."""
 
 
 @dataclass
@@ -179,8 +184,9 @@ def env_scored_reward(task: ToolTask, tokenizer, seeds: dict[str, int]) -> Calla
     return score
 
 
-def grpo_config(settings: TRLSettings, output_dir: str, max_completion_length: int) -> GRPOConfig:
-    """TRL's `GRPOConfig` for a tiny CPU model: one optimizer step per batch of `prompts x group` completions."""
+def grpo_config(settings: TRLSettings, output_dir: str, max_completion_length: int, **overrides) -> GRPOConfig:
+    """TRL's `GRPOConfig` for a tiny CPU model: one optimizer step per batch of `prompts x group` completions;
+    `overrides` are further `GRPOConfig` fields (the course's clip for its methods, `trl_chapters`)."""
     return GRPOConfig(
         output_dir=output_dir,
         per_device_train_batch_size=settings.prompts * settings.group,
@@ -200,20 +206,24 @@ def grpo_config(settings: TRLSettings, output_dir: str, max_completion_length: i
         report_to=list(settings.report_to) or "none",
         disable_tqdm=True,
         seed=settings.seed,
+        **overrides,
     )
 
 
-def _trainer(model, tokenizer, prompts: dict[str, int], reward, settings: TRLSettings, max_completion: int, **kwargs):
+def _trainer(
+    model, tokenizer, prompts: dict[str, int], reward, settings: TRLSettings, max_completion: int,
+    trainer_class: type[GRPOTrainer] = GRPOTrainer, config_overrides: dict | None = None, **kwargs,
+):  # fmt: skip
     from datasets import Dataset, disable_progress_bars
 
     disable_progress_bars()
     dataset = Dataset.from_dict({"prompt": list(prompts)})
     output_dir = settings.output_dir or tempfile.mkdtemp(prefix="course-trl-")
     with quiet_deprecations():
-        return GRPOTrainer(
+        return trainer_class(
             model=model,
             reward_funcs=reward,
-            args=grpo_config(settings, output_dir, max_completion),
+            args=grpo_config(settings, output_dir, max_completion, **(config_overrides or {})),
             train_dataset=dataset,
             processing_class=left_padded(tokenizer),
             **kwargs,
@@ -325,15 +335,20 @@ def train(
         task, model, tokenizer = checkpoint_task(model_path, chapter, env, settings)
         trainer = rollout_trainer(chapter, settings, model, tokenizer, task=task)
     quiet_train(trainer)
+    print_steps(trainer)
+    if settings.report_to or settings.save_steps:
+        print(f"TRL's checkpoints and tracker logs are under {trainer.args.output_dir}")
+    return {"steps": trainer.state.global_step, **last_step(trainer)}
+
+
+def print_steps(trainer: GRPOTrainer) -> None:
+    """One line per logged step: loss, mean reward, policy tokens per completion, seconds."""
     for row in trainer.state.log_history:
         if "loss" in row and "reward" in row:
             print(
                 f"step {row['step']}: loss {row['loss']:.4f}  reward {row['reward']:.4f}  "
                 f"policy tokens per completion {row['completions/mean_length']:.1f}  {row['step_time']:.2f} s"
             )
-    if settings.report_to or settings.save_steps:
-        print(f"TRL's checkpoints and tracker logs are under {trainer.args.output_dir}")
-    return {"steps": trainer.state.global_step, **last_step(trainer)}
 
 
 def quiet_train(trainer: GRPOTrainer) -> None:
@@ -369,11 +384,15 @@ def launch_command(chapter: str = "00", gpus: int = 8, steps: int = 500, prompts
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.integrations.trl", description=__doc__.splitlines()[0])
-    parser.add_argument("--chapter", default="00", choices=CHAPTERS)
+    parser.add_argument("--chapter", default="00", choices=CHAPTERS + METHOD_CHAPTERS)
+    parser.add_argument(
+        "--method", choices=METHOD_NAMES,
+        help="chapters 07 and 08: the course method to train (default: the chapter's own, gigpo or arpo)",
+    )  # fmt: skip
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--prompts", type=int, default=8, help="distinct training tasks per step")
-    parser.add_argument("--group", type=int, default=8, help="samples per task (TRL's num_generations)")
-    parser.add_argument("--learning-rate", type=float, default=5e-4)
+    parser.add_argument("--prompts", type=int, help="distinct training tasks per step (default 8; 07, 08: theirs)")
+    parser.add_argument("--group", type=int, help="samples per task, TRL's num_generations (default 8; 07, 08: theirs)")
+    parser.add_argument("--learning-rate", type=float, help="default 5e-4 (07, 08: the chapter's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gpu", action="store_true", help="train on the GPU(s), in bfloat16 where supported")
     parser.add_argument("--model", help="a checkpoint folder (any causal LM with a chat template) instead of the base")
@@ -387,14 +406,34 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.save_steps < 0:
         parser.error("--save-steps must be >= 0")
+    if args.chapter in METHOD_CHAPTERS or args.method:
+        return main_method(parser, args)
     settings = TRLSettings(
-        args.steps, args.prompts, args.group, args.learning_rate, args.seed, gpu=args.gpu,
+        args.steps, args.prompts or 8, args.group or 8, args.learning_rate or 5e-4, args.seed, gpu=args.gpu,
         report_to=tuple(args.report_to), save_steps=args.save_steps, output_dir=args.output_dir,
     )  # fmt: skip
     if args.env and not args.model:
         parser.error("--env needs --model: the course has a base only for its chapters' tasks")
     result = train(args.chapter, settings, args.model, args.env)
     print(f"trl_grpo_steps={result['steps']} loss={result['loss']:.4f} reward={result['reward']:.4f}")
+    return 0
+
+
+def main_method(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """`--chapter 07|08 [--method M]`: the course's method through `trl_chapters` (chapter's base only)."""
+    if args.chapter not in METHOD_CHAPTERS:
+        parser.error(f"--method needs --chapter {' or '.join(METHOD_CHAPTERS)}")
+    if args.model or args.env or args.report_to or args.save_steps or args.output_dir:
+        parser.error("--model, --env, --report-to, --save-steps and --output-dir are for chapters 00-06")
+    from course_lib.integrations import trl_chapters
+
+    settings = trl_chapters.chapter_settings(
+        args.chapter, args.steps, args.prompts, args.group, args.learning_rate, args.seed, args.gpu
+    )
+    trainer, method = trl_chapters.train_method(args.chapter, args.method, settings)
+    print_steps(trainer)
+    result = last_step(trainer)
+    print(f"trl_{method}_steps={trainer.state.global_step} loss={result['loss']:.4f} reward={result['reward']:.4f}")
     return 0
 
 

@@ -1,0 +1,130 @@
+"""Chapters 07 and 08, and the survey's methods on them, trained by TRL's `GRPOTrainer` through the course's trainer
+subclass (`trl_methods.CourseMethodTrainer`) and rollout functions (`trl_rollouts`).
+
+    python -m course_lib.integrations.trl --chapter 07 --steps 2                  # GiGPO, step mode
+    python -m course_lib.integrations.trl --chapter 08 --steps 2                  # ARPO's tree
+    python -m course_lib.integrations.trl --chapter 08 --steps 2 --method aepo    # AEPO: tree rule and clip
+
+Each method is a change to the chapter's own loop configuration (`train.GRPOConfig`), which the trainer reads, so
+TRL runs what the chapter's `train_grpo` would run: chapter 07 in step mode (its base holds 48 positions, too few for
+a whole episode), chapter 08 in trajectory mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from course_lib import data
+from course_lib.chapters import ToolTask
+from course_lib.integrations.trl import TRLSettings, _trainer, dataset_prompts, quiet_train, stop_at_tags
+from course_lib.integrations.trl_methods import POLICY_LOSSES, CourseMethodTrainer
+from course_lib.integrations.trl_rollouts import episode_rollout, tree_rollout
+from course_lib.train import GRPOConfig
+
+DEFAULT_METHOD = {"07": "gigpo", "08": "arpo"}
+"""Each chapter's own method, what `--chapter` trains without `--method`."""
+METHODS: dict[str, dict] = {
+    "grpo": {"advantage": "grpo", "sampler": "groups"},
+    "gigpo": {"advantage": "gigpo"},
+    "arpo": {"sampler": "tree", "rule": "arpo"},
+    "aepo": {"sampler": "tree", "rule": "aepo", "policy_loss": "entropy_balanced"},
+    "starpo_s": {"batch_filter": "starpo_s"},
+    "snr": {"batch_filter": "snr_top_p"},
+}
+"""`--method`: the change each makes to the chapter's configuration (ch11's `aepo` arm for AEPO; the filters'
+settings are `FilterConfig`'s defaults, the papers')."""
+
+
+def chapter_setup(chapter: str) -> tuple[ToolTask, GRPOConfig]:
+    """Chapter 07's or 08's training task (cpu preset) and its own method's loop configuration."""
+    if chapter == "07":
+        from course_lib.chapters import ch07_gigpo as ch07
+
+        config = ch07.Chapter07Config()
+        task = ToolTask(config.env_name, config.base, config.sampling, ch07.EnvFactory("train", config))
+        return task, ch07.arm_config(config, "gigpo")
+    if chapter == "08":
+        from course_lib.chapters import ch08_arpo as ch08
+
+        config = ch08.Chapter08Config()
+        task = ToolTask(config.env_name, config.base, config.sampling, lambda: ch08.make_env("train", config))
+        return task, ch08.arm_config(config, "arpo")
+    raise KeyError(f"the methods' route trains chapters {', '.join(DEFAULT_METHOD)}, not {chapter!r}")
+
+
+def method_config(course: GRPOConfig, method: str, settings: TRLSettings) -> GRPOConfig:
+    """`course` with `method`'s changes (`METHODS`) and the run's group size, prompts and learning rate."""
+    if method not in METHODS:
+        raise KeyError(f"unknown method {method!r}; choose from {sorted(METHODS)}")
+    change = dict(METHODS[method])
+    tree = dataclasses.replace(course.tree, rule=change.pop("rule", course.tree.rule))
+    if change.get("sampler") == "tree" and course.rollout_mode != "trajectory":
+        raise ValueError(f"{method} grows a tree, which needs trajectory mode; this chapter trains in step mode")
+    return dataclasses.replace(
+        course, **change, tree=tree, group_size=settings.group, prompts_per_iteration=settings.prompts,
+        learning_rate=settings.learning_rate,
+    )  # fmt: skip
+
+
+def method_trainer(
+    chapter: str,
+    method: str | None,
+    settings: TRLSettings,
+    model=None,
+    tokenizer=None,
+    keep: list | None = None,
+    course: GRPOConfig | None = None,
+    callbacks: list | None = None,
+) -> CourseMethodTrainer:
+    """`CourseMethodTrainer` on chapter `chapter`'s task with `method` (the chapter's own if None), or with the loop
+    configuration `course` as given; `keep` receives each step's episodes (`trl_rollouts`)."""
+    task, own = chapter_setup(chapter)
+    if course is None:
+        course = method_config(own, method or DEFAULT_METHOD[chapter], settings)
+    if model is None:
+        model, tokenizer = data.load_base(task.base)
+    prompts = dataset_prompts(task, settings)
+    generator = torch.Generator().manual_seed(settings.seed)
+    make = tree_rollout if course.sampler == "tree" else episode_rollout
+    rollout = make(task, tokenizer, prompts, generator, course, keep=keep)
+    stop_at_tags(model, tokenizer, task, warn=False)
+    length = task.sampling.max_total_tokens if course.rollout_mode == "trajectory" else task.sampling.max_turn_tokens
+    overrides = {"epsilon": course.clip_low, "epsilon_high": course.clip_high,
+                 "delta": POLICY_LOSSES.get(course.policy_loss)}  # fmt: skip
+    return _trainer(
+        model, tokenizer, prompts, _episode_reward, settings, length, rollout_func=rollout,
+        trainer_class=CourseMethodTrainer, config_overrides=overrides, course=course, callbacks=callbacks,
+    )  # fmt: skip
+
+
+def _episode_reward(prompts, completions, env_reward, **kwargs) -> list[float]:
+    """TRL's reward function: the episode's reward (what TRL logs; the advantages are the course's)."""
+    return [float(r) for r in env_reward]
+
+
+_episode_reward.__name__ = "env_reward"
+
+
+def chapter_settings(chapter: str, steps: int, prompts: int | None, group: int | None, learning_rate: float | None,
+                     seed: int = 0, gpu: bool = False) -> TRLSettings:  # fmt: skip
+    """The command line's settings: the chapter's own prompts per step, group size and learning rate where the
+    command does not set them."""
+    _, course = chapter_setup(chapter)
+    return TRLSettings(
+        steps=steps, prompts=prompts or course.prompts_per_iteration, group=group or course.group_size,
+        learning_rate=learning_rate or course.learning_rate, seed=seed, gpu=gpu,
+    )  # fmt: skip
+
+
+def train_method(chapter: str, method: str | None, settings: TRLSettings) -> tuple[CourseMethodTrainer, str]:
+    """Train `settings.steps` TRL steps of `method` (the chapter's own if None) on chapter `chapter`; returns the
+    trainer and the method's name."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()
+    method = method or DEFAULT_METHOD[chapter]
+    trainer = method_trainer(chapter, method, settings)
+    quiet_train(trainer)
+    return trainer, method

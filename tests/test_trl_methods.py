@@ -1,0 +1,339 @@
+"""The survey's methods under TRL's `GRPOTrainer` (`course_lib.integrations.trl_methods`, `trl_rollouts`,
+`trl_chapters`, `trl_monitor`): on the same episodes, TRL's batch, advantages, loss and gradients are the course's
+(`course_lib.loop`, `tree_rollout`, `ch12_capstone.MIStop`), and the chapter 07 and 08 commands train."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import re
+
+import pytest
+import torch
+from transformers import TrainerCallback
+
+from course_lib import data, loop
+from course_lib.integrations import trl as course_trl
+from course_lib.integrations import trl_chapters
+from course_lib.integrations.trl_methods import CourseMethodTrainer
+from course_lib.integrations.trl_monitor import MIRollback
+from course_lib.rollout import RolloutEngine, collate
+from course_lib.train import token_logprobs
+from course_lib.tree_rollout import sample_trees
+
+
+@pytest.fixture(scope="module")
+def ch07():
+    task, _ = trl_chapters.chapter_setup("07")
+    return data.load_base(task.base)
+
+
+@pytest.fixture(scope="module")
+def ch08():
+    task, _ = trl_chapters.chapter_setup("08")
+    return data.load_base(task.base)
+
+
+def settings(prompts: int = 2, group: int = 4, steps: int = 1, seed: int = 0) -> course_trl.TRLSettings:
+    return course_trl.TRLSettings(steps=steps, prompts=prompts, group=group, seed=seed)
+
+
+def generate(trainer: CourseMethodTrainer) -> dict:
+    """One batch of TRL's own generate-and-score path on the first prompts of its dataset."""
+    s = trainer.args
+    prompts = list(trainer.train_dataset["prompt"])[: s.per_device_train_batch_size // s.num_generations]
+    return trainer._generate_and_score_completions([{"prompt": p} for p in prompts for _ in range(s.num_generations)])
+
+
+def course_config(chapter: str, method: str, s: course_trl.TRLSettings, **changes):
+    _, own = trl_chapters.chapter_setup(chapter)
+    return dataclasses.replace(trl_chapters.method_config(own, method, s), **changes)
+
+
+def gradient(model, loss: torch.Tensor) -> torch.Tensor:
+    """d loss / d parameters, flattened."""
+    model.zero_grad()
+    loss.backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+def compare_losses(trainer, model, out, expected: torch.Tensor) -> tuple[float, float]:
+    """(|TRL's loss - the course's|, max |gradient difference| / max |course gradient|), asserted small."""
+    loss = trainer._compute_loss(model, out)
+    value_gap = abs(float(loss.detach()) - float(expected.detach()))
+    ours, theirs = gradient(model, loss), gradient(model, expected)
+    gradient_gap = float((ours - theirs).abs().max()) / float(theirs.abs().max())
+    assert value_gap < 1e-6 and gradient_gap < 1e-4, (value_gap, gradient_gap)
+    return value_gap, gradient_gap
+
+
+def assert_rows_match(out: dict, rows, max_diff: dict) -> None:
+    """TRL's tensors row by row against the course's rows (left-padded prompt, right-padded completion)."""
+    for i, row in enumerate(rows):
+        start = row.prefix_length(0)
+        prompt = out["prompt_ids"][i][out["prompt_mask"][i].bool()].tolist()
+        length = len(row.token_ids) - start
+        assert prompt == row.token_ids[:start]
+        assert out["completion_ids"][i, :length].tolist() == row.token_ids[start:]
+        assert out["completion_mask"][i].sum() == length
+        loss_mask = (out["completion_mask"][i] * out["tool_mask"][i])[:length]
+        assert loss_mask.tolist() == row.loss_mask[start:]
+        sampled = out["old_per_token_logps"][i, :length] - torch.tensor(row.logprobs[start:])
+        max_diff["logprobs"] = max(max_diff.get("logprobs", 0.0), float(sampled.abs().max()))
+
+
+def test_gigpo_step_mode_rebuilds_the_step_rows_and_gives_the_course_advantages_and_loss(ch07):
+    """Chapter 07 in step mode: TRL's batch is every step row of the episodes (not one per episode), its advantages
+    are `loop.gigpo` on the course's step-mode `RolloutBatch` (the pooled GRPO episode part included) and its loss is
+    the course's clipped token mean on them."""
+    model, tokenizer = copy.deepcopy(ch07[0]), ch07[1]
+    episodes: list = []
+    trainer = trl_chapters.method_trainer("07", "gigpo", settings(), model, tokenizer, keep=episodes)
+    out = generate(trainer)
+    rows = [row for episode in episodes for row in episode.rows]
+    assert len(episodes) == 8 and out["completion_ids"].shape[0] == len(rows) > len(episodes)
+    diff: dict = {}
+    assert_rows_match(out, rows, diff)
+    batch = collate(rows, tokenizer.pad_token_id)
+    course = trainer.course
+    advantages, _ = loop.gigpo(batch, course)
+    for i, row in enumerate(rows):
+        start, length = row.prefix_length(0), len(row.token_ids) - row.prefix_length(0)
+        assert torch.equal(out["advantages"][i, :length], advantages[i, start : start + length])  # bit for bit
+    assert out["num_items_in_batch"] == batch.loss_mask.sum()
+    # GiGPO's step part acts on these episodes (the advantages are not GRPO's alone) ...
+    grpo = loop.grpo(batch, course)[0][:, None] * batch.loss_mask
+    assert not torch.equal(advantages, grpo)
+    # ... and with omega 0 they are GRPO's, exactly: the episode part is GRPO's own arithmetic.
+    no_step = dataclasses.replace(course, gigpo=dataclasses.replace(course.gigpo, step_weight=0.0))
+    assert torch.equal(loop.gigpo(batch, no_step)[0], grpo)
+    logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    expected, _ = loop.clipped(logprobs, batch.old_logprobs, advantages, batch.loss_mask, course)
+    value_gap, gradient_gap = compare_losses(trainer, model, out, expected)
+    print(f"step-mode GiGPO: {len(rows)} rows, loss diff {value_gap:.2e}, relative gradient diff {gradient_gap:.2e}, "
+          f"sampling log-prob diff {diff['logprobs']:.2e}")  # fmt: skip
+
+
+def test_gigpo_trajectory_mode_puts_each_steps_advantage_on_its_action_tokens(ch08):
+    model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
+    s = settings(prompts=4, seed=1)
+    course = course_config("08", "gigpo", s, sampler="groups")
+    trajectories: list = []
+    trainer = trl_chapters.method_trainer("08", None, s, model, tokenizer, keep=trajectories, course=course)
+    out = generate(trainer)
+    diff: dict = {}
+    assert_rows_match(out, trajectories, diff)
+    batch = collate(trajectories, tokenizer.pad_token_id)
+    advantages, _ = loop.gigpo(batch, course)
+    assert advantages.abs().sum() > 0
+    for i, row in enumerate(trajectories):
+        start = row.prefix_length(0)
+        length = len(row.token_ids) - start
+        assert torch.equal(out["advantages"][i, :length], advantages[i, start : start + length])
+        assert out["advantages"][i, length:].abs().sum() == 0
+    observed = out["advantages"] * (1 - out["tool_mask"]) * out["completion_mask"]
+    assert observed.abs().sum() == 0  # tool responses get no advantage
+    logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    expected, _ = loop.clipped(logprobs, batch.old_logprobs, advantages, batch.loss_mask, course)
+    value_gap, gradient_gap = compare_losses(trainer, model, out, expected)
+    print(f"trajectory-mode GiGPO: loss diff {value_gap:.2e}, relative gradient diff {gradient_gap:.2e}, "
+          f"sampling log-prob diff {diff['logprobs']:.2e}")  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", ["arpo", "aepo"])
+def test_the_tree_rollout_is_sample_trees_on_the_trainers_weights(rule, ch08):
+    """The `rollout_func` grows the tree `tree_rollout.sample_trees` grows with the same weights, seeds and generator
+    (same leaves, parents, token ids, masks and log-probs), and TRL's loss mask is the leaves' loss mask."""
+    model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
+    s = settings(seed=1)
+    course = course_config("08", rule, s)
+    course = dataclasses.replace(course, tree=dataclasses.replace(course.tree, global_samples=2))
+    kept: list = []
+    trainer = trl_chapters.method_trainer("08", None, s, model, tokenizer, keep=kept, course=course)
+    out = generate(trainer)
+    leaves, stats = kept
+    task, _ = trl_chapters.chapter_setup("08")
+    engine = RolloutEngine(model, tokenizer, dataclasses.replace(task.sampling, snapshot_envs=True))
+    prompts = list(trainer.train_dataset["prompt"])[:2]
+    seeds = [course_trl.dataset_prompts(task, s)[p] for p in prompts]
+    envs = [task.make_env() for _ in range(8)]
+    direct, direct_stats = sample_trees(engine, envs, seeds, 4, course.tree, torch.Generator().manual_seed(1))
+    assert stats.parents == direct_stats.parents and any(p is not None for p in stats.parents)  # it branched
+    for ours, theirs in zip(leaves, direct, strict=True):
+        assert (ours.token_ids, ours.loss_mask, ours.logprobs) == (theirs.token_ids, theirs.loss_mask, theirs.logprobs)
+    diff: dict = {}
+    assert_rows_match(out, direct, diff)
+    assert diff["logprobs"] == 0.0
+
+
+def filter_case(ch08, method: str, **filter_changes):
+    model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
+    s = settings(prompts=4, seed=2)
+    course = course_config("08", "grpo", s)
+    course = dataclasses.replace(course, batch_filter=trl_chapters.METHODS[method]["batch_filter"],
+                                 filter=dataclasses.replace(course.filter, **filter_changes))  # fmt: skip
+    trajectories: list = []
+    trainer = trl_chapters.method_trainer("08", None, s, model, tokenizer, keep=trajectories, course=course)
+    return trainer, generate(trainer), trajectories, model, tokenizer
+
+
+@pytest.mark.parametrize("method", ["starpo_s", "snr"])
+def test_the_group_filters_train_on_the_kept_groups_with_the_courses_loss(method, ch08):
+    """StarPO-S and RAGEN-2's SNR filter: TRL's loss mask keeps exactly the course filter's rows, and TRL's loss
+    (its token mean over the kept tokens, `num_items_in_batch` recounted) is the course's `clipped` loss on
+    `batch.select(keep)` with the course's advantages computed there."""
+    trainer, out, trajectories, model, tokenizer = filter_case(ch08, method, keep_fraction=0.5)
+    course = trainer.course
+    batch = collate(trajectories, tokenizer.pad_token_id)
+    keep = loop.resolve("batch_filter", course.batch_filter)(batch, course)
+    assert 0 < int(keep.sum()) < len(keep)  # some groups dropped, some kept
+    assert torch.equal(out["tool_mask"].bool().any(1), keep)
+    kept = batch.select(keep)
+    assert out["num_items_in_batch"] == kept.loss_mask.sum()
+    advantages, _ = loop.grpo(kept, course)
+    logprobs, _ = token_logprobs(model, kept.input_ids, kept.attention_mask)
+    expected, _ = loop.clipped(logprobs, kept.old_logprobs, advantages, kept.loss_mask, course)
+    value_gap, gradient_gap = compare_losses(trainer, model, out, expected)
+    print(f"{method}: kept {int(keep.sum())}/{len(keep)} rows, loss {float(expected):.6f}, diff {value_gap:.2e}, "
+          f"relative gradient diff {gradient_gap:.2e}")  # fmt: skip
+
+
+def test_a_batch_that_keeps_nothing_is_not_trained_on(ch08):
+    """The course skips the update when its filter keeps nothing; TRL then leaves every weight alone, AdamW's
+    moments from the step before notwithstanding."""
+    calls = []
+
+    def first_only(batch, config):
+        calls.append(1)
+        return torch.full((batch.input_ids.shape[0],), len(calls) == 1, dtype=torch.bool)
+
+    loop.register("batch_filter", "trl_test_first_only", first_only)
+    try:
+        model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
+        s = settings(prompts=4, steps=2, seed=1)
+        course = course_config("08", "grpo", s, batch_filter="trl_test_first_only")
+        snapshots = []
+
+        class Keep(TrainerCallback):
+            def on_step_end(self, args, state, control, model=None, **kwargs):
+                snapshots.append(copy.deepcopy(model.state_dict()))
+
+        start = copy.deepcopy(model.state_dict())
+        trainer = trl_chapters.method_trainer("08", None, s, model, tokenizer, course=course, callbacks=[Keep()])
+        course_trl.quiet_train(trainer)
+    finally:
+        del loop.SEAMS["batch_filter"]["trl_test_first_only"]
+    assert len(snapshots) == 2
+    assert any(not torch.equal(start[k], snapshots[0][k]) for k in start)  # the first step trained
+    assert all(torch.equal(snapshots[0][k], snapshots[1][k]) for k in start)  # the second changed nothing
+
+
+def test_aepos_balanced_clip_has_the_courses_value_and_gradient(ch08):
+    """On the same log-probs, old log-probs, per-token advantages and masks (ratios spread over every clip region),
+    TRL's loss with the balanced-clip term has `loop.entropy_balanced`'s value and gradient; TRL's hard clip alone
+    has the value but not the gradient (the term is what makes them equal)."""
+    model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
+    s = settings()
+    course = course_config("08", "aepo", s, sampler="groups")
+    trainer = trl_chapters.method_trainer("08", None, s, model, tokenizer, course=course)
+    out = generate(trainer)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        current = trainer._get_per_token_logps_and_entropies(
+            model, torch.cat([out["prompt_ids"], out["completion_ids"]], 1),
+            torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_ids"].shape[1],
+        )[0]  # fmt: skip
+    out["old_per_token_logps"] = current - 0.6 * torch.randn(current.shape, generator=gen)  # ratios ~ e^{+-0.6}
+    out["advantages"] = torch.randn(current.shape, generator=gen)
+    mask = (out["completion_mask"] * out["tool_mask"]).float()
+
+    ours = trainer._compute_loss(model, out)
+    g_ours = gradient(model, ours)
+    hard = course_trl.GRPOTrainer._compute_loss(trainer, model, out)
+    g_hard = gradient(model, hard)
+    logps = trainer._get_per_token_logps_and_entropies(
+        model, torch.cat([out["prompt_ids"], out["completion_ids"]], 1),
+        torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_ids"].shape[1],
+    )[0]  # fmt: skip
+    expected, stats = loop.entropy_balanced(logps, out["old_per_token_logps"], out["advantages"], mask, course)
+    g_expected = gradient(model, expected)
+    assert stats["upper_clip_fraction"] > 0.05 and stats["clip_fraction"] > stats["upper_clip_fraction"]
+    assert float(ours) == float(hard)  # the added term's value is exactly 0
+    assert abs(float(ours) - float(expected)) < 1e-6
+    gap = float((g_ours - g_expected).abs().max())
+    assert gap < 1e-6 * float(g_expected.abs().max()) + 1e-8, gap
+    assert float((g_hard - g_expected).abs().max()) > 1e-3 * float(g_expected.abs().max())
+    print(f"balanced clip: loss diff {abs(float(ours) - float(expected)):.2e}, gradient max diff {gap:.2e}")
+
+
+def test_the_mi_callback_stops_and_rolls_back_where_mistop_does(ch08):
+    """The same MI sequence through `MIRollback` in a TRL run and through chapter 12's `MIStop`: the same stop step
+    and the same restored weights (those of the last passing measurement)."""
+    from course_lib.chapters.ch12_capstone import MIStop
+
+    sequence = [1.0, 0.95, 0.9, 0.7, 0.99]  # base 1, drop 0.2: the check at step 3 fails
+    measured = []
+
+    def measure(model):
+        measured.append(copy.deepcopy(model.state_dict()))
+        return sequence[len(measured) - 1]
+
+    model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
+    s = settings(steps=4)
+    course = course_config("08", "grpo", s)
+    monitor = MIRollback(measure, base_mi=1.0, drop=0.2, every=1)
+    trainer = trl_chapters.method_trainer("08", None, s, model, tokenizer, course=course, callbacks=[monitor])
+    course_trl.quiet_train(trainer)
+    gate = MIStop(base_mi=1.0, drop=0.2)
+    probe = copy.deepcopy(model)
+    for step, (mi, weights) in enumerate(zip(sequence, measured)):
+        probe.load_state_dict(weights)
+        gate.remember(probe, mi)
+        if gate.check({"eval_monitor_mi": mi, "iteration": step}):
+            break
+    gate.restore(probe)
+    assert monitor.stopped_at == gate.stopped_at == 3 and trainer.state.global_step == 3
+    assert [step for step, _ in monitor.history] == [0, 1, 2, 3]
+    assert all(torch.equal(model.state_dict()[k], probe.state_dict()[k]) for k in probe.state_dict())
+    assert all(torch.equal(probe.state_dict()[k], measured[2][k]) for k in measured[2])
+    assert any(not torch.equal(measured[2][k], measured[3][k]) for k in measured[2])  # step 3 had moved them
+
+
+def test_the_mi_callback_measures_chapter_12s_monitor_in_a_real_run(ch08):
+    """One short real run: chapter 12's `monitor_mi` (a few monitor prompts) every step of a TRL ARPO run; the first
+    measurement is the base's MI as chapter 12 computes it."""
+    from course_lib.chapters import ch12_capstone as ch12
+
+    model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
+    config = dataclasses.replace(ch12.Chapter12Config(), monitor_prompts=4)
+    base_mi = ch12.monitor_mi(model, tokenizer, config, seed=0)
+    monitor = MIRollback(lambda m: ch12.monitor_mi(m, tokenizer, config, seed=0), base_mi, drop=0.2, every=1)
+    trainer = trl_chapters.method_trainer("08", "arpo", settings(steps=2), model, tokenizer, callbacks=[monitor])
+    course_trl.quiet_train(trainer)
+    assert monitor.history[0] == (0, base_mi) and math.isfinite(base_mi)
+    steps = [step for step, _ in monitor.history]
+    assert steps == [0, 1, 2] or (monitor.stopped_at is not None and steps[-1] == monitor.stopped_at)
+    print(f"MI monitor over a TRL ARPO run: {monitor.history}, stopped at {monitor.stopped_at}")
+
+
+def test_what_the_route_cannot_do_is_refused(ch07):
+    model, tokenizer = copy.deepcopy(ch07[0]), ch07[1]
+    s = settings()
+    with pytest.raises(ValueError, match="trajectory mode"):
+        trl_chapters.method_trainer("07", "arpo", s, model, tokenizer)
+    course = course_config("07", "gigpo", s, kl_coef=0.1, updates_per_batch=2)
+    with pytest.raises(ValueError, match="no KL term.*one update per batch"):
+        trl_chapters.method_trainer("07", None, s, model, tokenizer, course=course)
+    with pytest.raises(KeyError, match="unknown method"):
+        trl_chapters.method_trainer("07", "ppo", s, model, tokenizer)
+
+
+@pytest.mark.parametrize(("chapter", "method"), [("07", "gigpo"), ("08", "arpo")])
+def test_the_commands_train_two_steps_of_the_chapters_method(chapter, method, capsys):
+    assert course_trl.main(["--chapter", chapter, "--steps", "2"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines[:-1]] == ["step 1", "step 2"]
+    match = re.fullmatch(rf"trl_{method}_steps=2 loss=(-?\d+\.\d{{4}}) reward=(-?\d+\.\d{{4}})", lines[-1])
+    assert match, lines[-1]
+    assert math.isfinite(float(match[1]))
