@@ -433,3 +433,54 @@ def test_the_tree_worker_fills_each_uid_with_its_leaves(ch00, tmp_path, monkeypa
         assert float(out.batch["rm_scores"][row].sum()) == pytest.approx(leaf.total_reward)
         assert out.non_tensor_batch["tree_parent"][row] == (-1 if tree.parents[row] is None else tree.parents[row])
     assert out.non_tensor_batch["tree_branch"].any()
+
+
+# The MI monitor -------------------------------------------------------------------------------------------------
+def test_first_action_mi_in_verl_layout_matches_chapter_12(ch00, tmp_path):
+    """Chapter 12's monitor MI (`first_action_mi`: every first action scored under every prompt) against the same
+    measurement on verl's data: first actions read from the agent loop's batch, the pairs laid out as verl's actor
+    reads them (left-padded prompts, position ids from the mask), log-probs by verl's `logprobs_from_logits`."""
+    from verl.utils.torch_functional import logprobs_from_logits
+
+    from course_lib.chapters import ch12_capstone as ch12
+    from course_lib.integrations import verl_monitor
+
+    model, tokenizer = ch00
+    tasks = course_verl.chapter_tasks("00")
+    engine = RolloutEngine(model, tokenizer, tasks.sampling)
+    count = 6
+    trajectories = engine.rollout(
+        [tasks.make_env("train") for _ in range(count)], list(range(count)), None, torch.Generator().manual_seed(7)
+    )
+    rows = dataset_rows(tokenizer, tmp_path, count=count)
+    outputs = [
+        asyncio.run(build_loop(tokenizer, ReplayServer(t), tmp_path).run({"temperature": 1.0}, **rows[t.seed]))
+        for t in trajectories
+    ]
+    batch = to_dataproto(worker(tokenizer, 16, 48), outputs, [str(k) for k in range(count)])
+    course = ch12.first_action_mi(model, tokenizer, trajectories, count, seed=0)
+    width = batch.batch["prompts"].shape[1]
+    prompts, actions = verl_monitor.first_actions(
+        batch.batch["prompts"], batch.batch["attention_mask"][:, :width], batch.batch["responses"],
+        batch.non_tensor_batch["action_spans"],
+    )  # fmt: skip
+    assert len(actions) == count
+
+    def score(pairs):  # what the actor's compute_log_prob computes, with the torch model
+        with torch.no_grad():
+            logits = model(
+                input_ids=pairs["input_ids"], attention_mask=pairs["attention_mask"],
+                position_ids=pairs["position_ids"],
+            ).logits  # fmt: skip
+        response = pairs["responses"].shape[1]
+        return logprobs_from_logits(logits[:, -response - 1 : -1].float(), pairs["responses"])
+
+    verl_mi = verl_monitor.first_action_mi(prompts, actions, score, pad_id(tokenizer))
+    from course_lib.diagnostics import teacher_forced_logp
+
+    course_logp = teacher_forced_logp(model, prompts, actions)
+    logp_difference = (verl_mi["logp"] - course_logp).abs().max().item()
+    mi_difference = abs(verl_mi["mi"] - course["mi"])
+    print(f"monitor MI: course {course['mi']:.6f}, verl layout {verl_mi['mi']:.6f}; largest differences: "
+          f"MI {mi_difference:.3g}, logp {logp_difference:.3g}")  # fmt: skip
+    assert mi_difference <= 1e-5 and logp_difference <= 1e-5 and course["mi"] > 0.01

@@ -1,0 +1,225 @@
+"""The verl-side methods' parts that need no verl (main environment, CI): GiGPO's token advantages from the agent
+loop's columns, the group filters' verdicts, the tree engine over a server, and the MI gate's decisions, each
+against the course's own implementation on the same episodes. `tests_verl/test_methods.py` runs the same checks
+through verl's own data path in `.venv-verl`."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from course_lib import data, loop, tree_rollout
+from course_lib.chapters import ch07_gigpo as ch07
+from course_lib.chapters.ch12_capstone import MIStop
+from course_lib.integrations import verl as course_verl
+from course_lib.integrations import verl_filters, verl_gigpo, verl_monitor, verl_trees
+from course_lib.rollout import RolloutEngine, collate, pad_id
+from course_lib.step_mode import rollout_steps
+from course_lib.train import FilterConfig, GiGPOConfig, GRPOConfig
+
+PROMPTS, GROUP = 2, 4
+
+
+def columns(rows: list[dict], width: int) -> tuple[torch.Tensor, dict[str, list]]:
+    """The response mask `[B, width]` (right-padded, as verl pads) and the `extra_fields` columns of rows."""
+    mask = torch.zeros(len(rows), width)
+    for b, row in enumerate(rows):
+        mask[b, : len(row["response_mask"])] = torch.tensor(row["response_mask"], dtype=torch.float)
+    keys = rows[0]["extra_fields"].keys()
+    return mask, {key: [row["extra_fields"][key] for row in rows] for key in keys}
+
+
+@pytest.fixture(scope="module")
+def ch07_run():
+    config = ch07.preset("cpu")
+    model, tokenizer = data.load_base("ch07_base", "cpu")
+    engine = RolloutEngine(model.eval(), tokenizer, config.sampling)
+    make = ch07.EnvFactory("train", config)
+    seeds = [p for p in range(PROMPTS) for _ in range(GROUP)]
+    episodes = rollout_steps(engine, [make() for _ in seeds], seeds, seeds, torch.Generator().manual_seed(1))
+    return episodes, tokenizer
+
+
+@pytest.mark.parametrize("baseline", ["pooled", "trajectory"])
+def test_gigpo_step_rows_match_the_course(ch07_run, baseline):
+    episodes, tokenizer = ch07_run
+    rows = [row for episode in episodes for row in episode.rows]
+    config = GRPOConfig(
+        group_size=GROUP, advantage="gigpo", invalid_penalty=0.1,
+        gigpo=GiGPOConfig(gamma=0.95, step_weight=1.0, episode_baseline=baseline),
+    )  # fmt: skip
+    expected, stats = loop.gigpo(collate(rows, pad_id(tokenizer)), config)
+    assert stats["step_group_size_mean"] > 1
+    step_rows = verl_gigpo.step_rows(episodes)
+    mask, nontensor = columns(step_rows, 8)
+    settings = verl_gigpo.GiGPOSettings.from_course(config)
+    advantages, verl_stats = verl_gigpo.gigpo_token_advantages(mask, nontensor, nontensor["uid_hint"], settings)
+    assert verl_stats == stats
+    largest = 0.0
+    for b, row in enumerate(rows):
+        prompt = sum(1 for t in row.turn_ids if t < 0)
+        length = len(row.token_ids) - prompt
+        largest = max(largest, (advantages[b, :length] - expected[b, prompt : prompt + length]).abs().max().item())
+        assert not advantages[b, length:].any()
+    assert largest <= 1e-6 and expected.abs().max() > 0.1
+
+
+def test_gigpo_settings_from_verl_algorithm_config():
+    gigpo = {"step_weight": 0.5, "episode_baseline": "trajectory", "invalid_penalty": 0}
+    algorithm = {"gamma": 0.9, "norm_adv_by_std_in_grpo": False, "course": {"gigpo": gigpo}}
+    assert verl_gigpo.GiGPOSettings.from_algorithm_config(algorithm) == verl_gigpo.GiGPOSettings(
+        0.9, 0.5, "trajectory", False, 0.0
+    )
+    with pytest.raises(KeyError, match="env_steps"):
+        verl_gigpo.gigpo_token_advantages(torch.ones(1, 2), {}, ["a"], verl_gigpo.GiGPOSettings())
+
+
+@pytest.mark.parametrize(
+    "name, settings",
+    [("starpo_s", {"keep_fraction": 0.5}), ("snr_top_p", {"top_p": 0.6}), ("snr_top_p", {"mode": "softmax"})],
+)
+def test_group_filter_verdicts_match_the_course(ch07_run, name, settings):
+    """Step rows (several rows per episode: one reward per episode enters its group's std, as the course's)."""
+    episodes, tokenizer = ch07_run
+    rows = [row for episode in episodes for row in episode.rows]
+    batch = collate(rows, pad_id(tokenizer))
+    config = GRPOConfig(group_size=GROUP, batch_filter=name, filter=FilterConfig(**settings))
+    expected = loop.resolve("batch_filter", name)(batch, config)
+    step_rows = verl_gigpo.step_rows(episodes)
+    mask, nontensor = columns(step_rows, 8)
+    nontensor["uid"] = nontensor["uid_hint"]
+    before = mask.clone()
+    keep, metrics = verl_filters.filter_batch(
+        {"response_mask": mask}, nontensor, verl_filters.FilterSettings.from_course(name, config.filter)
+    )
+    assert keep.tolist() == expected.tolist()
+    if keep.any():
+        assert torch.equal(mask, before * keep[:, None])
+    assert metrics["course/filter_kept_share"] == pytest.approx(float(expected.float().mean()))
+
+
+class Replay:
+    """A server answering each turn with the course tree's tokens at that context (a queue per context, in the
+    course's creation order) and their recorded log-probs and entropies, in verl's `TokenOutput` shape."""
+
+    def __init__(self, leaves, tree):
+        self.queues = {}
+        for leaf, parent, fork in zip(leaves, tree.parents, tree.fork_steps, strict=True):
+            for turn in range(0 if parent is None else fork, max(leaf.turn_ids) + 1):
+                at = [k for k, (t, m) in enumerate(zip(leaf.turn_ids, leaf.loss_mask)) if t == turn and m]
+                if at:
+                    turn_of = (leaf.token_ids, leaf.logprobs, leaf.entropies)
+                    self.queues.setdefault(tuple(leaf.token_ids[: at[0]]), []).append(
+                        [[v[k] for k in at] for v in turn_of]
+                    )
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        ids, logprobs, entropies = self.queues[tuple(prompt_ids)].pop(0)
+        return SimpleNamespace(token_ids=ids, log_probs=logprobs, extra_fields={"entropies": entropies})
+
+
+@pytest.mark.parametrize("rule, alpha", [("arpo", 0.9), ("aepo", 0.1)])
+def test_server_engine_grows_the_course_tree(rule, alpha, monkeypatch):
+    """`sample_trees` over `ServerEngine` and over the course's engine on the same seeds: the same tree, the same
+    tokens, masks and log-probs (the branch draws recorded on one run and replayed on the other)."""
+    from course_lib.algos.arpo import should_branch
+
+    draws = []
+
+    def record(probability, generator):
+        draws.append((float(probability), should_branch(probability, generator)))
+        return draws[-1][1]
+
+    model, tokenizer = data.load_base("ch00_base", "cpu")
+    tasks = course_verl.chapter_tasks("00")
+    config = tree_rollout.TreeConfig(global_samples=2, rule=rule, alpha=alpha)
+    envs = [tasks.make_env("train") for _ in range(PROMPTS * GROUP)]
+    monkeypatch.setattr(tree_rollout, "should_branch", record)
+    engine = RolloutEngine(model.eval(), tokenizer, dataclasses.replace(tasks.sampling, snapshot_envs=True))
+    leaves, tree = tree_rollout.sample_trees(engine, envs, [0, 1], GROUP, config, torch.Generator().manual_seed(5))
+    assert any(p is not None for p in tree.parents)
+    replayed = list(draws)
+
+    def replay(probability, generator):
+        recorded, decision = replayed.pop(0)
+        assert probability == pytest.approx(recorded, abs=1e-12)  # the same entropies gave the same probability
+        return decision
+
+    monkeypatch.setattr(tree_rollout, "should_branch", replay)
+    server = verl_trees.ServerEngine(
+        verl_trees.server_generate(Replay(leaves, tree)), tokenizer, tasks.sampling, {"temperature": 1.0}
+    )
+    envs = [tasks.make_env("train") for _ in range(PROMPTS * GROUP)]
+    again, again_tree = tree_rollout.sample_trees(server, envs, [0, 1], GROUP, config, torch.Generator().manual_seed(5))
+    assert not replayed
+    assert (again_tree.parents, again_tree.fork_steps) == (tree.parents, tree.fork_steps)
+    for c, v in zip(leaves, again, strict=True):
+        assert (c.token_ids, c.loss_mask, c.logprobs, c.turn_ids, c.rewards) == (
+            v.token_ids,
+            v.loss_mask,
+            v.logprobs,
+            v.turn_ids,
+            v.rewards,
+        )
+    # a leaf as verl's AgentLoopOutput: its response, mask and one span per action
+    fields = verl_trees.leaf_fields(again[-1], again_tree.parents[-1], again_tree.fork_steps[-1])
+    prompt = sum(1 for t in again[-1].turn_ids if t < 0)
+    assert fields["response_ids"] == again[-1].token_ids[prompt:]
+    assert len(fields["extra_fields"]["action_spans"]) >= fields["extra_fields"]["env_steps"]
+
+
+@pytest.mark.parametrize(
+    "sequence",
+    [[1.0, 0.95, 0.9, 0.5, 0.95], [0.5, 0.9], [1.0, 0.9, 0.85], [0.95, 0.8, 0.95, 0.7]],
+)
+def test_mi_gate_decides_as_mistop(sequence):
+    """The same MI sequence through chapter 12's `MIStop` (with a model whose weight records the iteration it was
+    evaluated at) and `MIGate`: the same stop, and the rollback lands on the same iteration."""
+    base_mi, drop = 1.0, 0.2
+    model = torch.nn.Linear(1, 1, bias=False)
+    stop, gate = MIStop(base_mi, drop), verl_monitor.MIGate(base_mi, drop)
+    course_stopped = gate_stopped = None
+    for iteration, mi in enumerate(sequence, start=1):
+        with torch.no_grad():
+            model.weight.fill_(iteration)
+        stop.remember(model, mi)
+        if course_stopped is None and stop.check({"eval_monitor_mi": mi, "iteration": iteration}):
+            course_stopped = iteration
+        if gate_stopped is None and gate.observe(iteration, mi):
+            gate_stopped = iteration
+        if course_stopped is not None:
+            break
+    assert gate_stopped == course_stopped == stop.stopped_at == gate.stopped_at
+    with torch.no_grad():
+        model.weight.fill_(-1)
+    stop.restore(model)
+    restored = int(model.weight.item())
+    if gate.stopped_at is None or gate.remembered is None:
+        assert restored == -1 or gate.stopped_at is None
+    else:
+        assert restored == gate.remembered
+        assert gate.resume_overrides("ckpt") == [
+            "trainer.resume_mode=resume_path",
+            f"trainer.resume_from_path=ckpt/global_step_{restored}",
+        ]
+
+
+def test_pair_batch_layout():
+    pairs = verl_monitor.pair_batch([[2, 5], [2, 6, 7]], [[9], [8, 9]], 0, 3, 2)
+    assert pairs["input_ids"].tolist()[1] == [2, 6, 7, 9, 0] and pairs["input_ids"].tolist()[2] == [0, 2, 5, 8, 9]
+    assert pairs["position_ids"].tolist()[2] == [0, 0, 1, 2, 3]
+    assert pairs["response_mask"].tolist() == [[1, 0], [1, 0], [1, 1], [1, 1]]
+
+
+def test_step_rows_carry_their_episode(ch07_run):
+    episodes, _ = ch07_run
+    rows = verl_gigpo.step_rows(episodes)
+    assert len(rows) == sum(len(e.rows) for e in episodes)
+    first = episodes[0]
+    mine = [r for r in rows if r["extra_fields"]["episode_uid"] == "episode-0"]
+    assert [r["extra_fields"]["step_offset"] for r in mine] == list(range(len(first.rows)))
+    assert all(r["reward_score"] == pytest.approx(first.total_reward) for r in mine)
+    assert sum(sum(r["extra_fields"]["step_rewards"]) for r in mine) == pytest.approx(first.total_reward)
