@@ -259,12 +259,14 @@ def test_aepos_balanced_clip_has_the_courses_value_and_gradient(ch08):
     expected, stats = loop.entropy_balanced(logps, out["old_per_token_logps"], out["advantages"], mask, course)
     g_expected = gradient(model, expected)
     assert stats["upper_clip_fraction"] > 0.05 and stats["clip_fraction"] > stats["upper_clip_fraction"]
-    assert float(ours) == float(hard)  # the added term's value is exactly 0
-    assert abs(float(ours) - float(expected)) < 1e-6
+    ours, hard, expected = float(ours.detach()), float(hard.detach()), float(expected.detach())
+    assert ours == hard  # the added term's value is exactly 0
+    assert abs(ours - expected) < 1e-6
     gap = float((g_ours - g_expected).abs().max())
     assert gap < 1e-6 * float(g_expected.abs().max()) + 1e-8, gap
     assert float((g_hard - g_expected).abs().max()) > 1e-3 * float(g_expected.abs().max())
-    print(f"balanced clip: loss diff {abs(float(ours) - float(expected)):.2e}, gradient max diff {gap:.2e}")
+    print(f"balanced clip: loss diff {abs(ours - expected):.2e}, gradient max diff {gap:.2e} "
+          f"(largest course gradient {float(g_expected.abs().max()):.2e})")  # fmt: skip
 
 
 def test_the_mi_callback_stops_and_rolls_back_where_mistop_does(ch08):
@@ -300,6 +302,19 @@ def test_the_mi_callback_stops_and_rolls_back_where_mistop_does(ch08):
     assert any(not torch.equal(measured[2][k], measured[3][k]) for k in measured[2])  # step 3 had moved them
 
 
+def test_a_failed_first_check_leaves_the_starting_weights(ch08):
+    """The course's loop never updates when its first check fails; the callback undoes the step transformers
+    takes."""
+    model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
+    start = copy.deepcopy(model.state_dict())
+    s = settings(prompts=4, steps=3, seed=1)
+    monitor = MIRollback(lambda m: 0.1, base_mi=1.0, drop=0.2, every=1)
+    trainer = trl_chapters.method_trainer("08", "grpo", s, model, tokenizer, callbacks=[monitor])
+    course_trl.quiet_train(trainer)
+    assert monitor.stopped_at == 0 and monitor.history == [(0, 0.1)] and trainer.state.global_step <= 1
+    assert all(torch.equal(start[k], model.state_dict()[k]) for k in start)
+
+
 def test_the_mi_callback_measures_chapter_12s_monitor_in_a_real_run(ch08):
     """One short real run: chapter 12's `monitor_mi` (a few monitor prompts) every step of a TRL ARPO run; the first
     measurement is the base's MI as chapter 12 computes it."""
@@ -309,9 +324,11 @@ def test_the_mi_callback_measures_chapter_12s_monitor_in_a_real_run(ch08):
     config = dataclasses.replace(ch12.Chapter12Config(), monitor_prompts=4)
     base_mi = ch12.monitor_mi(model, tokenizer, config, seed=0)
     monitor = MIRollback(lambda m: ch12.monitor_mi(m, tokenizer, config, seed=0), base_mi, drop=0.2, every=1)
-    trainer = trl_chapters.method_trainer("08", "arpo", settings(steps=2), model, tokenizer, callbacks=[monitor])
+    s = settings(prompts=4, steps=2, seed=1)
+    trainer = trl_chapters.method_trainer("08", "arpo", s, model, tokenizer, callbacks=[monitor])
     course_trl.quiet_train(trainer)
     assert monitor.history[0] == (0, base_mi) and math.isfinite(base_mi)
+    assert monitor.history[-1][1] != base_mi  # the policy moved, and the monitor saw it
     steps = [step for step, _ in monitor.history]
     assert steps == [0, 1, 2] or (monitor.stopped_at is not None and steps[-1] == monitor.stopped_at)
     print(f"MI monitor over a TRL ARPO run: {monitor.history}, stopped at {monitor.stopped_at}")

@@ -20,6 +20,12 @@ std + 1e-4), its "dapo" loss (a token mean over the batch, clip 0.2), AdamW. TRL
 (`environment_factory`) is not used: it needs a chat template TRL recognises, which a word-level tokenizer trained
 from nothing does not have.
 
+Chapters 07 and 08 train their own method (07: GiGPO in step mode, 08: ARPO's tree; `--method` picks grpo, gigpo,
+arpo, aepo, starpo_s or snr instead) through the course's `GRPOTrainer` subclass (`trl_chapters`, `trl_methods`,
+`trl_rollouts`), whose advantages, filters and loss are the course loop's:
+
+    python -m course_lib.integrations.trl --chapter 07 --steps 2
+
 Chapter 05's task is single-turn, TRL's home ground: `native_trainer` lets TRL generate the completion and scores it
 with the chapter's environment in a reward function (the benchmark `python -m course_lib.bench trl` uses both).
 """
@@ -342,12 +348,16 @@ def train(
 
 
 def print_steps(trainer: GRPOTrainer) -> None:
-    """One line per logged step: loss, mean reward, policy tokens per completion, seconds."""
+    """One line per logged step: loss, mean reward, policy tokens per completion, seconds; for the course's methods
+    (`trl_methods`) also the rows trained (step mode: one per environment step) and the share a filter kept."""
     for row in trainer.state.log_history:
         if "loss" in row and "reward" in row:
+            course = (
+                f"  rows {row['course/rows']:.0f}, kept {row['course/kept_rows']:.2f}" if "course/rows" in row else ""
+            )
             print(
                 f"step {row['step']}: loss {row['loss']:.4f}  reward {row['reward']:.4f}  "
-                f"policy tokens per completion {row['completions/mean_length']:.1f}  {row['step_time']:.2f} s"
+                f"policy tokens per completion {row['completions/mean_length']:.1f}{course}  {row['step_time']:.2f} s"
             )
 
 
