@@ -115,6 +115,44 @@ def test_gigpo_step_mode_rebuilds_the_step_rows_and_gives_the_course_advantages_
           f"sampling log-prob diff {diff['logprobs']:.2e}")  # fmt: skip
 
 
+def test_one_trl_step_of_step_mode_gigpo_is_the_courses_update(ch07):
+    """A whole TRL training step on chapter 07's step-mode GiGPO (TRL's sampler and shuffle, the training-mode
+    normaliser, the gradient-norm clip) hands AdamW the gradient of the course's update on the same episodes
+    (`loop.gigpo`, `loop.clipped`, norm clipped at `max_grad_norm`); both AdamWs have the same settings (lr, betas,
+    eps, no weight decay). Weights are not compared: AdamW's first step is lr x sign(gradient), so rounding noise on a
+    near-zero gradient entry flips a whole step."""
+    model, tokenizer = copy.deepcopy(ch07[0]), ch07[1]
+    start = copy.deepcopy(model)
+    episodes: list = []
+    seen: dict = {}
+
+    class Gradients(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            seen.update({name: p.grad.clone() for name, p in model.named_parameters()})
+
+    trainer = trl_chapters.method_trainer(
+        "07", "gigpo", settings(), model, tokenizer, keep=episodes, callbacks=[Gradients()]
+    )
+    course_trl.quiet_train(trainer)
+    course = trainer.course
+    batch = collate([row for episode in episodes for row in episode.rows], tokenizer.pad_token_id)
+    advantages, _ = loop.gigpo(batch, course)
+    logprobs, _ = token_logprobs(start, batch.input_ids, batch.attention_mask)
+    loss, _ = loop.clipped(logprobs, batch.old_logprobs, advantages, batch.loss_mask, course)
+    loss.backward()
+    norm = float(torch.nn.utils.clip_grad_norm_(start.parameters(), course.max_grad_norm))
+    logged = next(row for row in trainer.state.log_history if "grad_norm" in row)["grad_norm"]
+    ours = torch.cat([seen[name].flatten() for name, _ in start.named_parameters()])
+    theirs = torch.cat([p.grad.flatten() for p in start.parameters()])
+    gap = float((ours - theirs).abs().max()) / float(theirs.abs().max())
+    assert abs(logged - norm) < 1e-5 * norm and gap < 1e-4, (logged, norm, gap)
+    optimizer = trainer.optimizer.optimizer if hasattr(trainer.optimizer, "optimizer") else trainer.optimizer
+    group = optimizer.param_groups[0]
+    assert (group["lr"], group["betas"], group["eps"]) == (course.learning_rate, (0.9, 0.999), 1e-8)
+    assert all(g["weight_decay"] == 0.0 for g in optimizer.param_groups)
+    print(f"one TRL step: gradient norm {logged:.6f} vs the course's {norm:.6f}; relative gradient diff {gap:.2e}")
+
+
 def test_gigpo_trajectory_mode_puts_each_steps_advantage_on_its_action_tokens(ch08):
     model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
     s = settings(prompts=4, seed=1)
@@ -160,6 +198,8 @@ def test_the_tree_rollout_is_sample_trees_on_the_trainers_weights(rule, ch08):
     envs = [task.make_env() for _ in range(8)]
     direct, direct_stats = sample_trees(engine, envs, seeds, 4, course.tree, torch.Generator().manual_seed(1))
     assert stats.parents == direct_stats.parents and any(p is not None for p in stats.parents)  # it branched
+    assert stats.fork_steps == direct_stats.fork_steps and stats.refill == direct_stats.refill
+    assert [n.probability for n in stats.nodes] == [n.probability for n in direct_stats.nodes]
     for ours, theirs in zip(leaves, direct, strict=True):
         assert (ours.token_ids, ours.loss_mask, ours.logprobs) == (theirs.token_ids, theirs.loss_mask, theirs.logprobs)
     diff: dict = {}

@@ -39,8 +39,9 @@ from course_lib.rollout import RolloutBatch, collate
 from course_lib.train import GRPOConfig
 
 POLICY_LOSSES = {"clipped": None, "entropy_balanced": DUAL_CLIP}
-"""The course's policy losses this route trains, with the `GRPOConfig.delta` (TRL's upper cap on the ratio of a
-negative-advantage token) each needs: none for the hard clip, verl's dual clip 3 for AEPO's (`algos.aepo`)."""
+"""The course's policy losses this route trains, with the TRL `GRPOConfig.delta` each needs: none for the hard clip,
+verl's dual clip 3 for AEPO's (`algos.aepo`). TRL caps every token's unclipped ratio at `delta`, which changes only
+a negative-advantage token's loss (a positive one's is clipped lower already): exactly the dual clip."""
 
 
 def unsupported(args, course: GRPOConfig, processes: int) -> list[str]:
@@ -58,15 +59,18 @@ def unsupported(args, course: GRPOConfig, processes: int) -> list[str]:
         "observations masked, no entropy bonus or entropy-aware advantage": course.mask_observations
         and course.entropy_coef == 0.0
         and course.entropy_advantage == 0.0,
-        "no entropy mask or off-policy mask": args.top_entropy_quantile == 1.0
+        "no entropy mask, entropy bonus or off-policy mask": args.top_entropy_quantile == 1.0
+        and args.entropy_coef == 0.0
+        and not args.use_adaptive_entropy
         and args.off_policy_mask_threshold is None,
         "no vLLM": not args.use_vllm,
         f"policy_loss must be one of {sorted(POLICY_LOSSES)}": delta != "unknown",
         f"delta must be {delta} for policy_loss {course.policy_loss!r}": delta == "unknown" or args.delta == delta,
         "epsilon and epsilon_high must be the course's clip_low and clip_high": args.epsilon == course.clip_low
         and (args.epsilon_high if args.epsilon_high is not None else args.epsilon) == course.clip_high,
-        "step mode needs steps_per_generation 1 (its row count varies)": course.rollout_mode == "trajectory"
-        or args.steps_per_generation == 1,
+        "step mode needs steps_per_generation 1 (its row count varies) and no pad_to_multiple_of": (
+            course.rollout_mode == "trajectory" or (args.steps_per_generation == 1 and args.pad_to_multiple_of is None)
+        ),
         "num_generations must be the course's group_size": args.num_generations == course.group_size,
     }
     return [reason for reason, ok in checks.items() if not ok]
