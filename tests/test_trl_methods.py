@@ -235,8 +235,8 @@ def test_the_group_filters_train_on_the_kept_groups_with_the_courses_loss(method
     logprobs, _ = token_logprobs(model, kept.input_ids, kept.attention_mask)
     expected, _ = loop.clipped(logprobs, kept.old_logprobs, advantages, kept.loss_mask, course)
     value_gap, gradient_gap = compare_losses(trainer, model, out, expected)
-    print(f"{method}: kept {int(keep.sum())}/{len(keep)} rows, loss {float(expected):.6f}, diff {value_gap:.2e}, "
-          f"relative gradient diff {gradient_gap:.2e}")  # fmt: skip
+    print(f"{method}: kept {int(keep.sum())}/{len(keep)} rows, loss {float(expected.detach()):.2e}, "
+          f"diff {value_gap:.2e}, relative gradient diff {gradient_gap:.2e}")  # fmt: skip
 
 
 def test_a_batch_that_keeps_nothing_is_not_trained_on(ch08):
