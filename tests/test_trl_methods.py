@@ -74,7 +74,7 @@ def assert_rows_match(out: dict, rows, max_diff: dict) -> None:
         start = row.prefix_length(0)
         prompt = out["prompt_ids"][i][out["prompt_mask"][i].bool()].tolist()
         length = len(row.token_ids) - start
-        assert prompt == row.token_ids[:start]
+        assert prompt == row.token_ids[:start] and 1 not in row.loss_mask[:start]  # the prompt is never trained
         assert out["completion_ids"][i, :length].tolist() == row.token_ids[start:]
         assert out["completion_mask"][i].sum() == length
         loss_mask = (out["completion_mask"][i] * out["tool_mask"][i])[:length]
@@ -384,6 +384,9 @@ def test_what_the_route_cannot_do_is_refused(ch07):
         trl_chapters.method_trainer("07", None, s, model, tokenizer, course=course)
     with pytest.raises(KeyError, match="unknown method"):
         trl_chapters.method_trainer("07", "ppo", s, model, tokenizer)
+    with pytest.raises(SystemExit):  # --method is for chapters 07 and 08
+        course_trl.main(["--chapter", "00", "--method", "gigpo", "--steps", "1"])
+    assert set(course_trl.METHOD_NAMES) == set(trl_chapters.METHODS)
 
 
 @pytest.mark.parametrize(("chapter", "method"), [("07", "gigpo"), ("08", "arpo")])
