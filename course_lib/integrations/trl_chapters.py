@@ -6,8 +6,11 @@ subclass (`trl_methods.CourseMethodTrainer`) and rollout functions (`trl_rollout
     python -m course_lib.integrations.trl --chapter 08 --steps 2 --method aepo    # AEPO: tree rule and clip
 
 Each method is a change to the chapter's own loop configuration (`train.GRPOConfig`), which the trainer reads, so
-TRL runs what the chapter's `train_grpo` would run: chapter 07 in step mode (its base holds 48 positions, too few for
-a whole episode), chapter 08 in trajectory mode.
+on the same episodes TRL computes the advantages, filter and loss the chapter's `train_grpo` would: chapter 07 in
+step mode (its base holds 48 positions, too few for a whole episode), chapter 08 in trajectory mode. Changes add up
+on the chapter's own method: on chapter 08, `gigpo`, `starpo_s` and `snr` run on ARPO's tree, and `grpo` goes back to
+independent groups. What differs from `train_grpo` is the choice of tasks: TRL draws its batches from a dataset of
+distinct training prompts (`trl.dataset_prompts`), not from the loop's seed schedule.
 """
 
 from __future__ import annotations
