@@ -51,4 +51,4 @@ $(VERL_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-verl: $(VERL_VENV)/.installed
-	$(VERL_PY) -m pytest -q -p no:cacheprovider tests_verl tests/test_verl_export.py
+	$(VERL_PY) -m pytest -q -p no:cacheprovider tests_verl tests/test_verl_export.py tests/test_verl_methods.py

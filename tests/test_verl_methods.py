@@ -223,3 +223,37 @@ def test_step_rows_carry_their_episode(ch07_run):
     assert [r["extra_fields"]["step_offset"] for r in mine] == list(range(len(first.rows)))
     assert all(r["reward_score"] == pytest.approx(first.total_reward) for r in mine)
     assert sum(sum(r["extra_fields"]["step_rewards"]) for r in mine) == pytest.approx(first.total_reward)
+
+
+def test_the_monitor_hook_stops_and_points_at_the_rollback(tmp_path):
+    """`MIMonitor.wrap` around a validation function, on a stand-in for verl's trainer: measured steps 10, 20, 30
+    with MI 1.0, 0.9, 0.5 (threshold 0.8): it stops at step 30, ends training there and names step 20's folder."""
+    import json
+
+    values = iter([1.0, 0.9, 0.5])
+    trainer = SimpleNamespace(
+        global_steps=0, total_training_steps=100,
+        config=SimpleNamespace(trainer=SimpleNamespace(default_local_dir=str(tmp_path))),
+    )  # fmt: skip
+    monitor = verl_monitor.MIMonitor(verl_monitor.MIGate(1.0, 0.2), measure=lambda t: next(values))
+    validate = monitor.wrap(lambda t: {"val/success": 0.5})
+    for step in (10, 20, 30):
+        trainer.global_steps = step
+        metrics = validate(trainer)
+        assert metrics["val/success"] == 0.5
+    assert metrics["course/mi_stop"] == 1.0 and trainer.total_training_steps == 30
+    report = json.loads((tmp_path / "mi_stop.json").read_text())
+    assert report["stopped_at"] == 30 and report["rollback"] == str(tmp_path / "global_step_20")
+
+
+def test_export_with_a_tree_and_the_launch_command(capsys):
+    columns = course_verl.export_rows("00", "train", 2, tree={"rule": "aepo", "global_samples": 2})
+    assert all(info["tree"] == {"rule": "aepo", "global_samples": 2} for info in columns["extra_info"])
+    assert verl_trees.tree_config(columns["extra_info"][0], 8) == tree_rollout.TreeConfig(rule="aepo", global_samples=2)
+    assert verl_trees.tree_config({}, 8).global_samples == 4
+    course_verl.main(["launch", "--method", "aepo", "--chapter", "00"])
+    printed = capsys.readouterr().out
+    assert printed.startswith("python -m course_lib.integrations.verl_patch")
+    assert "+actor_rollout_ref.rollout.agent.agent_loop_manager_class=" in printed
+    assert "actor_rollout_ref.actor.policy_loss.loss_mode=course_entropy_balanced" in printed
+    assert "actor_rollout_ref.model.path=data/ch00_base" in printed

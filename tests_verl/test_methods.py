@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -405,6 +406,8 @@ def test_the_tree_worker_fills_each_uid_with_its_leaves(ch00, tmp_path, monkeypa
     leaves, tree = course_tree(model, tokenizer, "arpo", monkeypatch, draws)
     draws.replaying = True
     rows = dataset_rows(tokenizer, tmp_path, count=PROMPTS)
+    for row in rows:  # what `export --tree arpo --global-samples 2` writes, with the test's alpha
+        row["extra_info"] = {**row["extra_info"], "tree": {"rule": "arpo", "global_samples": 2, "alpha": 0.9}}
     repeated = [row for row in rows for _ in range(GROUP)]
     from verl import DataProto
 
@@ -433,6 +436,7 @@ def test_the_tree_worker_fills_each_uid_with_its_leaves(ch00, tmp_path, monkeypa
         assert float(out.batch["rm_scores"][row].sum()) == pytest.approx(leaf.total_reward)
         assert out.non_tensor_batch["tree_parent"][row] == (-1 if tree.parents[row] is None else tree.parents[row])
     assert out.non_tensor_batch["tree_branch"].any()
+    assert not draws.draws and draws.largest <= 1e-6  # the same branch probabilities, every draw used
 
 
 # The MI monitor -------------------------------------------------------------------------------------------------
@@ -484,3 +488,109 @@ def test_first_action_mi_in_verl_layout_matches_chapter_12(ch00, tmp_path):
     print(f"monitor MI: course {course['mi']:.6f}, verl layout {verl_mi['mi']:.6f}; largest differences: "
           f"MI {mi_difference:.3g}, logp {logp_difference:.3g}")  # fmt: skip
     assert mi_difference <= 1e-5 and logp_difference <= 1e-5 and course["mi"] > 0.01
+
+
+# Launch overrides -----------------------------------------------------------------------------------------------
+def compose(overrides: list[str]):
+    from pathlib import Path
+
+    import verl.trainer
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(Path(verl.trainer.__file__).parent / "config"), version_base=None):
+        return hydra_compose("ppo_trainer", overrides=overrides)
+
+
+@pytest.mark.parametrize(
+    "method", sorted(__import__("course_lib.integrations.verl_launch").integrations.verl_launch.METHODS)
+)
+def test_launch_overrides_compose_against_ppo_trainer_yaml(method):
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from course_lib.integrations import verl_filters, verl_launch
+
+    config = compose([*verl_launch.overrides(method), verl_patch.HOOK_OVERRIDE])
+    assert config.trainer.use_v1 is False
+    assert config.ray_kwargs.ray_init.runtime_env.worker_process_setup_hook == verl_patch.SETUP_HOOK
+    assert config.actor_rollout_ref.actor.ppo_mini_batch_size == config.data.train_batch_size
+    # the dataclasses verl builds from these blocks accept them (validate_config, the workers)
+    omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
+    omega_conf_to_dataclass(config.actor_rollout_ref.actor)
+    if method == "gigpo":
+        assert config.algorithm.adv_estimator == "course_gigpo"
+        assert verl_gigpo.GiGPOSettings.from_algorithm_config(config.algorithm) == verl_gigpo.GiGPOSettings()
+    if method in ("starpo_s", "snr_top_p"):
+        assert verl_filters.FilterSettings.from_algorithm_config(config.algorithm).name == method
+    if method in ("arpo", "aepo"):
+        assert config.actor_rollout_ref.rollout.agent.agent_loop_manager_class.endswith("TreeAgentLoopManager")
+    if method in ("aepo", "entropy_balanced"):
+        assert config.actor_rollout_ref.actor.policy_loss.loss_mode == "course_entropy_balanced"
+    print(verl_launch.command(method).splitlines()[-3:])
+
+
+def test_a_misspelt_override_fails_composition():
+    from hydra.errors import ConfigCompositionException
+
+    from course_lib.integrations import verl_launch
+
+    with pytest.raises(ConfigCompositionException):
+        compose([*verl_launch.overrides("gigpo"), "algorithm.gamm=0.9"])
+    with pytest.raises(ConfigCompositionException):  # a key verl lacks needs its `+`
+        compose([*verl_launch.overrides("grpo"), "algorithm.course.filter.name=starpo_s"])
+
+
+def test_the_legacy_trainer_never_builds_algo_config():
+    """`+algorithm.course.*` is a block verl's `AlgoConfig` dataclass would refuse; the legacy trainer passes the
+    DictConfig itself to `compute_advantage` and builds no `AlgoConfig` from it (checked in verl's source here, so
+    that a verl release that starts doing so fails this test rather than a launch)."""
+    from pathlib import Path
+
+    import verl
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from course_lib.integrations import verl_launch
+
+    config = compose([*verl_launch.overrides("gigpo"), verl_patch.HOOK_OVERRIDE])
+    with pytest.raises(Exception, match="course"):
+        omega_conf_to_dataclass(config.algorithm)
+    root = Path(verl.__file__).parent
+    for name in ("trainer/main_ppo.py", "trainer/main_ppo_v0.py", "trainer/ppo/ray_trainer.py", "utils/config.py"):
+        text = (root / name).read_text()
+        assert re.search(r"omega_conf_to_dataclass\([^)]*algorithm\)", text) is None, name
+        assert "AlgoConfig(" not in text, name
+
+
+def test_rays_setup_hook_installs_the_methods_in_every_worker_process():
+    """What `HOOK_OVERRIDE` does in a run, on a local Ray: a task and an actor with its own `runtime_env` (as verl's
+    workers set env vars) each find GiGPO, the balanced clip and the patched `compute_advantage` in their process."""
+    import os
+
+    import ray
+
+    ray.init(num_cpus=1, include_dashboard=False, runtime_env={"worker_process_setup_hook": verl_patch.SETUP_HOOK})
+    try:
+
+        def installed() -> tuple:
+            from verl.trainer.ppo import core_algos as algos
+            from verl.trainer.ppo import ray_trainer as trainer
+
+            return (
+                "course_gigpo" in algos.ADV_ESTIMATOR_REGISTRY,
+                "course_entropy_balanced" in algos.POLICY_LOSS_REGISTRY,
+                getattr(trainer.compute_advantage, "course_patched", False),
+                os.getpid(),
+            )
+
+        @ray.remote
+        class Worker:
+            def probe(self):
+                return installed(), os.environ.get("COURSE_PROBE")
+
+        task = ray.get(ray.remote(installed).remote())
+        actor = Worker.options(runtime_env={"env_vars": {"COURSE_PROBE": "1"}}).remote()
+        (in_actor, env) = ray.get(actor.probe.remote())
+    finally:
+        ray.shutdown()
+    assert task[:3] == (True, True, True) and task[3] != os.getpid()
+    assert in_actor[:3] == (True, True, True) and env == "1"

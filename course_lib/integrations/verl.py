@@ -21,6 +21,13 @@ This module has three layers:
   the parquet file verl's `RLHFDataset` reads, and `agent_loop_config_text` / `write_agent_loop_config`: the yaml
   that `actor_rollout_ref.rollout.agent.agent_loop_config_path` points to.
 
+The survey's methods beyond GRPO live beside this module: `verl_gigpo` (GiGPO's estimator, trajectory and step
+mode), `verl_filters` (StarPO-S's and RAGEN-2's group filters, AEPO's balanced clip), `verl_patch` (the one patch
+of `compute_advantage` they need, installed in verl's Ray processes by a setup hook), `verl_trees` (ARPO's and
+AEPO's trees through an agent-loop manager), `verl_monitor` (chapter 12's MI stop with rollback to a verl
+checkpoint) and `verl_launch` (each method's overrides; `python -m course_lib.integrations.verl launch --method M`
+prints the command).
+
 Prompts: verl's own loops apply the tokenizer's chat template to the row's `prompt` messages. The course's
 word-level tokenizers have no chat template, and the course's prompt is `[bos] + encode(reset observation)`, so
 `CourseEnvAgentLoop` ignores the messages and rebuilds the prompt ids itself by resetting the row's environment
@@ -397,13 +404,14 @@ if verl_available():
 
 
 # The dataset and the agent-loop yaml ----------------------------------------------------------------------------
-def export_rows(chapter: str | int, split: str, count: int) -> dict[str, list]:
+def export_rows(chapter: str | int, split: str, count: int, tree: dict[str, Any] | None = None) -> dict[str, list]:
     """Columns of `count` tasks of a chapter's split, as verl's `RLHFDataset` reads them.
 
     `prompt` is the reset observation as one user message (see the module docstring: the agent loop rebuilds the
     prompt ids from `extra_info`'s seed); `reward_model.ground_truth` is the problem's key (the environment itself
     computes the reward, which the loop returns); `extra_info` says which environment to build and how long a
-    sequence may grow.
+    sequence may grow; with `tree` (`TreeConfig` fields, e.g. `{"rule": "arpo"}`), also `tree`, the settings
+    `verl_trees.TreeAgentLoopWorker` grows each prompt's tree with.
     """
     tasks = chapter_tasks(chapter)
     seeds = task_seeds(chapter, split, count)
@@ -427,12 +435,15 @@ def export_rows(chapter: str | int, split: str, count: int) -> dict[str, list]:
                 "max_turn_tokens": tasks.sampling.max_turn_tokens,
                 "max_total_tokens": tasks.sampling.max_total_tokens,
                 "stop_tags": list(tasks.sampling.stop_tags),
+                **({"tree": dict(tree)} if tree else {}),
             }
         )
     return columns
 
 
-def export_parquet(chapter: str | int, split: str, out_dir: str | Path, count: int = DEFAULT_COUNT) -> Path:
+def export_parquet(
+    chapter: str | int, split: str, out_dir: str | Path, count: int = DEFAULT_COUNT, tree: dict[str, Any] | None = None
+) -> Path:
     """Write `count` tasks of a chapter's split to `out_dir/<chapter>_<split>.parquet` (for `data.train_files` or
     `data.val_files`) through `datasets`; returns the file's path."""
     from datasets import Dataset, disable_progress_bars
@@ -441,7 +452,7 @@ def export_parquet(chapter: str | int, split: str, out_dir: str | Path, count: i
     key = chapter_key(chapter)
     path = Path(out_dir) / f"{key}_{split}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
-    Dataset.from_dict(export_rows(key, split, count)).to_parquet(str(path))
+    Dataset.from_dict(export_rows(key, split, count, tree)).to_parquet(str(path))
     return path
 
 
@@ -467,11 +478,32 @@ def main(argv: list[str] | None = None) -> None:
     export.add_argument("--split", default="train", help="train, or a held-out split (test; novel for 05)")
     export.add_argument("--out", required=True, help="folder for <chapter>_<split>.parquet")
     export.add_argument("--count", type=int, default=DEFAULT_COUNT, help="number of tasks")
+    export.add_argument("--tree", choices=("arpo", "aepo"), help="grow each prompt's samples as ARPO's or AEPO's tree")
+    export.add_argument("--global-samples", type=int, help="the tree's global samples per prompt (default n // 2)")
     config = commands.add_parser("agent-config", help="write the agent-loop yaml for agent_loop_config_path")
     config.add_argument("--out", required=True, help="path of the yaml file")
+    launch = commands.add_parser(
+        "launch", help="print the verl command of a method (course_lib.integrations.verl_launch)"
+    )
+    launch.add_argument(
+        "--method", required=True, help="grpo, gigpo, arpo, aepo, starpo_s, snr_top_p, entropy_balanced"
+    )
+    launch.add_argument("--chapter", default="00", help="tool chapter of the exported tasks")
+    launch.add_argument("--data", default="verl_data", help="folder of the export and agent_loops.yaml")
+    launch.add_argument("--prompts", type=int, default=32, help="data.train_batch_size")
+    launch.add_argument("--group", type=int, default=8, help="actor_rollout_ref.rollout.n")
     args = parser.parse_args(argv)
     if args.command == "export":
-        print(export_parquet(args.chapter, args.split, args.out, args.count))
+        tree = None
+        if args.tree:
+            tree = {"rule": args.tree, **({"global_samples": args.global_samples} if args.global_samples else {})}
+        print(export_parquet(args.chapter, args.split, args.out, args.count, tree))
+    elif args.command == "launch":
+        from course_lib.integrations.verl_launch import command
+
+        key = chapter_key(args.chapter)
+        print(command(args.method, chapter=key, data_dir=args.data, model_path=f"data/{chapter_tasks(key).base}",
+                      prompts=args.prompts, group=args.group))  # fmt: skip
     else:
         print(write_agent_loop_config(args.out))
 

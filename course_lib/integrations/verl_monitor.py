@@ -183,3 +183,14 @@ class MIMonitor:
             return {**metrics, **self.after_validation(trainer)}
 
         return validate_and_monitor
+
+
+def install_monitor(monitor: MIMonitor) -> None:
+    """Wrap verl's legacy `RayPPOTrainer._validate` with `monitor` in this process (the trainer's: call it from a
+    Ray setup hook of your own, which builds the monitor with its base MI and measurement)."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    if not getattr(RayPPOTrainer._validate, "course_monitor", False):
+        wrapped = monitor.wrap(RayPPOTrainer._validate)
+        wrapped.course_monitor = True
+        RayPPOTrainer._validate = wrapped
