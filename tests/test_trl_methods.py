@@ -397,3 +397,13 @@ def test_the_commands_train_two_steps_of_the_chapters_method(chapter, method, ca
     match = re.fullmatch(rf"trl_{method}_steps=2 loss=(-?\d+\.\d{{4}}) reward=(-?\d+\.\d{{4}})", lines[-1])
     assert match, lines[-1]
     assert math.isfinite(float(match[1]))
+
+
+def test_the_command_runs_chapter_12s_mi_monitor_on_chapter_08(capsys):
+    argv = ["--chapter", "08", "--steps", "1", "--prompts", "2", "--group", "4", "--mi-every", "1"]
+    assert course_trl.main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"MI monitor: step 0 \d+\.\d{4}, step 1 \d+\.\d{4}", lines[-3]), lines[-3]
+    assert re.fullmatch(r"trl_arpo_steps=1 loss=-?\d+\.\d{4} reward=-?\d+\.\d{4} mi_stopped_at=(none|\d+)", lines[-1])
+    with pytest.raises(SystemExit):
+        course_trl.main(["--chapter", "07", "--steps", "1", "--mi-every", "1"])

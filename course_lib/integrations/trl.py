@@ -400,6 +400,10 @@ def main(argv: list[str] | None = None) -> int:
         help="chapters 07 and 08: the course method to train (default: the chapter's own, gigpo or arpo)",
     )  # fmt: skip
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument(
+        "--mi-every", type=int, default=0, metavar="K",
+        help="chapter 08: chapter 12's MI monitor every K steps, stopping and rolling back on a drop (0: off)",
+    )  # fmt: skip
     parser.add_argument("--prompts", type=int, help="distinct training tasks per step (default 8; 07, 08: theirs)")
     parser.add_argument("--group", type=int, help="samples per task, TRL's num_generations (default 8; 07, 08: theirs)")
     parser.add_argument("--learning-rate", type=float, help="default 5e-4 (07, 08: the chapter's)")
@@ -416,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.save_steps < 0:
         parser.error("--save-steps must be >= 0")
-    if args.chapter in METHOD_CHAPTERS or args.method:
+    if args.chapter in METHOD_CHAPTERS or args.method or args.mi_every:
         return main_method(parser, args)
     settings = TRLSettings(
         args.steps, args.prompts or 8, args.group or 8, args.learning_rate or 5e-4, args.seed, gpu=args.gpu,
@@ -440,10 +444,20 @@ def main_method(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     settings = trl_chapters.chapter_settings(
         args.chapter, args.steps, args.prompts, args.group, args.learning_rate, args.seed, args.gpu
     )
-    trainer, method = trl_chapters.train_method(args.chapter, args.method, settings)
+    if args.mi_every < 0 or (args.mi_every and args.chapter != "08"):
+        parser.error("--mi-every takes K >= 0, on chapter 08 (chapter 12's monitor watches its task)")
+    trainer, method = trl_chapters.train_method(args.chapter, args.method, settings, args.mi_every)
     print_steps(trainer)
     result = last_step(trainer)
-    print(f"trl_{method}_steps={trainer.state.global_step} loss={result['loss']:.4f} reward={result['reward']:.4f}")
+    last = f"trl_{method}_steps={trainer.state.global_step} loss={result['loss']:.4f} reward={result['reward']:.4f}"
+    monitor = next((c for c in trainer.callback_handler.callbacks if hasattr(c, "stopped_at")), None)
+    if monitor is not None:
+        print("MI monitor: " + ", ".join(f"step {step} {mi:.4f}" for step, mi in monitor.history))
+        print(f"threshold {monitor.threshold:.4f}; " + (
+            "no stop" if monitor.stopped_at is None else f"stopped at step {monitor.stopped_at}, weights rolled back"
+        ))  # fmt: skip
+        last += f" mi_stopped_at={'none' if monitor.stopped_at is None else monitor.stopped_at}"
+    print(last)
     return 0
 
 

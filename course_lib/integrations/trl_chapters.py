@@ -121,13 +121,35 @@ def chapter_settings(chapter: str, steps: int, prompts: int | None, group: int |
     )  # fmt: skip
 
 
-def train_method(chapter: str, method: str | None, settings: TRLSettings) -> tuple[CourseMethodTrainer, str]:
-    """Train `settings.steps` TRL steps of `method` (the chapter's own if None) on chapter `chapter`; returns the
-    trainer and the method's name."""
+def mi_monitor(chapter: str, model, tokenizer, every: int, seed: int = 0):
+    """Chapter 12's MI stop with rollback as a TRL callback (`trl_monitor.MIRollback`): `ch12_capstone.monitor_mi`
+    (its monitor prompts, played and cross-scored) every `every` steps, stopping below (1 - `gate_drop`) x the base's
+    MI, measured here on `model` before training. Chapter 12 monitors chapter 08's task, so only chapter 08 has it."""
+    if chapter != "08":
+        raise ValueError("the MI monitor is chapter 12's, on chapter 08's task: use it with --chapter 08")
+    from course_lib.chapters import ch12_capstone as ch12
+    from course_lib.integrations.trl_monitor import MIRollback
+
+    config = ch12.Chapter12Config()
+
+    def measure(m) -> float:
+        return ch12.monitor_mi(m, tokenizer, config, seed)
+
+    return MIRollback(measure, measure(model), config.gate_drop, every)
+
+
+def train_method(
+    chapter: str, method: str | None, settings: TRLSettings, mi_every: int = 0
+) -> tuple[CourseMethodTrainer, str]:
+    """Train `settings.steps` TRL steps of `method` (the chapter's own if None) on chapter `chapter`, with chapter
+    12's MI stop every `mi_every` steps if positive (`mi_monitor`); returns the trainer and the method's name."""
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.set_verbosity_error()
     method = method or DEFAULT_METHOD[chapter]
-    trainer = method_trainer(chapter, method, settings)
+    task, _ = chapter_setup(chapter)
+    model, tokenizer = data.load_base(task.base)
+    callbacks = [mi_monitor(chapter, model, tokenizer, mi_every, settings.seed)] if mi_every > 0 else None
+    trainer = method_trainer(chapter, method, settings, model, tokenizer, callbacks=callbacks)
     quiet_train(trainer)
     return trainer, method
