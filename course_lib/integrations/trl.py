@@ -436,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
 def main_method(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """`--chapter 07|08 [--method M]`: the course's method through `trl_chapters` (chapter's base only)."""
     if args.chapter not in METHOD_CHAPTERS:
-        parser.error(f"--method needs --chapter {' or '.join(METHOD_CHAPTERS)}")
+        parser.error(f"--method and --mi-every need --chapter {' or '.join(METHOD_CHAPTERS)}")
     if args.model or args.env or args.report_to or args.save_steps or args.output_dir:
         parser.error("--model, --env, --report-to, --save-steps and --output-dir are for chapters 00-06")
     from course_lib.integrations import trl_chapters
