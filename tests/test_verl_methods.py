@@ -150,7 +150,10 @@ def test_server_engine_grows_the_course_tree(rule, alpha, monkeypatch):
 
     monkeypatch.setattr(tree_rollout, "should_branch", replay)
     server = verl_trees.ServerEngine(
-        verl_trees.server_generate(Replay(leaves, tree)), tokenizer, tasks.sampling, {"temperature": 1.0}
+        verl_trees.server_generate(Replay(leaves, tree)),
+        tokenizer,
+        dataclasses.replace(tasks.sampling, snapshot_envs=True),
+        {"temperature": 1.0},
     )
     envs = [tasks.make_env("train") for _ in range(PROMPTS * GROUP)]
     again, again_tree = tree_rollout.sample_trees(server, envs, [0, 1], GROUP, config, torch.Generator().manual_seed(5))

@@ -378,7 +378,10 @@ def test_tree_on_a_server_matches_sample_trees(ch00, monkeypatch, rule):
     draws.replaying = True
     tasks = course_verl.chapter_tasks("00")
     engine = verl_trees.ServerEngine(
-        verl_trees.server_generate(server), tokenizer, tasks.sampling, {"temperature": tasks.sampling.temperature}
+        verl_trees.server_generate(server),
+        tokenizer,
+        dataclasses.replace(tasks.sampling, snapshot_envs=True),
+        {"temperature": tasks.sampling.temperature},
     )
     envs = [tasks.make_env("train") for _ in range(PROMPTS * GROUP)]
     config = tree_rollout.TreeConfig(global_samples=2, rule=rule, alpha=TREE_ALPHA[rule])
@@ -594,3 +597,40 @@ def test_rays_setup_hook_installs_the_methods_in_every_worker_process():
         ray.shutdown()
     assert task[:3] == (True, True, True) and task[3] != os.getpid()
     assert in_actor[:3] == (True, True, True) and env == "1"
+
+
+def test_step_mode_episodes_played_through_verls_server(ch07, ch07_episodes):
+    """`step_mode.rollout_steps` over `ServerEngine` and verl's `TokenOutput` (a server replaying the course's step
+    actions, each at its prompt, in the lock-step order the course plays them): the same step rows, so the same
+    step-mode batch and GiGPO advantages as above."""
+    from course_lib.integrations import verl_trees
+    from course_lib.step_mode import rollout_steps
+
+    model, tokenizer, config, make = ch07
+    episodes, _ = ch07_episodes
+    queues: dict[tuple, list] = {}
+    for step in range(max(len(e.rows) for e in episodes)):
+        for episode in episodes:
+            if step < len(episode.rows):
+                row = episode.rows[step]
+                prompt = sum(1 for t in row.turn_ids if t < 0)
+                queues.setdefault(tuple(row.token_ids[:prompt]), []).append(
+                    (row.token_ids[prompt:], row.logprobs[prompt:])
+                )
+
+    class StepServer:
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
+            ids, logprobs = queues[tuple(prompt_ids)].pop(0)
+            return TokenOutput(token_ids=ids, log_probs=logprobs)
+
+    engine = verl_trees.ServerEngine(verl_trees.server_generate(StepServer()), tokenizer, config.sampling)
+    seeds = [p for p in range(PROMPTS) for _ in range(GROUP)]
+    played = rollout_steps(engine, [make() for _ in seeds], seeds, seeds, None, 0, "observation")
+    assert all(not queue for queue in queues.values())
+    for ours, theirs in zip(played, episodes, strict=True):
+        assert len(ours.rows) == len(theirs.rows) and ours.total_reward == theirs.total_reward
+        for a, b in zip(ours.rows, theirs.rows, strict=True):
+            assert (a.token_ids, a.loss_mask, a.logprobs, a.rewards, a.anchors) == (
+                b.token_ids, b.loss_mask, b.logprobs, b.rewards, b.anchors,
+            )  # fmt: skip
+    assert verl_gigpo.step_rows(played) == verl_gigpo.step_rows(episodes)

@@ -12,8 +12,10 @@ the prompt's uid and verl's GRPO normalises them as one group, as the course's `
 `sample_trees` needs an engine with `rollout`, `fork`, `run`, `config` and `tokenizer`; `ServerEngine` is that
 engine over verl's server (`server_manager.generate`, token ids in and out), playing turns with the course's
 `RolloutEngine` rules (stop tags, turn and total caps, observations appended as ids with mask 0, environment
-snapshots for forks). The tree is grown on a worker thread; each batch of sequences it continues is one
-`asyncio.gather` on the worker's event loop, so the server sees them concurrently.
+snapshots for forks when `snapshot_envs`). It is also the engine `step_mode.rollout_steps` needs, so chapter 07's
+step-mode episodes can be played through verl's server and turned into step rows (`verl_gigpo.step_rows`). The
+tree is grown on a worker thread; each batch of sequences it continues is one `asyncio.gather` on the worker's
+event loop, so the server sees them concurrently.
 
 **Entropies.** The branch rule compares the entropy of the tokens after a tool response with the first turn's
 (`algos.arpo`, `algos.aepo`): full-vocabulary entropies per sampled token, which verl's server does not return
@@ -68,8 +70,6 @@ class ServerEngine:
         sampling_params: dict[str, Any] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ):
-        if not config.snapshot_envs:
-            config = dataclasses.replace(config, snapshot_envs=True)  # forks restore the environment
         self.generate, self.tokenizer, self.config = generate, tokenizer, config
         self.sampling_params, self.loop = dict(sampling_params or {}), loop
         self.format = resolve_format(config.prompt_format)
@@ -86,13 +86,16 @@ class ServerEngine:
                 env=env, token_ids=prompt, loss_mask=[0] * len(prompt), logprobs=[0.0] * len(prompt),
                 entropies=[0.0] * len(prompt), turn_ids=[-1] * len(prompt), group_id=group, seed=seed,
             )  # fmt: skip
-            start.snapshots.append(env.fork())
+            if self.config.snapshot_envs:
+                start.snapshots.append(env.fork())
             starts.append(start)
         return self.run(starts, generator)
 
     def fork(self, trajectory: Trajectory, steps: int, parent: int | None = None) -> Trajectory:
         """`trajectory` cut after the observation of step `steps`, with its environment as it was then (the same
         cut `RolloutEngine.fork` makes)."""
+        if not self.config.snapshot_envs:
+            raise RuntimeError("branching needs SamplingConfig(snapshot_envs=True)")
         if not 0 <= steps < len(trajectory.snapshots) or trajectory.snapshots[steps].done:
             raise ValueError(f"cannot branch after step {steps} of a {trajectory.num_turns}-step trajectory")
         cut = trajectory.prefix_length(steps)
@@ -149,7 +152,8 @@ class ServerEngine:
             t.rewards.append(reward)
             t.infos.append(info)
             t.terminated, t.truncated = terminated, truncated
-            t.snapshots.append(t.env.fork())
+            if config.snapshot_envs:
+                t.snapshots.append(t.env.fork())
             if terminated or truncated:
                 return
             observation = self.format.observation_ids(self.tokenizer, obs, ids[-1]) if obs else []
