@@ -4,7 +4,7 @@
 RAGEN-2 (chapter 10) reads template collapse off the mutual information between the input and the first action;
 chapter 12 stops training when a monitor's MI falls below (1 - drop) x the base's and rolls back to
 the last state whose MI passed (`ch12_capstone.MIStop` inside the course's `train_grpo`). A callback is transformers'
-own hook for this: `on_train_begin` and `on_step_end` see the model after every optimizer step, and
+own hook for this: `on_train_begin` sees the starting weights, `on_step_end` those after every optimizer step, and
 `control.should_training_stop` ends the run there. The schedule is the course's: a measurement before the first
 update, every `every` updates, and after the last, each checked before the next update.
 """
