@@ -222,7 +222,7 @@ def test_step_rows_carry_their_episode(ch07_run):
     rows = verl_gigpo.step_rows(episodes)
     assert len(rows) == sum(len(e.rows) for e in episodes)
     first = episodes[0]
-    mine = [r for r in rows if r["extra_fields"]["episode_uid"] == "episode-0"]
+    mine = [r for r in rows if r["extra_fields"]["episode_uid"] == "group-0/episode-0"]
     assert [r["extra_fields"]["step_offset"] for r in mine] == list(range(len(first.rows)))
     assert all(r["reward_score"] == pytest.approx(first.total_reward) for r in mine)
     assert sum(sum(r["extra_fields"]["step_rewards"]) for r in mine) == pytest.approx(first.total_reward)

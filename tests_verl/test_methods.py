@@ -440,6 +440,10 @@ def test_the_tree_worker_fills_each_uid_with_its_leaves(ch00, tmp_path, monkeypa
         assert out.non_tensor_batch["tree_parent"][row] == (-1 if tree.parents[row] is None else tree.parents[row])
     assert out.non_tensor_batch["tree_branch"].any()
     assert not draws.draws and draws.largest <= 1e-6  # the same branch probabilities, every draw used
+    from verl.experimental.agent_loop.agent_loop import AgentLoopManager
+
+    timing = AgentLoopManager._performance_metrics(None, [out.meta_info["metrics"]], out)  # the manager's summary
+    assert timing["agent_loop/generate_sequences/max"] == 0.0
 
 
 # The MI monitor -------------------------------------------------------------------------------------------------

@@ -101,13 +101,16 @@ def filter_batch(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Apply the group filter to a verl batch in place: `batch["response_mask"]` `[B, T]` is zeroed on the dropped
     rows (all rows kept when the filter keeps none; see the module docstring). Returns the `[B]` keep verdict and
-    metrics. Reads `token_level_rewards` (or `episode_reward`/`episode_uid` in step mode) and `uid`."""
+    metrics. Reads `token_level_scores` (else `token_level_rewards`; `episode_reward`/`episode_uid` in step mode)
+    and `uid`."""
     index = non_tensor_batch["uid"]
     if "episode_uid" in non_tensor_batch:
         scores = torch.tensor([float(r) for r in non_tensor_batch["episode_reward"]])
         episodes = list(non_tensor_batch["episode_uid"])
     else:
-        scores, episodes = batch["token_level_rewards"].sum(-1), None
+        # the scores before any in-reward KL penalty (`token_level_rewards` = scores when there is none)
+        source = "token_level_scores" if "token_level_scores" in batch.keys() else "token_level_rewards"
+        scores, episodes = batch[source].sum(-1), None
     keep = keep_rows(scores, index, settings, episodes)
     kept = int(keep.sum())
     if kept:

@@ -194,8 +194,8 @@ def step_rows(episodes: Sequence, uid_of_group: Mapping[int, str] | None = None)
     rows = []
     for episode in episodes:
         total = float(episode.total_reward)
-        episode_uid = f"episode-{episode.traj_id}"
         group_uid = (uid_of_group or {}).get(episode.group_id, f"group-{episode.group_id}")
+        episode_uid = f"{group_uid}/episode-{episode.traj_id}"  # unique across batches whose group uids are
         for row in episode.rows:
             prompt = sum(1 for turn in row.turn_ids if turn < 0)
             response = row.token_ids[prompt:]
