@@ -638,3 +638,26 @@ def test_step_mode_episodes_played_through_verls_server(ch07, ch07_episodes):
                 b.token_ids, b.loss_mask, b.logprobs, b.rewards, b.anchors,
             )  # fmt: skip
     assert verl_gigpo.step_rows(played) == verl_gigpo.step_rows(episodes)
+
+
+def test_a_filter_then_gigpo_in_step_mode_matches_the_course(ch07_episodes):
+    """Both seams at once, as `train.policy_iteration` chains them: the course selects StarPO-S's groups and runs
+    GiGPO on what is kept; verl's patched `compute_advantage` zeroes the dropped groups' masks, then GiGPO."""
+    episodes, tokenizer = ch07_episodes
+    rows = [row for episode in episodes for row in episode.rows]
+    batch = collate(rows, pad_id(tokenizer))
+    config = course_config(batch_filter="starpo_s", filter=FilterConfig(keep_fraction=0.5))
+    keep = loop.starpo_s(batch, config)
+    assert 0 < int(keep.sum()) < len(rows)
+    kept_adv, _ = loop.gigpo(batch.select(keep), config)
+    verl_batch = step_batch(episodes, tokenizer)
+    algorithm = algorithm_config("x", **GIGPO, filter={"name": "starpo_s", "keep_fraction": 0.5})
+    out = ray_trainer.compute_advantage(verl_batch, "course_gigpo", gamma=0.95, config=algorithm)
+    kept_rows = out.batch["response_mask"].sum(-1) > 0
+    assert kept_rows.tolist() == keep.tolist()
+    expected = response_part(kept_adv, [r for r, k in zip(rows, keep.tolist(), strict=True) if k], 8)
+    difference = (out.batch["advantages"][kept_rows] - expected).abs().max().item()
+    print(
+        f"starpo_s then gigpo (step mode): kept {int(keep.sum())}/{len(rows)} rows, largest difference {difference:.3g}"
+    )
+    assert difference <= 1e-6 and not out.batch["advantages"][~kept_rows].any()

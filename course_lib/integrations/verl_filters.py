@@ -2,7 +2,8 @@
 
 **Group filters** (RAGEN's StarPO-S, arXiv 2504.20073; RAGEN-2's SNR-aware top-p, `algos.filters`): keep whole
 groups by the std of their episodes' rewards. verl 0.9.1 has no public batch-filter hook (its DAPO-style
-`algorithm.filter_groups` is a fixed rule by metric variance in the v1 replay buffer, not a pluggable one), so the
+`algorithm.filter_groups`, in the v1 trainer's replay buffer, evicts the groups whose metric has zero std and
+refills them with new prompts: a fixed rule, not a pluggable one, and not a top-k or top-p by std), so the
 filter runs inside the same `compute_advantage` wrapper as GiGPO (`verl_patch`), before the estimator, and it
 *zeroes the `response_mask` of the dropped groups* instead of selecting rows. Why not select: verl splits the batch
 into `ppo_mini_batch_size * rollout.n` rows per mini-batch and shards it over the data-parallel ranks, so the row

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -255,7 +256,8 @@ if verl_available():
             engine = ServerEngine(
                 server_generate(self.llm_client), self.tokenizer, sampling, params, asyncio.get_running_loop()
             )
-            seed = int(batch.meta_info.get("global_steps", 0))
+            # the branch draws' seed: the step and the chunk's first uid, so that workers draw differently
+            seed = zlib.crc32(f"{batch.meta_info.get('global_steps', 0)}/{uids[0]}".encode())
             leaves, tree = await asyncio.to_thread(grow, engine, extra_infos, group_size, seed)
             outputs = [None] * len(uids)
             for position, (leaf, parent, fork) in enumerate(zip(leaves, tree.parents, tree.fork_steps, strict=True)):
