@@ -5,8 +5,11 @@ The environment, its reward and its loss mask travel to TRL unchanged through `c
 (`rollout_func` + `env_mask`); what TRL brings is its trainer (accelerate, DeepSpeed/FSDP, vLLM generation). The
 chapter checks that the hand-over is exact on a real batch (TRL's loss mask is the environment's, token for token;
 its advantages are GRPO's group-normalised episode rewards) and that TRL, given the course's environment, learns
-what chapter 00's loop learns at the same budget, on the same held-out problems. verl's side is
-`course_lib.integrations.verl` and `docs/scale-out.md`; it cannot run on a CPU.
+what chapter 00's loop learns at the same budget, on the same held-out problems. Then the survey's methods on TRL
+(`course_lib.integrations.trl_checks`): GiGPO in step and trajectory mode, ARPO's and AEPO's trees, StarPO-S and the
+SNR filter, each compared with the course's loop on the same episodes (C13.5). verl's side is
+`course_lib.integrations.verl` and its `verl_*` modules, checked by `make test-verl` in verl's own environment
+(`docs/scale-out.md`); training on verl needs GPUs.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.integrations import trl as course_trl
+from course_lib.integrations import trl_checks
 from course_lib.rollout import expected_tokens
 from course_lib.train import GRPOConfig, train_grpo
 
@@ -110,6 +114,7 @@ def run(seed: int, config: Chapter13Config | None = None) -> dict:
     model, tokenizer = data.load_base(ch00.BASE_NAME, course_config.device())
     results = {"base": ch00.evaluate(model, tokenizer, config.chapter00, seed + 1)}
     results["checks"] = handover_checks(model, tokenizer, config, seed)
+    results["methods"] = trl_checks.method_checks(seed)
 
     trl_model = copy.deepcopy(model)
     trainer = course_trl.rollout_trainer(CHAPTER, dataclasses.replace(config.trl, seed=seed), trl_model, tokenizer)
@@ -146,7 +151,8 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
         "trl_seconds": results["trl_seconds"],
         "course_seconds": results["course_seconds"],
     }
-    return numbers | {f"checks_{key}": value for key, value in results["checks"].items()}
+    numbers |= {f"checks_{key}": value for key, value in results["checks"].items()}
+    return numbers | {f"methods_{key}": value for key, value in results["methods"].items()}
 
 
 CLAIMS: tuple[ClaimSpec, ...] = (
@@ -182,6 +188,19 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         lambda n: abs(n["trl_minus_course"]) <= 0.10,
         kind="mechanism",
     ),
+    ClaimSpec(
+        "C13.5",
+        "TRL trains the survey's methods as the course's loop does on the same episodes: GiGPO's advantages (step and "
+        "trajectory mode, bit for bit), ARPO's and AEPO's tree leaves, StarPO-S's and the SNR filter's kept groups, "
+        "and the loss and gradient on them (0 mismatched rows, and the trees branched)",
+        "GiGPO (2505.10978), ARPO (2507.19849), AEPO (2510.14545), RAGEN (2504.20073), RAGEN-2: the course's loop "
+        "(`course_lib.loop`) against `trl_methods.CourseMethodTrainer`",
+        "methods_mismatches",
+        lambda n: (
+            n["methods_mismatches"] == 0 and n["methods_arpo_tree_branches"] + n["methods_aepo_tree_branches"] > 0
+        ),
+        kind="mechanism",
+    ),
 )
 
 
@@ -197,6 +216,7 @@ def report(results: Mapping) -> list[str]:
         f"held-out success: base {n['base_success']:.3f}, TRL {n['trl_success']:.3f} "
         f"({n['trl_seconds']:.1f} s), course_lib {n['course_success']:.3f} ({n['course_seconds']:.1f} s)",
         f"hand-over: {results['checks']}",
+        f"methods on TRL: {results['methods']['mismatches']:.0f} mismatched of {results['methods']['rows']:.0f} rows",
     ]
 
 
