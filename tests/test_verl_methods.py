@@ -260,3 +260,27 @@ def test_export_with_a_tree_and_the_launch_command(capsys):
     assert "+actor_rollout_ref.rollout.agent.agent_loop_manager_class=" in printed
     assert "actor_rollout_ref.actor.policy_loss.loss_mode=course_entropy_balanced" in printed
     assert "actor_rollout_ref.model.path=data/ch00_base" in printed
+
+
+def test_server_engine_caps_the_response_at_verls_width():
+    """`max_response_tokens` (verl's `response_length`) cuts the sequence as `play_episode` does: the response never
+    outgrows verl's padded tensor, and the cut turn never reaches the environment."""
+    _, tokenizer = data.load_base("ch00_base", "cpu")
+    tasks = course_verl.chapter_tasks("00")
+    unk = tokenizer.unk_token_id
+
+    class Babble:
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            n = sampling_params["max_tokens"]
+            return SimpleNamespace(token_ids=[unk] * n, log_probs=[-1.0] * n, extra_fields={})
+
+    for width in (5, 11):
+        engine = verl_trees.ServerEngine(
+            verl_trees.server_generate(Babble()), tokenizer, tasks.sampling, max_response_tokens=width
+        )
+        (t,) = engine.rollout([tasks.make_env("train")], [0])
+        prompt = sum(1 for turn in t.turn_ids if turn < 0)
+        assert len(t.token_ids) - prompt == width and t.cut and t.truncated
+        assert t.entropies[prompt] == 1.0  # no entropies from the server: -log p, the one-sample estimate
+        fields = verl_trees.leaf_fields(t, None, 0)
+        assert fields["extra_fields"]["env_steps"] == len(t.rewards) == width // tasks.sampling.max_turn_tokens

@@ -70,9 +70,13 @@ class ServerEngine:
         config: SamplingConfig,
         sampling_params: dict[str, Any] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        max_response_tokens: int | None = None,
     ):
+        """`max_response_tokens`: a cap on the tokens after the prompt (verl's `rollout.response_length`, which
+        its padded tensors hold), on top of `config.max_total_tokens`, as `verl.play_episode` applies it."""
         self.generate, self.tokenizer, self.config = generate, tokenizer, config
         self.sampling_params, self.loop = dict(sampling_params or {}), loop
+        self.max_response_tokens = max_response_tokens
         self.format = resolve_format(config.prompt_format)
         self.stop_ids = {tag_id(tokenizer, tag) for tag in config.stop_tags}
 
@@ -124,6 +128,8 @@ class ServerEngine:
     async def play(self, t: Trajectory) -> None:
         """Play `t` (its prefix ends at a turn boundary) turn by turn, as `RolloutEngine.run` plays one row."""
         cap, config = self.config.max_total_tokens, self.config
+        if self.max_response_tokens is not None:
+            cap = min(cap, sum(1 for turn in t.turn_ids if turn < 0) + self.max_response_tokens)
         while not (t.terminated or t.truncated):
             if len(t.token_ids) >= cap:
                 t.truncated = t.cut = True
@@ -248,14 +254,17 @@ if verl_available():
                       "repetition_penalty": 1.0, "logprobs": config.calculate_log_probs}  # fmt: skip
             extra_infos = [dict(batch.non_tensor_batch["extra_info"][rows[0]]) for rows in order.values()]
             tasks = chapter_tasks(extra_infos[0]["chapter"])
+            first = extra_infos[0]  # the row's limits, as `CourseEnvAgentLoop.run` reads them
             sampling = dataclasses.replace(
                 tasks.sampling, temperature=float(config.temperature), snapshot_envs=True,
-                max_total_tokens=min(tasks.sampling.max_total_tokens, int(config.prompt_length) + int(
-                    config.response_length)),
+                max_turn_tokens=int(first.get("max_turn_tokens", tasks.sampling.max_turn_tokens)),
+                max_total_tokens=int(first.get("max_total_tokens", tasks.sampling.max_total_tokens)),
+                stop_tags=tuple(first.get("stop_tags", tasks.sampling.stop_tags)),
             )  # fmt: skip
             engine = ServerEngine(
-                server_generate(self.llm_client), self.tokenizer, sampling, params, asyncio.get_running_loop()
-            )
+                server_generate(self.llm_client), self.tokenizer, sampling, params, asyncio.get_running_loop(),
+                max_response_tokens=int(config.response_length),
+            )  # fmt: skip
             # the branch draws' seed: the step and the chunk's first uid, so that workers draw differently
             seed = zlib.crc32(f"{batch.meta_info.get('global_steps', 0)}/{uids[0]}".encode())
             leaves, tree = await asyncio.to_thread(grow, engine, extra_infos, group_size, seed)
