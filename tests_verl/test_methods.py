@@ -664,7 +664,7 @@ def test_a_filter_then_gigpo_in_step_mode_matches_the_course(ch07_episodes):
 
 
 @pytest.mark.parametrize("method", ["gigpo", "aepo", "snr_top_p"])
-def test_the_entry_module_runs_verls_main_with_the_hook(method, monkeypatch):
+def test_the_entry_module_runs_verls_main_with_the_hook(method, monkeypatch, tmp_path):
     """`python -m course_lib.integrations.verl_patch <overrides>` up to the point where verl starts Ray: verl's own
     `main` composes the overrides, `validate_config` accepts them (batch sizes included), the legacy `TaskRunner`
     is chosen, and the runtime env carries the setup hook (added by the entry module, not by the user)."""
@@ -677,6 +677,7 @@ def test_the_entry_module_runs_verls_main_with_the_hook(method, monkeypatch):
         main_ppo, "run_ppo", lambda config, task_runner_class: seen.update(config=config, runner=task_runner_class)
     )
     monkeypatch.setattr("sys.argv", ["verl_patch"])
+    monkeypatch.chdir(tmp_path)  # hydra writes its run folder (outputs/<date>/<time>) under the working directory
     verl_patch.main(verl_launch.overrides(method))
     assert seen["config"].ray_kwargs.ray_init.runtime_env.worker_process_setup_hook == verl_patch.SETUP_HOOK
     from verl.trainer.main_ppo_v0 import TaskRunner
