@@ -18,6 +18,7 @@ from course_lib import data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch04_torl as ch04
 from course_lib.chapters import ch05_toolrl as ch05
+from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import chapter_key
 from course_lib.integrations import verl as course_verl
 from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
@@ -75,8 +76,9 @@ def test_export_writes_the_columns_verl_reads(tmp_path):
         ("04", "test", lambda n: ch04.test_seeds(n)),
         ("05", "novel", lambda n: ch05.test_seeds(n, "novel", ch05.preset("cpu").task_mix)),
         ("06", "test", None),
+        ("08", "test", lambda n: ch08.test_seeds(n, ch08.preset("cpu"))),
     ],
-    ids=["ch03", "ch04", "ch05-novel", "ch06"],
+    ids=["ch03", "ch04", "ch05-novel", "ch06", "ch08"],
 )
 def test_every_tool_chapter_exports(tmp_path, chapter, split, held_out):
     tasks = course_verl.chapter_tasks(chapter)
@@ -101,6 +103,25 @@ def test_command_line_and_agent_loop_yaml(tmp_path, capsys):
     assert entries == [{"name": "course_env_agent", "_target_": "course_lib.integrations.verl.CourseEnvAgentLoop"}]
     # the class verl instantiates exists exactly where verl imports (the main environment has no verl)
     assert hasattr(course_verl, "CourseEnvAgentLoop") == course_verl.verl_available()
+
+
+def test_launch_sizes_the_sequences_per_chapter(capsys):
+    """`launch` sets verl's prompt and response lengths from the chapter: its longest prompt and `max_total_tokens`,
+    which fit the base's positions (vLLM's `max_model_len`)."""
+    assert course_verl.sequence_lengths("00") == (6, 40)  # [bos] <question> a + b </question>; chapter 00's cap
+    prompt, response = course_verl.sequence_lengths("08")
+    model, _ = base(course_verl.chapter_tasks("08").base)
+    assert response == ch08.preset("cpu").sampling.max_total_tokens
+    assert 1 < prompt < response and prompt + response <= model.config.max_position_embeddings
+    course_verl.main(["launch", "--method", "arpo", "--chapter", "08"])
+    printed = capsys.readouterr().out
+    for override in (
+        f"data.max_prompt_length={prompt}",
+        f"data.max_response_length={response}",
+        "actor_rollout_ref.model.path=data/ch08_base",
+        "data.train_files=verl_data/ch08_train.parquet",
+    ):
+        assert override in printed, override  # fmt: skip
 
 
 def test_chapter_keys():
@@ -137,7 +158,12 @@ def replay_server(trajectory, tokenizer, sampling: SamplingConfig, calls: list):
 
 @pytest.mark.parametrize(
     "chapter, caps, cut_kinds",
-    [("ch00", (8, 12, 15, 17, 21), {0, 1}), ("ch04", (24, 30, 40), {0, 1}), ("ch05", (20, 30), {1})],
+    [
+        ("ch00", (8, 12, 15, 17, 21), {0, 1}),
+        ("ch04", (24, 30, 40), {0, 1}),
+        ("ch05", (20, 30), {1}),
+        ("ch08", (20, 30, 45), {0, 1}),
+    ],
 )
 def test_replay_of_course_rollouts_matches_token_for_token(chapter, caps, cut_kinds):
     """The chapter's own limits, then tighter total caps, which cut sequences inside actions (last mask 1) and,

@@ -85,7 +85,8 @@ class ChapterTasks:
 
 @functools.cache
 def chapter_tasks(chapter: str | int) -> ChapterTasks:
-    """The tool task of `chapter` (one of `chapters.tool_tasks()`: 00, 03, 04, 05, 06)."""
+    """The tool task of `chapter`: one of `chapters.tool_tasks()` (00, 03, 04, 05, 06), or 08, ARPO's search task
+    (also chapters 11's and 12's, whose trees and filters `verl_trees` and `verl_patch` bring to verl)."""
     # Imported here: the chapter modules pull in the whole course, which the yaml and parquet helpers do not need.
     from course_lib.chapters import ch00_tool_agent as ch00
     from course_lib.chapters import ch03_planner_r1 as ch03
@@ -96,9 +97,18 @@ def chapter_tasks(chapter: str | int) -> ChapterTasks:
     from course_lib.envs.function_calling import FunctionCallingEnv
 
     key = chapter_key(chapter)
+    if key == "ch08":  # ARPO's two-hop search task, which chapters 11 (AEPO) and 12 (the capstone) train on too
+        from course_lib.chapters import ch08_arpo as ch08
+
+        c08 = ch08.preset("cpu")
+        make_env = functools.partial(_split_env, ch08, c08)
+        held_out = lambda split, count: (  # noqa: E731
+            ch08.test_seeds(count, c08) if split == "test" else distinct_seeds(lambda: make_env(split), count)
+        )
+        return ChapterTasks(key, c08.env_name, c08.base, c08.sampling, make_env, held_out)
     tasks = tool_tasks()
     if key not in tasks:
-        raise KeyError(f"chapter {key} has no tool task; tool chapters: {sorted(tasks)}")
+        raise KeyError(f"chapter {key} has no tool task; chapters: {sorted([*tasks, 'ch08'])}")
     task = tasks[key]
 
     def test_only(seeds: Callable[[int], list[int]], make_env: Callable[[str], TextEnv]):
@@ -404,6 +414,22 @@ if verl_available():
 
 
 # The dataset and the agent-loop yaml ----------------------------------------------------------------------------
+def sequence_lengths(chapter: str | int, count: int = DEFAULT_COUNT) -> tuple[int, int]:
+    """verl's `data.max_prompt_length` and `data.max_response_length` for a chapter: its longest prompt (`[bos]` and
+    the reset observation) over the first `count` training seeds and `count` held-out ones, and its
+    `max_total_tokens`, which no sequence outgrows (so a response is always shorter)."""
+    from course_lib import data
+
+    tasks = chapter_tasks(chapter)
+    tokenizer = data.load_base(tasks.base)[1]
+    longest = 0
+    for split, seeds in (("train", range(count)), ("test", tasks.held_out_seeds("test", count))):
+        env = tasks.make_env(split)
+        for seed in seeds:
+            longest = max(longest, 1 + len(encode(tokenizer, env.reset(seed=seed)[0])))
+    return longest, tasks.sampling.max_total_tokens
+
+
 def export_rows(chapter: str | int, split: str, count: int, tree: dict[str, Any] | None = None) -> dict[str, list]:
     """Columns of `count` tasks of a chapter's split, as verl's `RLHFDataset` reads them.
 
@@ -474,7 +500,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m course_lib.integrations.verl", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="a chapter's tasks as a parquet file for verl's RLHFDataset")
-    export.add_argument("--chapter", required=True, help="tool chapter: 00, 03, 04, 05 or 06")
+    export.add_argument("--chapter", required=True, help="tool chapter: 00, 03, 04, 05, 06 or 08")
     export.add_argument("--split", default="train", help="train, or a held-out split (test; novel for 05)")
     export.add_argument("--out", required=True, help="folder for <chapter>_<split>.parquet")
     export.add_argument("--count", type=int, default=DEFAULT_COUNT, help="number of tasks")
@@ -488,7 +514,7 @@ def main(argv: list[str] | None = None) -> None:
     launch.add_argument(
         "--method", required=True, help="grpo, gigpo, arpo, aepo, starpo_s, snr_top_p, entropy_balanced"
     )
-    launch.add_argument("--chapter", default="00", help="tool chapter of the exported tasks")
+    launch.add_argument("--chapter", default="00", help="tool chapter of the exported tasks (00, 03-06, 08)")
     launch.add_argument("--data", default="verl_data", help="folder of the export and agent_loops.yaml")
     launch.add_argument("--prompts", type=int, default=32, help="data.train_batch_size")
     launch.add_argument("--group", type=int, default=8, help="actor_rollout_ref.rollout.n")
@@ -502,7 +528,9 @@ def main(argv: list[str] | None = None) -> None:
         from course_lib.integrations.verl_launch import command
 
         key = chapter_key(args.chapter)
+        prompt_length, response_length = sequence_lengths(key)
         print(command(args.method, chapter=key, data_dir=args.data, model_path=f"data/{chapter_tasks(key).base}",
+                      prompt_length=prompt_length, response_length=response_length,
                       prompts=args.prompts, group=args.group))  # fmt: skip
     else:
         print(write_agent_loop_config(args.out))
