@@ -43,6 +43,11 @@ MODULES = {
     "ch15": "ch15_pitfalls",
 }
 """Chapter key -> module under `course_lib.chapters`."""
+CONFIRMATIONS = {
+    "ch07_confirmation": "--seeds 10 11 12 13 14 15 16 17 18 19",
+    "ch15_confirmation": "--seeds 10 11 12 13 14",
+}
+"""Results files of confirmations on fresh seeds -> the seeds their chapter's `--confirm` ran on."""
 LIBRARIES = ("torch", "transformers", "peft", "datasets", "numpy")
 
 
@@ -61,6 +66,9 @@ def path(chapter: str, scale: str = "cpu") -> Path:
 def record_command(chapter: str, scale: str = "cpu") -> str:
     """The command that (re)creates a chapter's results file."""
     prefix = "COURSE_SCALE=gpu " if scale == "gpu" else ""
+    if chapter in CONFIRMATIONS:  # a chapter's own setting on fresh seeds, after a margin was set
+        module = MODULES[chapter.split("_")[0]]
+        return f"{prefix}python -m course_lib.chapters.{module} --confirm {CONFIRMATIONS[chapter]} --record"
     if chapter.endswith(("_design", "_design_pilot")):  # a designed setting (`course_lib.designs`)
         step = "--pilot" if chapter.endswith("_pilot") else "--decide"
         return f"{prefix}python -m course_lib.designs {chapter.split('_')[0]} {step} --record"
