@@ -1,6 +1,6 @@
 """The verl-side methods' parts that need no verl (main environment, CI): GiGPO's token advantages from the agent
-loop's columns, the group filters' verdicts, the tree engine over a server, and the MI gate's decisions, each
-against the course's own implementation on the same episodes. `tests_verl/test_methods.py` runs the same checks
+loop's columns, the group filters' verdicts, the tree engine over a server, the MI gate's decisions and the
+monitor's settings and questions, each against the course's own implementation on the same episodes. `tests_verl/test_methods.py` runs the same checks
 through verl's own data path in `.venv-verl`."""
 
 from __future__ import annotations
@@ -249,6 +249,75 @@ def test_the_monitor_hook_stops_and_points_at_the_rollback(tmp_path):
     assert report["stopped_at"] == 30 and report["rollback"] == str(tmp_path / "global_step_20")
 
 
+def test_monitor_settings_default_to_chapter_12():
+    """`+trainer.course.mi_monitor.*` as `verl_launch` writes it, read back; keys left out take chapter 12's values."""
+    from course_lib.chapters import ch12_capstone as ch12
+    from course_lib.integrations import verl_launch
+
+    chapter12 = ch12.Chapter12Config()
+    expected = verl_monitor.MonitorSettings("ch00", chapter12.gate_drop, chapter12.monitor_prompts, ch12.MONITOR_SEED)
+    block = {}
+    for override in verl_launch.overrides("mi_monitor"):
+        key, _, value = override.partition("=")
+        if key.startswith("+trainer.course.mi_monitor."):
+            block[key.rsplit(".", 1)[1]] = value if key.endswith("chapter") else float(value)
+    assert set(block) == {"chapter", "drop", "prompts", "first_seed"}
+    config = {"course": {"mi_monitor": block}}
+    assert verl_monitor.MonitorSettings.from_trainer_config(config) == expected
+    assert verl_monitor.MonitorSettings.from_trainer_config({"course": {"mi_monitor": {"chapter": "00"}}}) == (
+        dataclasses.replace(expected, chapter="00")
+    )
+    assert verl_monitor.MonitorSettings.from_trainer_config({"default_local_dir": "x"}) is None
+    with pytest.raises(KeyError, match="chapter"):
+        verl_monitor.MonitorSettings.from_trainer_config({"course": {"mi_monitor": {"drop": 0.1}}})
+    assert not any("mi_monitor" in o for o in verl_launch.overrides("grpo"))
+
+
+def test_monitor_rows_are_chapter_12s_questions():
+    """The rows the monitor hands the rollout manager: the export's columns, seeds `MONITOR_SEED + p`, each prompt
+    the reset observation of its own seed."""
+    from course_lib.chapters.ch12_capstone import MONITOR_SEED
+
+    settings = verl_monitor.MonitorSettings("00", 0.2, 3, MONITOR_SEED)
+    rows = verl_monitor.monitor_rows(settings)
+    exported = course_verl.export_rows("00", "train", 3)
+    tasks = course_verl.chapter_tasks("00")
+    assert [info["seed"] for info in rows["extra_info"]] == [MONITOR_SEED, MONITOR_SEED + 1, MONITOR_SEED + 2]
+    for p in range(3):
+        env = tasks.make_env("train")
+        obs, _ = env.reset(seed=MONITOR_SEED + p)
+        assert rows["prompt"][p] == [{"role": "user", "content": obs}]
+        assert rows["reward_model"][p]["ground_truth"] == str(env.problem_key())
+        assert {k: v for k, v in rows["extra_info"][p].items() if k != "seed"} == {
+            k: v for k, v in exported["extra_info"][p].items() if k != "seed"
+        }
+    assert rows["prompt"] != exported["prompt"]
+
+
+def test_the_monitor_takes_its_base_from_the_first_measurement(tmp_path):
+    """Without a gate the first measurement (step 0: the base policy, `val_before_train`) sets the base; a failure at
+    the first training measurement rolls back to the base model itself (no checkpoint: step 0 has none)."""
+    import json
+
+    values = iter([0.6, 0.4, 9.0])
+    trainer = SimpleNamespace(
+        global_steps=0, total_training_steps=100,
+        config=SimpleNamespace(trainer=SimpleNamespace(default_local_dir=str(tmp_path))),
+    )  # fmt: skip
+    monitor = verl_monitor.MIMonitor(None, measure=lambda t: {"mi": next(values), "retrieval_accuracy": 0.5}, drop=0.2)
+    first = monitor.after_validation(trainer)
+    assert monitor.gate.base_mi == 0.6 and first["course/mi_stop"] == 0.0
+    assert first["course/mi_threshold"] == pytest.approx(0.48) and first["course/monitor_retrieval_accuracy"] == 0.5
+    trainer.global_steps = 10
+    assert monitor.after_validation(trainer)["course/mi_stop"] == 1.0 and trainer.total_training_steps == 10
+    report = json.loads((tmp_path / "mi_stop.json").read_text())
+    assert report["remembered"] == 0 and report["rollback"] is None and report["rollback_is_base_model"]
+    assert report["resume_overrides"] == [] and report["history"] == [[0, 0.6], [10, 0.4]]
+    trainer.global_steps = 11
+    assert monitor.after_validation(trainer) == {"course/mi_stop": 1.0}  # not measured again: 9.0 never drawn
+    assert next(values) == 9.0
+
+
 def test_export_with_a_tree_and_the_launch_command(capsys):
     columns = course_verl.export_rows("00", "train", 2, tree={"rule": "aepo", "global_samples": 2})
     assert all(info["tree"] == {"rule": "aepo", "global_samples": 2} for info in columns["extra_info"])
@@ -260,6 +329,16 @@ def test_export_with_a_tree_and_the_launch_command(capsys):
     assert "+actor_rollout_ref.rollout.agent.agent_loop_manager_class=" in printed
     assert "actor_rollout_ref.actor.policy_loss.loss_mode=course_entropy_balanced" in printed
     assert "actor_rollout_ref.model.path=data/ch00_base" in printed
+    course_verl.main(["launch", "--method", "mi_monitor", "--chapter", "00"])
+    printed = capsys.readouterr().out
+    for override in (
+        "+trainer.course.mi_monitor.drop=0.2",
+        "+trainer.course.mi_monitor.prompts=32",
+        "+trainer.course.mi_monitor.chapter=ch00",
+        "trainer.save_freq=10",
+        "trainer.test_freq=10",
+    ):
+        assert override in printed  # fmt: skip
 
 
 def test_server_engine_caps_the_response_at_verls_width():

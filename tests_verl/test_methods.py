@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
-from test_agent_loop import build_loop, dataset_rows
+from test_agent_loop import build_loop, dataset_rows, trainer_config
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, AgentLoopWorker
 from verl.trainer.ppo import core_algos, ray_trainer
 from verl.workers.rollout.replica import TokenOutput
@@ -497,6 +497,203 @@ def test_first_action_mi_in_verl_layout_matches_chapter_12(ch00, tmp_path):
     assert mi_difference <= 1e-5 and logp_difference <= 1e-5 and course["mi"] > 0.01
 
 
+class MonitorActor:
+    """`actor_rollout_wg` with its `compute_log_prob` computed by the torch model, as verl's actor receives and
+    returns it: a no-padding `TensorDict` (nested `input_ids`, `position_ids`) in, nested per-token log-probs out,
+    each at the position whose logit predicts the next token; `dp` data-parallel ranks (the trainer pads to them)."""
+
+    def __init__(self, model, dp: int):
+        self.model, self._dispatch_info, self.calls = model, {"actor": list(range(dp))}, []
+
+    def compute_log_prob(self, data):
+        from verl.utils import tensordict_utils as tu
+        from verl.utils.torch_functional import logprobs_from_logits
+
+        self.calls.append({"temperature": tu.get(data, "temperature"), "rows": len(data["input_ids"].unbind())})
+        logprobs, entropies = [], []
+        for ids, positions in zip(data["input_ids"].unbind(), data["position_ids"].unbind(), strict=True):
+            with torch.no_grad():
+                logits = self.model(input_ids=ids[None], position_ids=positions[None]).logits[0].float()
+            logprobs.append(logprobs_from_logits(logits, torch.roll(ids, -1)))
+            entropies.append(-(logits.softmax(-1) * logits.log_softmax(-1)).sum(-1))
+        nested = lambda rows: torch.nested.as_nested_tensor(rows, layout=torch.jagged)  # noqa: E731
+        return tu.get_tensordict(
+            {"log_probs": nested(logprobs), "entropy": nested(entropies)}, non_tensor_dict={"metrics": {"mfu": 0.0}}
+        )
+
+
+class PrefixReplayServer:
+    """verl's server interface answering each turn with the course's tokens at that context (one queue per context)."""
+
+    def __init__(self, trajectories):
+        self.queues: dict[tuple, list] = {}
+        for t in trajectories:
+            for turn in sorted({turn for turn in t.turn_ids if turn >= 0}):
+                at = [k for k, (u, m) in enumerate(zip(t.turn_ids, t.loss_mask, strict=True)) if u == turn and m]
+                if at:
+                    key = tuple(t.token_ids[: at[0]])
+                    self.queues.setdefault(key, []).append(([t.token_ids[k] for k in at], [t.logprobs[k] for k in at]))
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
+        ids, logprobs = self.queues[tuple(prompt_ids)].pop(0)
+        return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed")
+
+
+MONITOR_RUN_SEED = 11
+
+
+class CourseRolloutManager:
+    """`async_rollout_manager` that plays each batch with the course's engine (`train.evaluate_policy`, the call
+    chapter 12's `monitor_mi` makes, on the rows' chapter and seeds, with its own seed) and hands the episodes to
+    verl's own `AgentLoopWorker.generate_sequences`, whose server replays them: the course's agent loop, verl's
+    padding and batch."""
+
+    def __init__(self, model, tokenizer, tmp_path):
+        self.model, self.tokenizer, self.tmp_path, self.calls = model, tokenizer, tmp_path, []
+
+    def generate_sequences(self, batch):
+        from verl.utils.dataset.rl_dataset import RLHFDataset
+
+        from course_lib.train import evaluate_policy
+
+        infos = list(batch.non_tensor_batch["extra_info"])
+        self.calls.append([int(info["seed"]) for info in infos])
+        tasks = course_verl.chapter_tasks(infos[0]["chapter"])
+        _, trajectories = evaluate_policy(
+            self.model, self.tokenizer, lambda: tasks.make_env("train"), [int(i["seed"]) for i in infos],
+            tasks.sampling, MONITOR_RUN_SEED,
+        )  # fmt: skip
+        w = worker(self.tokenizer, 16, 48)
+        w.rollout_config = OmegaConf.create(
+            {"prompt_length": 16, "response_length": 48, "temperature": 1.0, "top_p": 1.0, "top_k": -1,
+             "calculate_log_probs": True, "val_kwargs": {"temperature": 0, "top_p": 1.0, "top_k": -1},
+             "agent": {"default_agent_loop": course_verl.AGENT_NAME}}
+        )  # fmt: skip
+        w.config = trainer_config(48, 16)
+        w.llm_client, w.hf_model_type = PrefixReplayServer(trajectories), "llama"
+        w.dataset_cls, w.tools = RLHFDataset, []
+        out = asyncio.run(w.generate_sequences(batch))
+        assert not any(w.llm_client.queues.values())  # every course turn was asked for
+        return out
+
+
+def monitor_trainer(model, tokenizer, tmp_path, **settings):
+    """A `RayPPOTrainer` without `__init__` (no Ray, no GPUs): the attributes `_validate`'s wrapper and
+    `_compute_old_log_prob` read, the rollout manager and actor group above."""
+    trainer = ray_trainer.RayPPOTrainer.__new__(ray_trainer.RayPPOTrainer)
+    trainer.config = OmegaConf.create(
+        {
+            "trainer": {"default_local_dir": str(tmp_path / "ckpt"), "course": {"mi_monitor": settings}},
+            "actor_rollout_ref": {"actor": {}, "rollout": {"agent": {"num_workers": 2}}},
+        }
+    )
+    trainer.tokenizer, trainer.global_steps, trainer.total_training_steps = tokenizer, 0, 100
+    trainer.actor_rollout_wg = MonitorActor(model, dp=5)
+    trainer.async_rollout_manager = CourseRolloutManager(model, tokenizer, tmp_path)
+    return trainer
+
+
+def course_monitor_mi(model, tokenizer, seeds: list[int]) -> float:
+    """Chapter 12's `monitor_mi` on chapter 00's training questions: its body with chapter 00's environment and
+    sampling (chapter 12's own is chapter 08's task, which verl's export does not cover)."""
+    from course_lib.chapters import ch12_capstone as ch12
+    from course_lib.train import evaluate_policy
+
+    tasks = course_verl.chapter_tasks("00")
+    _, trajectories = evaluate_policy(
+        model, tokenizer, lambda: tasks.make_env("train"), seeds, tasks.sampling, MONITOR_RUN_SEED
+    )
+    return ch12.first_action_mi(model, tokenizer, trajectories, len(seeds), MONITOR_RUN_SEED)["mi"]
+
+
+def test_the_installed_monitor_measures_chapter_12s_mi_and_rolls_back(ch00, tmp_path, monkeypatch):
+    """The wrapper `verl_patch.install` puts on `RayPPOTrainer._validate`, on a trainer whose rollout manager and
+    actor are the course's (checked with fakes: a real run needs GPUs and a vLLM/SGLang server). Steps 0 (the base,
+    `val_before_train`), 10 (unchanged weights: passes) and 20 (attention outputs zeroed, so each position sees
+    only its own token: the first action stops depending on the question): the MI at each step equals chapter
+    12's measurement on the same policy; step 20 stops training, names step 10's checkpoint in `mi_stop.json`; the
+    step verl runs after the stop is not measured."""
+    import copy
+    import json
+
+    from course_lib.chapters import ch12_capstone as ch12
+    from course_lib.integrations import verl_monitor
+
+    model, tokenizer = ch00
+    model = copy.deepcopy(model)
+    prompts = 6
+    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "_validate", lambda self: {"val-core/score": 0.5})
+    verl_monitor.install_monitor()
+    trainer = monitor_trainer(model, tokenizer, tmp_path, chapter="00", prompts=prompts, drop=0.2)
+    seeds = [ch12.MONITOR_SEED + p for p in range(prompts)]
+    measured, expected = [], []
+    for step in (0, 10, 20):
+        if step == 20:
+            with torch.no_grad():
+                for layer in model.model.layers:
+                    layer.self_attn.o_proj.weight.zero_()
+        trainer.global_steps = step
+        metrics = trainer._validate()
+        assert metrics["val-core/score"] == 0.5
+        measured.append(metrics["course/monitor_mi"])
+        expected.append(course_monitor_mi(model, tokenizer, seeds))
+    assert trainer.async_rollout_manager.calls == [seeds] * 3  # chapter 12's questions, one episode each
+    assert all(call["temperature"] == 1.0 for call in trainer.actor_rollout_wg.calls)
+    assert trainer.actor_rollout_wg.calls[0]["rows"] == 40  # 6 x 6 pairs, padded to the 5 data-parallel ranks
+    difference = max(abs(a - b) for a, b in zip(measured, expected, strict=True))
+    print(f"monitor in _validate: MI {[round(m, 6) for m in measured]}, chapter 12 {[round(e, 6) for e in expected]}; "
+          f"largest difference {difference:.3g}")  # fmt: skip
+    assert difference <= 1e-5 and measured[0] > 0.05
+    assert measured[1] == measured[0] and measured[2] < 0.8 * measured[0]
+    assert metrics["course/mi_stop"] == 1.0 and trainer.total_training_steps == 20
+    report = json.loads((tmp_path / "ckpt" / "mi_stop.json").read_text())
+    assert report["stopped_at"] == 20 and report["remembered"] == 10 and report["base_mi"] == measured[0]
+    assert report["rollback"] == str(tmp_path / "ckpt" / "global_step_10")
+    assert report["resume_overrides"] == [
+        "trainer.resume_mode=resume_path",
+        f"trainer.resume_from_path={tmp_path / 'ckpt' / 'global_step_10'}",
+        f"+trainer.course.mi_monitor.base_mi={measured[0]!r}",
+    ]
+    trainer.global_steps = 21  # verl's one more step after the stop
+    assert trainer._validate() == {"val-core/score": 0.5, "course/mi_stop": 1.0}
+    assert len(trainer.async_rollout_manager.calls) == 3
+
+
+def test_the_wrapper_is_inert_without_the_monitor_config(ch00, tmp_path, monkeypatch):
+    from course_lib.integrations import verl_monitor
+
+    model, tokenizer = ch00
+    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "_validate", lambda self: {"val-core/score": 0.25})
+    verl_monitor.install_monitor()
+    verl_monitor.install_monitor()  # idempotent: one wrapper
+    assert ray_trainer.RayPPOTrainer._validate.__wrapped__(None) == {"val-core/score": 0.25}
+    trainer = monitor_trainer(model, tokenizer, tmp_path)
+    del trainer.config.trainer["course"]
+    assert trainer._validate() == {"val-core/score": 0.25} and not trainer.async_rollout_manager.calls
+    with pytest.raises(KeyError, match="chapter"):
+        monitor_trainer(model, tokenizer, tmp_path, prompts=4)._validate()
+
+
+def test_a_resumed_monitor_keeps_the_base_mi(ch00, tmp_path, monkeypatch):
+    """With `base_mi` (what `mi_stop.json`'s resume overrides add), the first measurement is judged against the
+    given base instead of becoming it: a base twice the policy's MI stops at once, with no checkpoint to name."""
+    import json
+
+    from course_lib.integrations import verl_monitor
+
+    model, tokenizer = ch00
+    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "_validate", lambda self: {"val-core/score": 0.5})
+    verl_monitor.install_monitor()
+    first = monitor_trainer(model, tokenizer, tmp_path / "a", chapter="00", prompts=4)
+    mi = first._validate()["course/monitor_mi"]
+    trainer = monitor_trainer(model, tokenizer, tmp_path / "b", chapter="00", prompts=4, base_mi=2 * mi)
+    trainer.global_steps = 30
+    metrics = trainer._validate()
+    assert metrics["course/monitor_mi"] == mi and metrics["course/mi_stop"] == 1.0
+    report = json.loads((tmp_path / "b" / "ckpt" / "mi_stop.json").read_text())
+    assert report["base_mi"] == 2 * mi and report["rollback"] is None and report["resume_overrides"] == []
+
+
 # Launch overrides -----------------------------------------------------------------------------------------------
 def compose(overrides: list[str]):
     from pathlib import Path
@@ -533,6 +730,17 @@ def test_launch_overrides_compose_against_ppo_trainer_yaml(method):
         assert config.actor_rollout_ref.rollout.agent.agent_loop_manager_class.endswith("TreeAgentLoopManager")
     if method in ("aepo", "entropy_balanced"):
         assert config.actor_rollout_ref.actor.policy_loss.loss_mode == "course_entropy_balanced"
+    from course_lib.integrations.verl_monitor import MonitorSettings
+
+    settings = MonitorSettings.from_trainer_config(config.trainer)
+    if method == "mi_monitor":  # chapter 12's settings, every measured step checkpointed, the base measured first
+        from course_lib.chapters import ch12_capstone as ch12
+
+        chapter12 = ch12.Chapter12Config()
+        assert settings == MonitorSettings("ch00", chapter12.gate_drop, chapter12.monitor_prompts, ch12.MONITOR_SEED)
+        assert config.trainer.save_freq == config.trainer.test_freq > 0 and config.trainer.val_before_train
+    else:
+        assert settings is None
     print(verl_launch.command(method).splitlines()[-3:])
 
 
@@ -570,7 +778,8 @@ def test_the_legacy_trainer_never_builds_algo_config():
 
 def test_rays_setup_hook_installs_the_methods_in_every_worker_process():
     """What `HOOK_OVERRIDE` does in a run, on a local Ray: a task and an actor with its own `runtime_env` (as verl's
-    workers set env vars) each find GiGPO, the balanced clip and the patched `compute_advantage` in their process."""
+    workers set env vars) each find GiGPO, the balanced clip, the patched `compute_advantage` and the monitor's
+    `_validate` wrapper in their process."""
     import os
 
     import ray
@@ -586,6 +795,7 @@ def test_rays_setup_hook_installs_the_methods_in_every_worker_process():
                 "course_gigpo" in algos.ADV_ESTIMATOR_REGISTRY,
                 "course_entropy_balanced" in algos.POLICY_LOSS_REGISTRY,
                 getattr(trainer.compute_advantage, "course_patched", False),
+                getattr(trainer.RayPPOTrainer._validate, "course_monitor", False),
                 os.getpid(),
             )
 
@@ -599,8 +809,8 @@ def test_rays_setup_hook_installs_the_methods_in_every_worker_process():
         (in_actor, env) = ray.get(actor.probe.remote())
     finally:
         ray.shutdown()
-    assert task[:3] == (True, True, True) and task[3] != os.getpid()
-    assert in_actor[:3] == (True, True, True) and env == "1"
+    assert task[:4] == (True, True, True, True) and task[4] != os.getpid()
+    assert in_actor[:4] == (True, True, True, True) and env == "1"
 
 
 def test_step_mode_episodes_played_through_verls_server(ch07, ch07_episodes):
@@ -663,7 +873,7 @@ def test_a_filter_then_gigpo_in_step_mode_matches_the_course(ch07_episodes):
     assert difference <= 1e-6 and not out.batch["advantages"][~kept_rows].any()
 
 
-@pytest.mark.parametrize("method", ["gigpo", "aepo", "snr_top_p"])
+@pytest.mark.parametrize("method", ["gigpo", "aepo", "snr_top_p", "mi_monitor"])
 def test_the_entry_module_runs_verls_main_with_the_hook(method, monkeypatch, tmp_path):
     """`python -m course_lib.integrations.verl_patch <overrides>` up to the point where verl starts Ray: verl's own
     `main` composes the overrides, `validate_config` accepts them (batch sizes included), the legacy `TaskRunner`

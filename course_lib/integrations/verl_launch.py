@@ -75,10 +75,20 @@ METHODS: dict[str, list[str]] = {
         "algorithm.adv_estimator=grpo",
         f"actor_rollout_ref.actor.policy_loss.loss_mode={POLICY_LOSS}",
     ],
-    "mi_monitor": ["algorithm.adv_estimator=grpo", "trainer.save_freq=10", "trainer.test_freq=10"],
+    "mi_monitor": [
+        "algorithm.adv_estimator=grpo",
+        "trainer.save_freq=10",
+        "trainer.test_freq=10",
+        "+trainer.course.mi_monitor.drop=0.2",
+        "+trainer.course.mi_monitor.prompts=32",
+        "+trainer.course.mi_monitor.first_seed=33000000",
+    ],
 }
 """Each method's overrides. Tree settings (ARPO's or AEPO's rule, global samples, alpha, beta) travel in the
-exported rows (`export --tree arpo|aepo`), not in hydra. `mi_monitor`: checkpoints at every measured step."""
+exported rows (`export --tree arpo|aepo`), not in hydra. `mi_monitor`: checkpoints at every measured step, and
+chapter 12's monitor settings (`Chapter12Config.gate_drop`, `monitor_prompts`, `MONITOR_SEED`; `overrides` adds
+`+trainer.course.mi_monitor.chapter`), read by the `_validate` wrapper `verl_patch.setup` installs
+(`verl_monitor.MonitorSettings`); `trainer.val_before_train=True` (in `COMMON`) measures the base policy first."""
 
 
 def overrides(
@@ -115,6 +125,7 @@ def overrides(
         f"trainer.experiment_name={chapter}_{method}",
         *COMMON,
         *METHODS[method],
+        *([f"+trainer.course.mi_monitor.chapter={chapter}"] if method == "mi_monitor" else []),
     ]
 
 

@@ -5,32 +5,46 @@ every first action z_i is scored under every monitor prompt x_j, logp[i, j] = me
 `diagnostics.mutual_information` turns the matrix into nats. Chapter 12 stops training when the MI falls below
 (1 - drop) times the base policy's, and rolls back to the last policy whose MI passed.
 
-On verl, three parts:
+On verl, four parts:
 
 - **The decision** (`MIGate`): the same rule as `MIStop` on the same sequence of measurements, but it remembers a
   training step instead of a copy of the weights: rollback is verl's checkpoint of that step,
   `<trainer.default_local_dir>/global_step_<k>`, which verl writes when `trainer.save_freq` divides k (set
   `save_freq` = `test_freq`, so every measured step has one; verl saves before it validates within a step).
-  `resume_overrides` gives what reloads it (`trainer.resume_mode=resume_path trainer.resume_from_path=...`).
+  Step 0 is the base model itself (nothing saved: rolling back to it is starting again from
+  `actor_rollout_ref.model.path`). `resume_overrides` gives what reloads a checkpoint.
 - **The measurement in verl's layout** (`first_actions`, `pair_batch`, `logp_matrix`): the first actions read
   from the agent loop's batch (`action_spans[0]` of each row's response), every (action, prompt) pair laid out as
   verl's actor reads a batch (prompt left-padded to its width, response right-padded, position ids from the
-  attention mask), and the per-token log-probs of the pairs' responses averaged into logp `[Z, P]`. In a run the
-  log-probs come from the actor's `compute_log_prob` (`actor_rollout_wg.compute_log_prob` on a `DataProto` of
-  `pair_batch`'s tensors; its `old_log_probs`), on GPUs; the tests compute them with the torch model on the same
-  tensors and verl's `logprobs_from_logits`.
-- **The hook** (`MIMonitor.after_validation`): verl 0.9.1's legacy trainer has no per-step callback, so the hook
-  is meant to wrap `RayPPOTrainer._validate` (run every `test_freq` steps) the way `verl_patch` wraps
-  `compute_advantage`: generate the monitor prompts' episodes with the trainer's rollout manager, score the pairs
-  with the actor, feed the gate; on a stop it ends training by setting `total_training_steps` to the current step
-  (verl then runs one more step, whose weights the rollback discards) and writes `mi_stop.json` beside the
-  checkpoints. That wrapper needs a running trainer (GPUs, a vLLM/SGLang server); it is written but not run here.
+  attention mask), and the per-token log-probs of the pairs' responses averaged into logp `[Z, P]`.
+- **The measurement in a run** (`measure_policy`): chapter 12's monitor prompts (`monitor_prompts` training
+  questions, seeds `MONITOR_SEED + p`) as a `DataProto` of the course's agent-loop rows (`monitor_batch`), played
+  once each by the trainer's own `async_rollout_manager` (the course's agent loop, at the rollout temperature: not
+  validation's greedy settings, since chapter 12 samples its monitor episodes); the pairs scored by the trainer's
+  `_compute_old_log_prob`, the method `fit` scores its batches with (it converts the padded batch to verl's
+  no-padding `TensorDict`, calls `actor_rollout_wg.compute_log_prob` and pads the result back), at temperature 1 as
+  `diagnostics.teacher_forced_logp` scores.
+- **The hook** (`monitored_validate`, `install_monitor`): verl 0.9.1's legacy trainer has no per-step callback; the
+  smallest place that runs every `test_freq` steps, and once before training with `trainer.val_before_train=True`,
+  is `RayPPOTrainer._validate`, whose metrics `fit` logs. `verl_patch.setup` (Ray's worker-process setup hook)
+  wraps it in every process; the wrapper does nothing unless the config has `trainer.course.mi_monitor`
+  (`MonitorSettings`). After verl's own validation it measures, feeds the gate (the base MI is the first
+  measurement, the base policy's at step 0, unless `base_mi` is given), and on a stop ends training by setting
+  `total_training_steps` to the current step (verl then runs one more step, whose weights the rollback discards,
+  and which the monitor no longer measures) and writes `mi_stop.json` beside the checkpoints: the rollback folder
+  and the overrides that resume from it.
+
+What is checked where: `tests_verl/test_methods.py` runs the installed wrapper on a trainer object whose rollout
+manager replays the course engine's episodes through verl's own `AgentLoopWorker` and whose `compute_log_prob` is
+the chapter-00 torch model; only a run on GPUs (vLLM/SGLang serving, FSDP actor in bf16) exercises the real
+servers and actor.
 
 Nothing in this module imports verl at import time.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,9 +81,11 @@ class MIGate:
         return False
 
     def checkpoint(self, default_local_dir: str | Path) -> Path | None:
-        """The folder verl wrote for the remembered step (None if no measurement passed: nothing to roll back to,
-        as `MIStop.restore` then leaves the model alone)."""
-        return None if self.remembered is None else Path(default_local_dir) / f"global_step_{self.remembered}"
+        """The folder verl wrote for the remembered step. None if no measurement passed (nothing to roll back to, as
+        `MIStop.restore` then leaves the model alone) or if the remembered step is 0 (the base model: no folder)."""
+        if not self.remembered:
+            return None
+        return Path(default_local_dir) / f"global_step_{self.remembered}"
 
     def resume_overrides(self, default_local_dir: str | Path) -> list[str]:
         """The hydra overrides that load the rollback checkpoint (empty when there is none)."""
@@ -78,8 +94,9 @@ class MIGate:
 
     def report(self, default_local_dir: str | Path) -> dict[str, Any]:
         path = self.checkpoint(default_local_dir)
-        return {"threshold": self.threshold, "stopped_at": self.stopped_at, "remembered": self.remembered,
-                "rollback": None if path is None else str(path), "history": self.history}  # fmt: skip
+        return {"base_mi": self.base_mi, "threshold": self.threshold, "stopped_at": self.stopped_at,
+                "remembered": self.remembered, "rollback": None if path is None else str(path),
+                "rollback_is_base_model": self.remembered == 0, "history": self.history}  # fmt: skip
 
 
 def first_actions(
@@ -156,27 +173,170 @@ def first_action_mi(
     return {**mutual_information(logp, list(range(len(actions)))), "logp": logp}
 
 
+# The monitor in a run ------------------------------------------------------------------------------------------
+CONFIG_KEY = "mi_monitor"
+"""The block `trainer.course.mi_monitor` of verl's config (added with `+`: verl's yaml does not define it)."""
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    """`+trainer.course.mi_monitor.<key>=...`; a key left out takes chapter 12's value (`Chapter12Config`)."""
+
+    chapter: str
+    """The tool chapter whose training questions the monitor plays (`integrations.verl.chapter_tasks`)."""
+    drop: float
+    """`Chapter12Config.gate_drop`: stop when the MI falls below (1 - drop) x the base's."""
+    prompts: int
+    """`Chapter12Config.monitor_prompts`: training questions played once each and cross-scored."""
+    first_seed: int
+    """`ch12_capstone.MONITOR_SEED`: the questions are seeds first_seed, first_seed + 1, ..."""
+    base_mi: float | None = None
+    """The base policy's MI, when the first measurement is not the base's (a resumed run: `mi_stop.json` says it)."""
+
+    @classmethod
+    def from_trainer_config(cls, trainer_config) -> MonitorSettings | None:
+        """The settings in verl's `config.trainer` (a DictConfig or mapping); None when the monitor is not asked for."""
+        course = _get(trainer_config, "course")
+        block = _get(course, CONFIG_KEY) if course is not None else None
+        if block is None:
+            return None
+        from course_lib.chapters.ch12_capstone import MONITOR_SEED, Chapter12Config
+
+        chapter12 = Chapter12Config()
+        chapter = _get(block, "chapter")
+        if chapter is None:
+            raise KeyError(f"trainer.course.{CONFIG_KEY}.chapter is not set: the chapter whose questions it plays")
+        base = _get(block, "base_mi")
+        return cls(
+            chapter=str(chapter),
+            drop=float(_get(block, "drop", chapter12.gate_drop)),
+            prompts=int(_get(block, "prompts", chapter12.monitor_prompts)),
+            first_seed=int(_get(block, "first_seed", MONITOR_SEED)),
+            base_mi=None if base is None else float(base),
+        )
+
+
+def _get(config, key: str, default=None):
+    if config is None:
+        return default
+    value = config.get(key, default) if hasattr(config, "get") else getattr(config, key, default)
+    return default if value is None else value
+
+
+def monitor_rows(settings: MonitorSettings) -> dict[str, list]:
+    """The monitor's questions as the course's exported rows (`export_rows`' columns: the agent loop rebuilds each
+    episode from `extra_info`), with chapter 12's seeds `first_seed + p` instead of the export's 0, 1, ..."""
+    from course_lib.integrations.verl import chapter_tasks, export_rows
+
+    columns = export_rows(settings.chapter, "train", settings.prompts)
+    env = chapter_tasks(settings.chapter).make_env("train")
+    for p in range(settings.prompts):
+        seed = settings.first_seed + p
+        obs, _ = env.reset(seed=seed)
+        columns["prompt"][p] = [{"role": "user", "content": obs}]
+        columns["reward_model"][p] = {"style": "rule", "ground_truth": str(env.problem_key())}
+        columns["extra_info"][p] = {**columns["extra_info"][p], "seed": seed}
+    return columns
+
+
+def monitor_batch(settings: MonitorSettings, tokenizer, global_steps: int):
+    """The monitor's questions as the `DataProto` the rollout manager takes: the non-tensor columns an `RLHFDataset`
+    row hands the agent loop (`raw_prompt` with `data.return_raw_chat=True`), one row per question."""
+    import numpy as np
+    from verl import DataProto
+
+    columns = monitor_rows(settings)
+    columns["raw_prompt"] = columns.pop("prompt")
+
+    def array(values: list) -> np.ndarray:
+        out = np.empty(len(values), dtype=object)  # element by element: lists of messages must stay objects
+        for k, value in enumerate(values):
+            out[k] = value
+        return out
+
+    non_tensors = {key: array(values) for key, values in columns.items()}
+    non_tensors["index"] = np.arange(settings.prompts)
+    meta = {"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id,
+            "validate": False, "global_steps": int(global_steps)}  # fmt: skip
+    return DataProto.from_dict(non_tensors=non_tensors, meta_info=meta)
+
+
+def actor_logprobs(trainer, pairs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """Per-token log-probs `[Z*P, R]` of `pair_batch`'s responses under the trainer's actor: `_compute_old_log_prob`
+    on a `DataProto` of the pairs, padded to the actor's data-parallel size (verl's dispatch splits evenly)."""
+    from verl import DataProto
+    from verl.protocol import pad_dataproto_to_divisor
+
+    meta = {"temperature": 1.0, "global_token_num": pairs["attention_mask"].sum(-1).tolist()}
+    data = DataProto.from_dict(tensors=dict(pairs), meta_info=meta)
+    padded, _ = pad_dataproto_to_divisor(data, trainer._get_dp_size(trainer.actor_rollout_wg, "actor"))
+    scored, _ = trainer._compute_old_log_prob(padded)
+    return scored.batch["old_log_probs"][: len(data)]
+
+
+def measure_policy(trainer, settings: MonitorSettings) -> dict[str, Any]:
+    """Chapter 12's `monitor_mi` with verl's parts: play the monitor questions with the trainer's rollout manager,
+    take each row's first action, score every pair with the actor. Keys of `diagnostics.mutual_information` plus
+    `actions` (rows with a first action); MI is NaN with fewer than two (as `reasoning_mutual_information`)."""
+    from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
+
+    batch = monitor_batch(settings, trainer.tokenizer, trainer.global_steps)
+    workers = int(trainer.config.actor_rollout_ref.rollout.agent.num_workers)
+    padded, pad = pad_dataproto_to_divisor(batch, workers)  # the manager hands each worker an equal chunk
+    out = unpad_dataproto(trainer.async_rollout_manager.generate_sequences(padded), pad_size=pad)
+    width = out.batch["prompts"].shape[1]
+    prompts, actions = first_actions(
+        out.batch["prompts"], out.batch["attention_mask"][:, :width], out.batch["responses"],
+        out.non_tensor_batch["action_spans"],
+    )  # fmt: skip
+    if len(actions) < 2:
+        return {"mi": float("nan"), "actions": float(len(actions))}
+    pad_token = trainer.tokenizer.pad_token_id if trainer.tokenizer.pad_token_id is not None else 0
+    measured = first_action_mi(prompts, actions, lambda pairs: actor_logprobs(trainer, pairs), pad_token)
+    return {**{k: v for k, v in measured.items() if k != "logp"}, "actions": float(len(actions))}
+
+
 @dataclass
 class MIMonitor:
-    """The verl hook: `after_validation(trainer)` measures, decides and stops (module docstring). `measure` is
-    `measure(trainer) -> mi`: in a run, generate the monitor prompts with `trainer.async_rollout_manager`, take
-    `first_actions`, score `pair_batch` with `trainer.actor_rollout_wg.compute_log_prob`."""
+    """`after_validation(trainer)` measures, decides and stops (module docstring). `measure(trainer)` returns the MI
+    (a float, or a mapping with `mi`: `measure_policy`'s). Without a `gate`, the first measurement sets the base
+    (or `base_mi`, when given) and the gate is built with `drop`."""
 
-    gate: MIGate
-    measure: Callable[[Any], float]
+    gate: MIGate | None
+    measure: Callable[[Any], float | Mapping[str, float]]
+    drop: float = 0.2
+    base_mi: float | None = None
 
     def after_validation(self, trainer) -> dict[str, float]:
-        mi = float(self.measure(trainer))
+        if self.gate is not None and self.gate.stopped_at is not None:
+            return {"course/mi_stop": 1.0}  # the step verl runs after a stop: its weights are discarded, not measured
+        measured = self.measure(trainer)
+        mi = float(measured["mi"] if isinstance(measured, Mapping) else measured)
+        if self.gate is None:
+            self.gate = MIGate(mi if self.base_mi is None else self.base_mi, self.drop)
         stop = self.gate.observe(trainer.global_steps, mi)
-        folder = Path(trainer.config.trainer.default_local_dir)
+        metrics = {"course/monitor_mi": mi, "course/mi_threshold": self.gate.threshold, "course/mi_stop": float(stop)}
+        if isinstance(measured, Mapping) and "retrieval_accuracy" in measured:
+            metrics["course/monitor_retrieval_accuracy"] = float(measured["retrieval_accuracy"])
         if stop:
             trainer.total_training_steps = trainer.global_steps  # verl ends after its next step
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "mi_stop.json").write_text(json.dumps(self.gate.report(folder), indent=1))
-        return {"course/monitor_mi": mi, "course/mi_stop": float(stop)}
+            self.write_stop(Path(trainer.config.trainer.default_local_dir))
+        return metrics
+
+    def write_stop(self, folder: Path) -> Path:
+        """`mi_stop.json`: the gate's report, and the overrides that resume from the rollback checkpoint (with the
+        base MI, so that a resumed monitor keeps the base policy's threshold)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        resume = self.gate.resume_overrides(folder)
+        if resume:
+            resume.append(f"+trainer.course.{CONFIG_KEY}.base_mi={self.gate.base_mi!r}")
+        report = {**self.gate.report(folder), "resume_overrides": resume}
+        path = folder / "mi_stop.json"
+        path.write_text(json.dumps(report, indent=1))
+        return path
 
     def wrap(self, validate: Callable) -> Callable:
-        """`RayPPOTrainer._validate` wrapped: verl's validation metrics plus the monitor's."""
+        """A validation function wrapped: its metrics plus the monitor's."""
 
         def validate_and_monitor(trainer, *args, **kwargs) -> Mapping[str, float]:
             metrics = dict(validate(trainer, *args, **kwargs) or {})
@@ -185,12 +345,29 @@ class MIMonitor:
         return validate_and_monitor
 
 
-def install_monitor(monitor: MIMonitor) -> None:
-    """Wrap verl's legacy `RayPPOTrainer._validate` with `monitor` in this process (the trainer's: call it from a
-    Ray setup hook of your own, which builds the monitor with its base MI and measurement)."""
+def monitored_validate(validate: Callable) -> Callable:
+    """`RayPPOTrainer._validate` wrapped: unchanged unless `trainer.course.mi_monitor` is set; then the trainer's
+    monitor (built at its first validation, kept on the trainer as `course_mi_monitor`) runs after it."""
+
+    @functools.wraps(validate)
+    def _validate(self, *args, **kwargs):
+        metrics = validate(self, *args, **kwargs)
+        settings = MonitorSettings.from_trainer_config(self.config.trainer)
+        if settings is None:
+            return metrics
+        monitor = getattr(self, "course_mi_monitor", None)
+        if monitor is None:
+            measure = functools.partial(measure_policy, settings=settings)
+            monitor = self.course_mi_monitor = MIMonitor(None, measure, settings.drop, settings.base_mi)
+        return {**dict(metrics or {}), **monitor.after_validation(self)}
+
+    _validate.course_monitor = True
+    return _validate
+
+
+def install_monitor() -> None:
+    """Wrap verl's legacy `RayPPOTrainer._validate` in this process (idempotent; `verl_patch.install` calls it)."""
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
     if not getattr(RayPPOTrainer._validate, "course_monitor", False):
-        wrapped = monitor.wrap(RayPPOTrainer._validate)
-        wrapped.course_monitor = True
-        RayPPOTrainer._validate = wrapped
+        RayPPOTrainer._validate = monitored_validate(RayPPOTrainer._validate)

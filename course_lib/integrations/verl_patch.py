@@ -1,4 +1,4 @@
-"""The one patch the survey's methods need in verl 0.9.1, and how it gets into verl's processes.
+"""The patches the survey's methods need in verl 0.9.1, and how they get into verl's processes.
 
 What is patched: `compute_advantage` in `verl/trainer/ppo/ray_trainer.py`, the function the trainer's `fit` calls
 on the driver (verl's `TaskRunner` actor) once per step, after the old log-probs and before the actor update. The
@@ -9,9 +9,11 @@ wrapper (`course_compute_advantage`) does two things and otherwise calls verl's 
 2. with `algorithm.adv_estimator=course_gigpo`, it calls the estimator registered under that name with
    `non_tensor_batch` (verl hands it only to `gdpo`), where the agent loop's `extra_fields` are.
 
-Nothing else in verl changes: the estimator and the balanced clip are added through verl's own registries
-(`register_adv_est`, `register_policy_loss`). The patch replaces the module attribute `ray_trainer.compute_advantage`
-(which `fit` looks up at call time) and the copy `verl.trainer.ppo.v1.utils` imported by name.
+Nothing else in verl's arithmetic changes: the estimator and the balanced clip are added through verl's own
+registries (`register_adv_est`, `register_policy_loss`). The patch replaces the module attribute
+`ray_trainer.compute_advantage` (which `fit` looks up at call time) and the copy `verl.trainer.ppo.v1.utils` imported
+by name. The same setup also wraps `RayPPOTrainer._validate` with chapter 12's MI monitor (`verl_monitor`), which
+stays inert unless the config has `+trainer.course.mi_monitor.*`.
 
 How it gets installed: verl runs the trainer and its workers as Ray actors in other processes, so importing this
 module in the launching shell is not enough. `setup` is Ray's `worker_process_setup_hook`, which Ray runs in
@@ -107,10 +109,14 @@ def register() -> None:
 
 
 def install() -> None:
-    """`register`, then replace `compute_advantage` in the modules that call it (idempotent)."""
+    """`register`, wrap `_validate` with the MI monitor, then replace `compute_advantage` in the modules that call
+    it (idempotent)."""
     import importlib
 
+    from course_lib.integrations.verl_monitor import install_monitor
+
     register()
+    install_monitor()
     for name in PATCHED_MODULES:
         try:
             module = importlib.import_module(name)
