@@ -5,7 +5,9 @@ The data path: episodes become `AgentLoopOutput`s (trajectory mode: replayed thr
 step mode: `verl_gigpo.step_rows`), then verl's `_agent_loop_postprocess` pads each one and `_postprocess` stacks
 them into the `DataProto` the trainer receives (`non_tensor_batch` holding the `extra_fields` columns). The
 advantage goes through the patched `ray_trainer.compute_advantage` and verl's estimator registry; the loss through
-verl's policy-loss registry and `agg_loss`.
+verl's policy-loss registry and `agg_loss`. The MI monitor runs as installed, around `RayPPOTrainer._validate`, on a
+trainer object whose rollout manager and actor are stand-ins (the course's engine replayed through verl's
+`AgentLoopWorker`; the torch model behind `compute_log_prob`): a real run's servers and FSDP actor need GPUs.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -502,13 +506,14 @@ class MonitorActor:
     returns it: a no-padding `TensorDict` (nested `input_ids`, `position_ids`) in, nested per-token log-probs out,
     each at the position whose logit predicts the next token; `dp` data-parallel ranks (the trainer pads to them)."""
 
-    def __init__(self, model, dp: int):
-        self.model, self._dispatch_info, self.calls = model, {"actor": list(range(dp))}, []
+    def __init__(self, model, dp: int, events: list):
+        self.model, self._dispatch_info, self.calls, self.events = model, {"actor": list(range(dp))}, [], events
 
     def compute_log_prob(self, data):
         from verl.utils import tensordict_utils as tu
         from verl.utils.torch_functional import logprobs_from_logits
 
+        self.events.append("score")
         self.calls.append({"temperature": tu.get(data, "temperature"), "rows": len(data["input_ids"].unbind())})
         logprobs, entropies = [], []
         for ids, positions in zip(data["input_ids"].unbind(), data["position_ids"].unbind(), strict=True):
@@ -548,14 +553,15 @@ class CourseRolloutManager:
     verl's own `AgentLoopWorker.generate_sequences`, whose server replays them: the course's agent loop, verl's
     padding and batch."""
 
-    def __init__(self, model, tokenizer, tmp_path):
-        self.model, self.tokenizer, self.tmp_path, self.calls = model, tokenizer, tmp_path, []
+    def __init__(self, model, tokenizer, events: list):
+        self.model, self.tokenizer, self.calls, self.events = model, tokenizer, [], events
 
     def generate_sequences(self, batch):
         from verl.utils.dataset.rl_dataset import RLHFDataset
 
         from course_lib.train import evaluate_policy
 
+        self.events.append("generate")
         infos = list(batch.non_tensor_batch["extra_info"])
         self.calls.append([int(info["seed"]) for info in infos])
         tasks = course_verl.chapter_tasks(infos[0]["chapter"])
@@ -579,7 +585,8 @@ class CourseRolloutManager:
 
 def monitor_trainer(model, tokenizer, tmp_path, **settings):
     """A `RayPPOTrainer` without `__init__` (no Ray, no GPUs): the attributes `_validate`'s wrapper and
-    `_compute_old_log_prob` read, the rollout manager and actor group above."""
+    `_compute_old_log_prob` read, the rollout manager and actor group above, and a checkpoint manager that only
+    records when it puts the servers to sleep and wakes them (`events`)."""
     trainer = ray_trainer.RayPPOTrainer.__new__(ray_trainer.RayPPOTrainer)
     trainer.config = OmegaConf.create(
         {
@@ -588,8 +595,13 @@ def monitor_trainer(model, tokenizer, tmp_path, **settings):
         }
     )
     trainer.tokenizer, trainer.global_steps, trainer.total_training_steps = tokenizer, 0, 100
-    trainer.actor_rollout_wg = MonitorActor(model, dp=5)
-    trainer.async_rollout_manager = CourseRolloutManager(model, tokenizer, tmp_path)
+    trainer.events = []
+    trainer.actor_rollout_wg = MonitorActor(model, 5, trainer.events)
+    trainer.async_rollout_manager = CourseRolloutManager(model, tokenizer, trainer.events)
+    trainer.checkpoint_manager = SimpleNamespace(
+        sleep_replicas=lambda: trainer.events.append("sleep"),
+        update_weights=lambda step: trainer.events.append(f"wake {step}"),
+    )
     return trainer
 
 
@@ -638,6 +650,8 @@ def test_the_installed_monitor_measures_chapter_12s_mi_and_rolls_back(ch00, tmp_
         measured.append(metrics["course/monitor_mi"])
         expected.append(course_monitor_mi(model, tokenizer, seeds))
     assert trainer.async_rollout_manager.calls == [seeds] * 3  # chapter 12's questions, one episode each
+    # the servers sleep while the actor scores, and wake (weights synced) before verl's next step generates
+    assert trainer.events == [e for step in (0, 10, 20) for e in ("generate", "sleep", "score", f"wake {step}")]
     assert all(call["temperature"] == 1.0 for call in trainer.actor_rollout_wg.calls)
     assert trainer.actor_rollout_wg.calls[0]["rows"] == 40  # 6 x 6 pairs, padded to the 5 data-parallel ranks
     difference = max(abs(a - b) for a, b in zip(measured, expected, strict=True))
@@ -672,6 +686,10 @@ def test_the_wrapper_is_inert_without_the_monitor_config(ch00, tmp_path, monkeyp
     assert trainer._validate() == {"val-core/score": 0.25} and not trainer.async_rollout_manager.calls
     with pytest.raises(KeyError, match="chapter"):
         monitor_trainer(model, tokenizer, tmp_path, prompts=4)._validate()
+    late = monitor_trainer(model, tokenizer, tmp_path, chapter="00", prompts=2)
+    late.global_steps = 10
+    with pytest.warns(UserWarning, match="val_before_train"):  # a base measured after training began
+        late._validate()
 
 
 def test_a_resumed_monitor_keeps_the_base_mi(ch00, tmp_path, monkeypatch):
@@ -687,8 +705,10 @@ def test_a_resumed_monitor_keeps_the_base_mi(ch00, tmp_path, monkeypatch):
     first = monitor_trainer(model, tokenizer, tmp_path / "a", chapter="00", prompts=4)
     mi = first._validate()["course/monitor_mi"]
     trainer = monitor_trainer(model, tokenizer, tmp_path / "b", chapter="00", prompts=4, base_mi=2 * mi)
-    trainer.global_steps = 30
-    metrics = trainer._validate()
+    trainer.global_steps = 30  # resumed at step 30: no warning, the base is given
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        metrics = trainer._validate()
     assert metrics["course/monitor_mi"] == mi and metrics["course/mi_stop"] == 1.0
     report = json.loads((tmp_path / "b" / "ckpt" / "mi_stop.json").read_text())
     assert report["base_mi"] == 2 * mi and report["rollback"] is None and report["resume_overrides"] == []

@@ -23,7 +23,7 @@ On verl, four parts:
   validation's greedy settings, since chapter 12 samples its monitor episodes); the pairs scored by the trainer's
   `_compute_old_log_prob`, the method `fit` scores its batches with (it converts the padded batch to verl's
   no-padding `TensorDict`, calls `actor_rollout_wg.compute_log_prob` and pads the result back), at temperature 1 as
-  `diagnostics.teacher_forced_logp` scores.
+  `diagnostics.teacher_forced_logp` scores, with the rollout servers asleep meanwhile as in `fit`.
 - **The hook** (`monitored_validate`, `install_monitor`): verl 0.9.1's legacy trainer has no per-step callback; the
   smallest place that runs every `test_freq` steps, and once before training with `trainer.val_before_train=True`,
   is `RayPPOTrainer._validate`, whose metrics `fit` logs. `verl_patch.setup` (Ray's worker-process setup hook)
@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,7 +293,13 @@ def measure_policy(trainer, settings: MonitorSettings) -> dict[str, Any]:
     if len(actions) < 2:
         return {"mi": float("nan"), "actions": float(len(actions))}
     pad_token = trainer.tokenizer.pad_token_id if trainer.tokenizer.pad_token_id is not None else 0
-    measured = first_action_mi(prompts, actions, lambda pairs: actor_logprobs(trainer, pairs), pad_token)
+    # The actor and the rollout servers share the GPUs: `fit` puts the servers to sleep between generating and the
+    # actor's log-probs and wakes them with `update_weights` (as `_validate` does around a colocated reward model).
+    trainer.checkpoint_manager.sleep_replicas()
+    try:
+        measured = first_action_mi(prompts, actions, lambda pairs: actor_logprobs(trainer, pairs), pad_token)
+    finally:
+        trainer.checkpoint_manager.update_weights(trainer.global_steps)
     return {**{k: v for k, v in measured.items() if k != "logp"}, "actions": float(len(actions))}
 
 
@@ -357,6 +364,12 @@ def monitored_validate(validate: Callable) -> Callable:
             return metrics
         monitor = getattr(self, "course_mi_monitor", None)
         if monitor is None:
+            if settings.base_mi is None and self.global_steps != 0:
+                warnings.warn(
+                    f"the MI monitor's first measurement is at step {self.global_steps}, not the base policy's: set "
+                    f"trainer.val_before_train=True, or +trainer.course.{CONFIG_KEY}.base_mi when resuming",
+                    stacklevel=2,
+                )
             measure = functools.partial(measure_policy, settings=settings)
             monitor = self.course_mi_monitor = MIMonitor(None, measure, settings.drop, settings.base_mi)
         return {**dict(metrics or {}), **monitor.after_validation(self)}
