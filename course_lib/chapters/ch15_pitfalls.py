@@ -472,9 +472,10 @@ def confirm(seeds: Sequence[int], record: bool = False) -> dict[str, int]:
     for seed in seeds:
         results = run(seed)
         numbers = claim_numbers(results)
-        for claim in evaluate_all(CLAIMS, numbers):
+        verdicts = evaluate_all(CLAIMS, numbers)
+        for claim in verdicts:
             passes[claim.id] += int(claim.passed)
-        print(f"seed {seed} ({results['minutes']:.2f} min): " + "; ".join(report(results)))
+        print(f"seed {seed} ({results['minutes']:.2f} min): " + ", ".join(f"{c.id} {c.status}" for c in verdicts))
         if record:
             recorded.record(CONFIRMATION_RESULTS, seed, CLAIMS, numbers, results["minutes"], curves(results))
     for spec in CLAIMS:
