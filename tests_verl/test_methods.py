@@ -47,6 +47,31 @@ def ch00():
     return model.eval(), tokenizer
 
 
+@pytest.fixture(scope="module")
+def ch08():
+    """Chapter 08's base: ARPO's two-hop search task, the trees' chapter, which chapters 11 (AEPO) and 12 (the MI
+    monitor) train on too."""
+    model, tokenizer = data.load_base(course_verl.chapter_tasks("08").base, "cpu")
+    return model.eval(), tokenizer
+
+
+def chapter_rows(tokenizer, tmp_path, chapter: str, count: int) -> list[dict]:
+    """`dataset_rows` for any chapter: the first `count` rows of its training export, read by `RLHFDataset` with
+    the chapter's `data.max_prompt_length` (`sequence_lengths`), collated, `agent_name` taken out."""
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    path = course_verl.export_parquet(chapter, "train", tmp_path, count=count)
+    config = OmegaConf.create(
+        {"max_prompt_length": course_verl.sequence_lengths(chapter)[0], "filter_overlong_prompts": False,
+         "cache_dir": str(tmp_path / "cache")}
+    )  # fmt: skip
+    dataset = RLHFDataset(str(path), tokenizer, config)
+    batch = collate_fn([dataset[i] for i in range(len(dataset))])
+    rows = [{key: value[i] for key, value in batch.items() if not torch.is_tensor(value)} for i in range(count)]
+    assert all(row.pop("agent_name") == course_verl.AGENT_NAME for row in rows)
+    return rows
+
+
 def worker(tokenizer, prompt_length: int, response_length: int) -> AgentLoopWorker:
     """An `AgentLoopWorker` without ray or servers: its per-sample padding and its batch stacking only."""
     w = AgentLoopWorker.__new__(AgentLoopWorker)
@@ -293,9 +318,21 @@ def test_balanced_clip_loss_and_gradient_match_the_course():
 
 
 # Trees ----------------------------------------------------------------------------------------------------------
-TREE_ALPHA = {"arpo": 0.9, "aepo": 0.1}
-"""Branch-friendly settings (ARPO: P = 0.9 + 0.2 dH; AEPO: P = 1 - 0.1 / (1 - 0.05 l) + 0.2 dH), so that the
-few tool calls of chapter 00 fork often."""
+TREE_CHAPTER = "08"
+"""ARPO's chapter: its two-hop search task forks after a tool response (a two-candidate one raises the entropy)."""
+
+
+def tree_fields(rule: str) -> dict:
+    """Chapter 08's tree (`Chapter08Config.grpo.tree`: P = alpha + beta dH with alpha 0.5, beta 0.2, dH over the
+    first 4 tokens after a tool response; chapter 11 keeps it and swaps in AEPO's rule) with 1 global sample per
+    group of 4 (the share of the chapter's `arpo_n2` ablation, 2 of 8), so that the tree grows over several rounds:
+    branches of branches, a refill, and AEPO's consecutive-branch penalty at work. As `TreeConfig`'s fields and as
+    `extra_info["tree"]`."""
+    from course_lib.chapters import ch08_arpo as ch08
+
+    tree = ch08.Chapter08Config().grpo.tree
+    return {"rule": rule, "global_samples": 1, "alpha": tree.alpha, "beta": tree.beta,
+            "entropy_tokens": tree.entropy_tokens}  # fmt: skip
 
 
 class TreeReplayServer:
@@ -350,11 +387,11 @@ def course_tree(model, tokenizer, rule: str, monkeypatch, draws: RecordedDraws):
     from course_lib import tree_rollout
 
     monkeypatch.setattr(tree_rollout, "should_branch", draws)
-    tasks = course_verl.chapter_tasks("00")
+    tasks = course_verl.chapter_tasks(TREE_CHAPTER)
     sampling = dataclasses.replace(tasks.sampling, snapshot_envs=True)
     engine = RolloutEngine(model, tokenizer, sampling)
     envs = [tasks.make_env("train") for _ in range(PROMPTS * GROUP)]
-    tree = tree_rollout.TreeConfig(global_samples=2, rule=rule, alpha=TREE_ALPHA[rule])
+    tree = tree_rollout.TreeConfig(**tree_fields(rule))
     return tree_rollout.sample_trees(engine, envs, list(range(PROMPTS)), GROUP, tree, torch.Generator().manual_seed(5))
 
 
@@ -370,17 +407,27 @@ def compare_leaves(course_leaves, verl_leaves) -> float:
 
 
 @pytest.mark.parametrize("rule", ["arpo", "aepo"])
-def test_tree_on_a_server_matches_sample_trees(ch00, monkeypatch, rule):
+def test_tree_on_a_server_matches_sample_trees(ch08, monkeypatch, rule):
+    """Chapter 08's tree grown by `sample_trees` over `ServerEngine` (verl's server interface) and over the course's
+    engine on the same seeds: the same tree, leaves, masks; log-probs and branch entropies recomputed by the server."""
     from course_lib import tree_rollout
     from course_lib.integrations import verl_trees
 
-    model, tokenizer = ch00
+    model, tokenizer = ch08
     draws = RecordedDraws()
     leaves, tree = course_tree(model, tokenizer, rule, monkeypatch, draws)
     assert any(p is not None for p in tree.parents)  # some leaves are branches
+    if rule == "aepo":  # the consecutive-branch penalty lowered some probability below ARPO's alpha + beta dH
+        from course_lib.algos.arpo import branch_probability
+
+        fields = tree_fields(rule)
+        arpo = [
+            float(branch_probability(n.entropy, n.initial_entropy, fields["alpha"], fields["beta"])) for n in tree.nodes
+        ]
+        assert any(n.probability < a - 1e-3 for n, a in zip(tree.nodes, arpo, strict=True))
     server = TreeReplayServer(model, leaves, tree)
     draws.replaying = True
-    tasks = course_verl.chapter_tasks("00")
+    tasks = course_verl.chapter_tasks(TREE_CHAPTER)
     engine = verl_trees.ServerEngine(
         verl_trees.server_generate(server),
         tokenizer,
@@ -388,7 +435,7 @@ def test_tree_on_a_server_matches_sample_trees(ch00, monkeypatch, rule):
         {"temperature": tasks.sampling.temperature},
     )
     envs = [tasks.make_env("train") for _ in range(PROMPTS * GROUP)]
-    config = tree_rollout.TreeConfig(global_samples=2, rule=rule, alpha=TREE_ALPHA[rule])
+    config = tree_rollout.TreeConfig(**tree_fields(rule))
     verl_leaves, verl_tree = tree_rollout.sample_trees(
         engine, envs, list(range(PROMPTS)), GROUP, config, torch.Generator().manual_seed(5)
     )
@@ -397,24 +444,25 @@ def test_tree_on_a_server_matches_sample_trees(ch00, monkeypatch, rule):
     logprob_difference = compare_leaves(leaves, verl_leaves)
     entropy_difference = max(abs(a.entropy - b.entropy) for a, b in zip(tree.nodes, verl_tree.nodes, strict=True))
     print(
-        f"tree ({rule}): {sum(p is not None for p in tree.parents)} branches; largest differences: log-prob "
-        f"{logprob_difference:.3g}, branch entropy {entropy_difference:.3g}, probability {draws.largest:.3g}"
+        f"tree ({rule}, chapter {TREE_CHAPTER}): {sum(p is not None for p in tree.parents)} branches among "
+        f"{len(leaves)} leaves (fork steps {tree.fork_steps}, refills {sum(tree.refill)}); largest differences: "
+        f"log-prob {logprob_difference:.3g}, branch entropy {entropy_difference:.3g}, probability {draws.largest:.3g}"
     )
     assert logprob_difference <= 1e-5 and entropy_difference <= 1e-6 and draws.largest <= 1e-6
 
 
-def test_the_tree_worker_fills_each_uid_with_its_leaves(ch00, tmp_path, monkeypatch):
-    """`TreeAgentLoopWorker.generate_sequences` on the trainer's repeated rows: its batch holds the course's leaves,
-    each group's in its uid's rows, after verl's own padding."""
+def test_the_tree_worker_fills_each_uid_with_its_leaves(ch08, tmp_path, monkeypatch):
+    """`TreeAgentLoopWorker.generate_sequences` on the trainer's repeated rows of chapter 08's export: its batch holds
+    the course's leaves, each group's in its uid's rows, after verl's own padding (at the chapter's lengths)."""
     from course_lib.integrations import verl_trees
 
-    model, tokenizer = ch00
+    model, tokenizer = ch08
     draws = RecordedDraws()
     leaves, tree = course_tree(model, tokenizer, "arpo", monkeypatch, draws)
     draws.replaying = True
-    rows = dataset_rows(tokenizer, tmp_path, count=PROMPTS)
-    for row in rows:  # what `export --tree arpo --global-samples 2` writes, with the test's alpha
-        row["extra_info"] = {**row["extra_info"], "tree": {"rule": "arpo", "global_samples": 2, "alpha": 0.9}}
+    rows = chapter_rows(tokenizer, tmp_path, TREE_CHAPTER, PROMPTS)
+    for row in rows:  # what `export --tree arpo --global-samples 2` writes, with the chapter's alpha, beta and k
+        row["extra_info"] = {**row["extra_info"], "tree": tree_fields("arpo")}
     repeated = [row for row in rows for _ in range(GROUP)]
     from verl import DataProto
 
@@ -426,9 +474,10 @@ def test_the_tree_worker_fills_each_uid_with_its_leaves(ch00, tmp_path, monkeypa
         meta_info={"global_steps": 1},
     )
     w = verl_trees.TreeAgentLoopWorker.__new__(verl_trees.TreeAgentLoopWorker)
+    prompt_length, response_length = course_verl.sequence_lengths(TREE_CHAPTER)
     w.rollout_config = OmegaConf.create(
-        {"prompt_length": 16, "response_length": 48, "temperature": 1.0, "top_p": 1.0, "top_k": -1,
-         "calculate_log_probs": True}
+        {"prompt_length": prompt_length, "response_length": response_length, "temperature": 1.0, "top_p": 1.0,
+         "top_k": -1, "calculate_log_probs": True}
     )  # fmt: skip
     w.tokenizer, w.processor, w.llm_client = tokenizer, None, TreeReplayServer(model, leaves, tree)
     w.reward_loop_worker_handles, w.distillation_enabled, w.mm_processor_kwargs = None, False, {}
@@ -451,28 +500,38 @@ def test_the_tree_worker_fills_each_uid_with_its_leaves(ch00, tmp_path, monkeypa
 
 
 # The MI monitor -------------------------------------------------------------------------------------------------
-def test_first_action_mi_in_verl_layout_matches_chapter_12(ch00, tmp_path):
+MONITOR_CHAPTER = "08"
+"""Chapter 12's task (`Chapter12Config.task` is chapter 08's), whose training questions its monitor plays."""
+
+
+def test_first_action_mi_in_verl_layout_matches_chapter_12(ch08, tmp_path):
     """Chapter 12's monitor MI (`first_action_mi`: every first action scored under every prompt) against the same
-    measurement on verl's data: first actions read from the agent loop's batch, the pairs laid out as verl's actor
-    reads them (left-padded prompts, position ids from the mask), log-probs by verl's `logprobs_from_logits`."""
+    measurement on verl's data, on chapter 12's task (chapter 08's): first actions read from the agent loop's batch,
+    the pairs laid out as verl's actor reads them (left-padded prompts, position ids from the mask), log-probs by
+    verl's `logprobs_from_logits`."""
     from verl.utils.torch_functional import logprobs_from_logits
 
     from course_lib.chapters import ch12_capstone as ch12
     from course_lib.integrations import verl_monitor
 
-    model, tokenizer = ch00
-    tasks = course_verl.chapter_tasks("00")
+    model, tokenizer = ch08
+    tasks = course_verl.chapter_tasks(MONITOR_CHAPTER)
     engine = RolloutEngine(model, tokenizer, tasks.sampling)
     count = 6
     trajectories = engine.rollout(
         [tasks.make_env("train") for _ in range(count)], list(range(count)), None, torch.Generator().manual_seed(7)
     )
-    rows = dataset_rows(tokenizer, tmp_path, count=count)
+    rows = chapter_rows(tokenizer, tmp_path, MONITOR_CHAPTER, count)
+    lengths = course_verl.sequence_lengths(MONITOR_CHAPTER)
     outputs = [
-        asyncio.run(build_loop(tokenizer, ReplayServer(t), tmp_path).run({"temperature": 1.0}, **rows[t.seed]))
+        asyncio.run(
+            build_loop(tokenizer, ReplayServer(t), tmp_path, lengths[1], lengths[0]).run(
+                {"temperature": 1.0}, **rows[t.seed]
+            )
+        )
         for t in trajectories
     ]
-    batch = to_dataproto(worker(tokenizer, 16, 48), outputs, [str(k) for k in range(count)])
+    batch = to_dataproto(worker(tokenizer, *lengths), outputs, [str(k) for k in range(count)])
     course = ch12.first_action_mi(model, tokenizer, trajectories, count, seed=0)
     width = batch.batch["prompts"].shape[1]
     prompts, actions = verl_monitor.first_actions(
@@ -569,13 +628,14 @@ class CourseRolloutManager:
             self.model, self.tokenizer, lambda: tasks.make_env("train"), [int(i["seed"]) for i in infos],
             tasks.sampling, MONITOR_RUN_SEED,
         )  # fmt: skip
-        w = worker(self.tokenizer, 16, 48)
+        prompt_length, response_length = course_verl.sequence_lengths(infos[0]["chapter"])  # what `launch` sets
+        w = worker(self.tokenizer, prompt_length, response_length)
         w.rollout_config = OmegaConf.create(
-            {"prompt_length": 16, "response_length": 48, "temperature": 1.0, "top_p": 1.0, "top_k": -1,
-             "calculate_log_probs": True, "val_kwargs": {"temperature": 0, "top_p": 1.0, "top_k": -1},
+            {"prompt_length": prompt_length, "response_length": response_length, "temperature": 1.0, "top_p": 1.0,
+             "top_k": -1, "calculate_log_probs": True, "val_kwargs": {"temperature": 0, "top_p": 1.0, "top_k": -1},
              "agent": {"default_agent_loop": course_verl.AGENT_NAME}}
         )  # fmt: skip
-        w.config = trainer_config(48, 16)
+        w.config = trainer_config(response_length, prompt_length)
         w.llm_client, w.hf_model_type = PrefixReplayServer(trajectories), "llama"
         w.dataset_cls, w.tools = RLHFDataset, []
         out = asyncio.run(w.generate_sequences(batch))
@@ -605,38 +665,39 @@ def monitor_trainer(model, tokenizer, tmp_path, **settings):
     return trainer
 
 
-def course_monitor_mi(model, tokenizer, seeds: list[int]) -> float:
-    """Chapter 12's `monitor_mi` on chapter 00's training questions: its body with chapter 00's environment and
-    sampling (chapter 12's own is chapter 08's task, which verl's export does not cover)."""
+def course_monitor_mi(model, tokenizer, prompts: int) -> float:
+    """Chapter 12's own `monitor_mi` (its `Chapter12Config`, `prompts` monitor questions, run seed
+    `MONITOR_RUN_SEED`): chapter 08's environment and sampling, which verl's export of chapter 08 carries."""
     from course_lib.chapters import ch12_capstone as ch12
-    from course_lib.train import evaluate_policy
 
-    tasks = course_verl.chapter_tasks("00")
-    _, trajectories = evaluate_policy(
-        model, tokenizer, lambda: tasks.make_env("train"), seeds, tasks.sampling, MONITOR_RUN_SEED
-    )
-    return ch12.first_action_mi(model, tokenizer, trajectories, len(seeds), MONITOR_RUN_SEED)["mi"]
+    config = dataclasses.replace(ch12.Chapter12Config(), monitor_prompts=prompts)
+    from course_lib.chapters import ch08_arpo as ch08
+
+    assert config.task == ch08.preset("cpu")  # the chapter 08 that `chapter_tasks("08")` exports
+    return ch12.monitor_mi(model, tokenizer, config, MONITOR_RUN_SEED)
 
 
-def test_the_installed_monitor_measures_chapter_12s_mi_and_rolls_back(ch00, tmp_path, monkeypatch):
+def test_the_installed_monitor_measures_chapter_12s_mi_and_rolls_back(ch08, tmp_path, monkeypatch):
     """The wrapper `verl_patch.install` puts on `RayPPOTrainer._validate`, on a trainer whose rollout manager and
-    actor are the course's (checked with fakes: a real run needs GPUs and a vLLM/SGLang server). Steps 0 (the base,
-    `val_before_train`), 10 (unchanged weights: passes) and 20 (attention outputs zeroed, so each position sees
-    only its own token: the first action stops depending on the question): the MI at each step equals chapter
-    12's measurement on the same policy; step 20 stops training, names step 10's checkpoint in `mi_stop.json`; the
-    step verl runs after the stop is not measured."""
+    actor are the course's (checked with fakes: a real run needs GPUs and a vLLM/SGLang server), with chapter 12's
+    monitor on its own task, chapter 08's (`gate_drop`, seeds from `MONITOR_SEED`; 6 of its 32 questions, for
+    time). Steps 0 (the base, `val_before_train`), 10 (unchanged weights: passes) and 20 (attention outputs
+    zeroed, so each position sees only its own token: the first action stops depending on the question): the MI at
+    each step equals chapter 12's `monitor_mi` on the same policy; step 20 stops training, names step 10's
+    checkpoint in `mi_stop.json`; the step verl runs after the stop is not measured."""
     import copy
     import json
 
     from course_lib.chapters import ch12_capstone as ch12
     from course_lib.integrations import verl_monitor
 
-    model, tokenizer = ch00
+    model, tokenizer = ch08
     model = copy.deepcopy(model)
     prompts = 6
     monkeypatch.setattr(ray_trainer.RayPPOTrainer, "_validate", lambda self: {"val-core/score": 0.5})
     verl_monitor.install_monitor()
-    trainer = monitor_trainer(model, tokenizer, tmp_path, chapter="00", prompts=prompts, drop=0.2)
+    drop = ch12.Chapter12Config().gate_drop
+    trainer = monitor_trainer(model, tokenizer, tmp_path, chapter=MONITOR_CHAPTER, prompts=prompts, drop=drop)
     seeds = [ch12.MONITOR_SEED + p for p in range(prompts)]
     measured, expected = [], []
     for step in (0, 10, 20):
@@ -648,7 +709,7 @@ def test_the_installed_monitor_measures_chapter_12s_mi_and_rolls_back(ch00, tmp_
         metrics = trainer._validate()
         assert metrics["val-core/score"] == 0.5
         measured.append(metrics["course/monitor_mi"])
-        expected.append(course_monitor_mi(model, tokenizer, seeds))
+        expected.append(course_monitor_mi(model, tokenizer, prompts))
     assert trainer.async_rollout_manager.calls == [seeds] * 3  # chapter 12's questions, one episode each
     # the servers sleep while the actor scores, and wake (weights synced) before verl's next step generates
     assert trainer.events == [e for step in (0, 10, 20) for e in ("generate", "sleep", "score", f"wake {step}")]
@@ -673,10 +734,10 @@ def test_the_installed_monitor_measures_chapter_12s_mi_and_rolls_back(ch00, tmp_
     assert len(trainer.async_rollout_manager.calls) == 3
 
 
-def test_the_wrapper_is_inert_without_the_monitor_config(ch00, tmp_path, monkeypatch):
+def test_the_wrapper_is_inert_without_the_monitor_config(ch08, tmp_path, monkeypatch):
     from course_lib.integrations import verl_monitor
 
-    model, tokenizer = ch00
+    model, tokenizer = ch08
     monkeypatch.setattr(ray_trainer.RayPPOTrainer, "_validate", lambda self: {"val-core/score": 0.25})
     verl_monitor.install_monitor()
     verl_monitor.install_monitor()  # idempotent: one wrapper
@@ -686,25 +747,25 @@ def test_the_wrapper_is_inert_without_the_monitor_config(ch00, tmp_path, monkeyp
     assert trainer._validate() == {"val-core/score": 0.25} and not trainer.async_rollout_manager.calls
     with pytest.raises(KeyError, match="chapter"):
         monitor_trainer(model, tokenizer, tmp_path, prompts=4)._validate()
-    late = monitor_trainer(model, tokenizer, tmp_path, chapter="00", prompts=2)
+    late = monitor_trainer(model, tokenizer, tmp_path, chapter=MONITOR_CHAPTER, prompts=2)
     late.global_steps = 10
     with pytest.warns(UserWarning, match="val_before_train"):  # a base measured after training began
         late._validate()
 
 
-def test_a_resumed_monitor_keeps_the_base_mi(ch00, tmp_path, monkeypatch):
+def test_a_resumed_monitor_keeps_the_base_mi(ch08, tmp_path, monkeypatch):
     """With `base_mi` (what `mi_stop.json`'s resume overrides add), the first measurement is judged against the
     given base instead of becoming it: a base twice the policy's MI stops at once, with no checkpoint to name."""
     import json
 
     from course_lib.integrations import verl_monitor
 
-    model, tokenizer = ch00
+    model, tokenizer = ch08
     monkeypatch.setattr(ray_trainer.RayPPOTrainer, "_validate", lambda self: {"val-core/score": 0.5})
     verl_monitor.install_monitor()
-    first = monitor_trainer(model, tokenizer, tmp_path / "a", chapter="00", prompts=4)
+    first = monitor_trainer(model, tokenizer, tmp_path / "a", chapter=MONITOR_CHAPTER, prompts=4)
     mi = first._validate()["course/monitor_mi"]
-    trainer = monitor_trainer(model, tokenizer, tmp_path / "b", chapter="00", prompts=4, base_mi=2 * mi)
+    trainer = monitor_trainer(model, tokenizer, tmp_path / "b", chapter=MONITOR_CHAPTER, prompts=4, base_mi=2 * mi)
     trainer.global_steps = 30  # resumed at step 30: no warning, the base is given
     with warnings.catch_warnings():
         warnings.simplefilter("error")
