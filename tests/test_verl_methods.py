@@ -1,7 +1,8 @@
 """The verl-side methods' parts that need no verl (main environment, CI): GiGPO's token advantages from the agent
-loop's columns, the group filters' verdicts, the tree engine over a server, the MI gate's decisions and the
-monitor's settings and questions, each against the course's own implementation on the same episodes. `tests_verl/test_methods.py` runs the same checks
-through verl's own data path in `.venv-verl`."""
+loop's columns, the group filters' verdicts, the tree engine over a server (chapter 08's tree), the MI gate's
+decisions and the monitor's settings and questions (chapter 12's, on chapter 08's task), each against the course's
+own implementation on the same episodes. `tests_verl/test_methods.py` runs the same checks through verl's own data
+path in `.venv-verl`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 
 from course_lib import data, loop, tree_rollout
 from course_lib.chapters import ch07_gigpo as ch07
+from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters.ch12_capstone import MIStop
 from course_lib.integrations import verl as course_verl
 from course_lib.integrations import verl_filters, verl_gigpo, verl_monitor, verl_trees
@@ -121,10 +123,12 @@ class Replay:
         return SimpleNamespace(token_ids=ids, log_probs=logprobs, extra_fields={"entropies": entropies})
 
 
-@pytest.mark.parametrize("rule, alpha", [("arpo", 0.9), ("aepo", 0.1)])
-def test_server_engine_grows_the_course_tree(rule, alpha, monkeypatch):
-    """`sample_trees` over `ServerEngine` and over the course's engine on the same seeds: the same tree, the same
-    tokens, masks and log-probs (the branch draws recorded on one run and replayed on the other)."""
+@pytest.mark.parametrize("rule", ["arpo", "aepo"])
+def test_server_engine_grows_the_course_tree(rule, monkeypatch):
+    """`sample_trees` over `ServerEngine` and over the course's engine on the same seeds, on ARPO's chapter 08 with
+    its tree (`Chapter08Config.grpo.tree`'s alpha, beta and k; 1 global sample per group of 4, the share of its
+    `arpo_n2` ablation, so that branches fork again): the same tree, the same tokens, masks and log-probs (the
+    branch draws recorded on one run and replayed on the other)."""
     from course_lib.algos.arpo import should_branch
 
     draws = []
@@ -133,14 +137,14 @@ def test_server_engine_grows_the_course_tree(rule, alpha, monkeypatch):
         draws.append((float(probability), should_branch(probability, generator)))
         return draws[-1][1]
 
-    model, tokenizer = data.load_base("ch00_base", "cpu")
-    tasks = course_verl.chapter_tasks("00")
-    config = tree_rollout.TreeConfig(global_samples=2, rule=rule, alpha=alpha)
+    tasks = course_verl.chapter_tasks("08")
+    model, tokenizer = data.load_base(tasks.base, "cpu")
+    config = dataclasses.replace(ch08.Chapter08Config().grpo.tree, global_samples=1, rule=rule)
     envs = [tasks.make_env("train") for _ in range(PROMPTS * GROUP)]
     monkeypatch.setattr(tree_rollout, "should_branch", record)
     engine = RolloutEngine(model.eval(), tokenizer, dataclasses.replace(tasks.sampling, snapshot_envs=True))
     leaves, tree = tree_rollout.sample_trees(engine, envs, [0, 1], GROUP, config, torch.Generator().manual_seed(5))
-    assert any(p is not None for p in tree.parents)
+    assert any(p is not None for p in tree.parents) and max(tree.fork_steps) >= 2  # a branch after the second search
     replayed = list(draws)
 
     def replay(probability, generator):
@@ -278,10 +282,10 @@ def test_monitor_rows_are_chapter_12s_questions():
     the reset observation of its own seed."""
     from course_lib.chapters.ch12_capstone import MONITOR_SEED
 
-    settings = verl_monitor.MonitorSettings("00", 0.2, 3, MONITOR_SEED)
+    settings = verl_monitor.MonitorSettings("08", 0.2, 3, MONITOR_SEED)  # chapter 12's task is chapter 08's
     rows = verl_monitor.monitor_rows(settings)
-    exported = course_verl.export_rows("00", "train", 3)
-    tasks = course_verl.chapter_tasks("00")
+    exported = course_verl.export_rows("08", "train", 3)
+    tasks = course_verl.chapter_tasks("08")
     assert [info["seed"] for info in rows["extra_info"]] == [MONITOR_SEED, MONITOR_SEED + 1, MONITOR_SEED + 2]
     for p in range(3):
         env = tasks.make_env("train")
@@ -329,12 +333,13 @@ def test_export_with_a_tree_and_the_launch_command(capsys):
     assert "+actor_rollout_ref.rollout.agent.agent_loop_manager_class=" in printed
     assert "actor_rollout_ref.actor.policy_loss.loss_mode=course_entropy_balanced" in printed
     assert "actor_rollout_ref.model.path=data/ch00_base" in printed
-    course_verl.main(["launch", "--method", "mi_monitor", "--chapter", "00"])
+    course_verl.main(["launch", "--method", "mi_monitor", "--chapter", "08"])  # chapter 12's monitor, its task
     printed = capsys.readouterr().out
     for override in (
         "+trainer.course.mi_monitor.drop=0.2",
         "+trainer.course.mi_monitor.prompts=32",
-        "+trainer.course.mi_monitor.chapter=ch00",
+        "+trainer.course.mi_monitor.chapter=ch08",
+        "actor_rollout_ref.model.path=data/ch08_base",
         "trainer.save_freq=10",
         "trainer.test_freq=10",
     ):

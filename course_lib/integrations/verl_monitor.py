@@ -34,10 +34,11 @@ On verl, four parts:
   and which the monitor no longer measures) and writes `mi_stop.json` beside the checkpoints: the rollback folder
   and the overrides that resume from it.
 
-What is checked where: `tests_verl/test_methods.py` runs the installed wrapper on a trainer object whose rollout
-manager replays the course engine's episodes through verl's own `AgentLoopWorker` and whose `compute_log_prob` is
-the chapter-00 torch model; only a run on GPUs (vLLM/SGLang serving, FSDP actor in bf16) exercises the real
-servers and actor.
+What is checked where: `tests_verl/test_methods.py` runs the installed wrapper with chapter 12's drop and seeds on its
+own task, chapter 08's (`integrations.verl.chapter_tasks("08")`), on a trainer object whose rollout manager replays
+the course engine's episodes through verl's own `AgentLoopWorker` and whose `compute_log_prob` is chapter 08's
+torch base, against `ch12_capstone.monitor_mi` itself; only a run on GPUs (vLLM/SGLang serving, FSDP actor in bf16)
+exercises the real servers and actor.
 
 Nothing in this module imports verl at import time.
 """
@@ -184,7 +185,8 @@ class MonitorSettings:
     """`+trainer.course.mi_monitor.<key>=...`; a key left out takes chapter 12's value (`Chapter12Config`)."""
 
     chapter: str
-    """The tool chapter whose training questions the monitor plays (`integrations.verl.chapter_tasks`)."""
+    """The chapter whose training questions the monitor plays (`integrations.verl.chapter_tasks`); chapter 12's
+    monitor plays chapter 08's (`08`), the task it trains on."""
     drop: float
     """`Chapter12Config.gate_drop`: stop when the MI falls below (1 - drop) x the base's."""
     prompts: int

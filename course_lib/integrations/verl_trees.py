@@ -31,6 +31,10 @@ them); rows without it get `TreeConfig(global_samples=n // 2)`. Route: verl's le
 whose batch reaches `AgentLoopManager.generate_sequences`); the manager splits the batch into equal chunks per
 worker, so `data.train_batch_size * rollout.n` must be a multiple of `agent.num_workers * rollout.n` (whole groups
 per worker). Validation batches play independent episodes (verl's own path).
+
+Checked on ARPO's own chapter 08 with its tree settings (`tests_verl/test_methods.py` through verl's worker and
+padding, `tests/test_verl_methods.py` without verl): the same tree, leaves, masks and branch draws as `sample_trees`
+over the course's engine on the same seeds, log-probs and entropies within float rounding.
 """
 
 from __future__ import annotations
