@@ -301,19 +301,7 @@ class RolloutEngine:
         """Reset `envs[i]` with `seeds[i]` and sample one trajectory in each."""
         if len(envs) != len(seeds):
             raise ValueError("envs and seeds must have the same length")
-        group_ids = list(range(len(envs))) if group_ids is None else list(group_ids)
-        starts = []
-        for env, seed, group in zip(envs, seeds, group_ids, strict=True):
-            obs, _ = env.reset(seed=seed)
-            prompt = self.format.prompt_ids(self.tokenizer, obs)
-            start = Trajectory(
-                env=env, token_ids=prompt, loss_mask=[0] * len(prompt), logprobs=[0.0] * len(prompt),
-                entropies=[0.0] * len(prompt), turn_ids=[-1] * len(prompt), group_id=group, seed=seed,
-            )  # fmt: skip
-            if self.config.snapshot_envs:
-                start.snapshots.append(env.fork())
-            starts.append(start)
-        return self.run(starts, generator)
+        return self.run(start_trajectories(self, envs, seeds, group_ids), generator)
 
     def branch(
         self, trajectory: Trajectory, steps: int, n: int, parent: int | None = None,
@@ -326,27 +314,7 @@ class RolloutEngine:
         """A copy of `trajectory` cut at the end of step `steps` (its observation included), with its own copy of
         the environment as it was then, ready for `run` to continue; not yet sampled (a sampler that branches many
         trajectories collects their forks and continues them in one batch)."""
-        if not self.config.snapshot_envs:
-            raise RuntimeError("branching needs SamplingConfig(snapshot_envs=True)")
-        if not 0 <= steps < len(trajectory.snapshots) or trajectory.snapshots[steps].done:
-            raise ValueError(f"cannot branch after step {steps} of a {trajectory.num_turns}-step trajectory")
-        cut = trajectory.prefix_length(steps)
-        return Trajectory(
-            env=trajectory.snapshots[steps].fork(),
-            token_ids=trajectory.token_ids[:cut],
-            loss_mask=trajectory.loss_mask[:cut],
-            logprobs=trajectory.logprobs[:cut],
-            entropies=trajectory.entropies[:cut],
-            turn_ids=trajectory.turn_ids[:cut],
-            group_id=trajectory.group_id,
-            seed=trajectory.seed,
-            rewards=trajectory.rewards[:steps],
-            infos=trajectory.infos[:steps],
-            anchors=trajectory.anchors[:steps],
-            snapshots=[s.fork() for s in trajectory.snapshots[: steps + 1]],
-            parent=parent,
-            branch_position=cut,
-        )
+        return fork_trajectory(self, trajectory, steps, parent)
 
     @torch.no_grad()
     def run(self, trajectories: list[Trajectory], generator: torch.Generator | None = None) -> list[Trajectory]:
@@ -473,6 +441,53 @@ class RolloutEngine:
             t.snapshots.append(t.env.fork())
         if not (terminated or truncated) and obs:
             queue.extend(self.format.observation_ids(self.tokenizer, obs, action_ids[-1]))
+
+
+def start_trajectories(
+    engine, envs: Sequence[TextEnv], seeds: Sequence[int], group_ids: Sequence[int] | None = None
+) -> list[Trajectory]:
+    """Reset `envs[i]` with `seeds[i]`: one trajectory per environment holding only its prompt (the observation in
+    `engine.format`, encoded by `engine.tokenizer`), with a copy of the environment when `engine.config.snapshot_envs`.
+    Shared by every engine that plays the course's turns (`RolloutEngine`, verl's `verl_trees.ServerEngine`)."""
+    group_ids = list(range(len(envs))) if group_ids is None else list(group_ids)
+    starts = []
+    for env, seed, group in zip(envs, seeds, group_ids, strict=True):
+        obs, _ = env.reset(seed=seed)
+        prompt = engine.format.prompt_ids(engine.tokenizer, obs)
+        start = Trajectory(
+            env=env, token_ids=prompt, loss_mask=[0] * len(prompt), logprobs=[0.0] * len(prompt),
+            entropies=[0.0] * len(prompt), turn_ids=[-1] * len(prompt), group_id=group, seed=seed,
+        )  # fmt: skip
+        if engine.config.snapshot_envs:
+            start.snapshots.append(env.fork())
+        starts.append(start)
+    return starts
+
+
+def fork_trajectory(engine, trajectory: Trajectory, steps: int, parent: int | None = None) -> Trajectory:
+    """`trajectory` cut at the end of step `steps` (its observation included), with its own copy of the environment
+    as it was then; what `RolloutEngine.fork` (and `verl_trees.ServerEngine.fork`) returns."""
+    if not engine.config.snapshot_envs:
+        raise RuntimeError("branching needs SamplingConfig(snapshot_envs=True)")
+    if not 0 <= steps < len(trajectory.snapshots) or trajectory.snapshots[steps].done:
+        raise ValueError(f"cannot branch after step {steps} of a {trajectory.num_turns}-step trajectory")
+    cut = trajectory.prefix_length(steps)
+    return Trajectory(
+        env=trajectory.snapshots[steps].fork(),
+        token_ids=trajectory.token_ids[:cut],
+        loss_mask=trajectory.loss_mask[:cut],
+        logprobs=trajectory.logprobs[:cut],
+        entropies=trajectory.entropies[:cut],
+        turn_ids=trajectory.turn_ids[:cut],
+        group_id=trajectory.group_id,
+        seed=trajectory.seed,
+        rewards=trajectory.rewards[:steps],
+        infos=trajectory.infos[:steps],
+        anchors=trajectory.anchors[:steps],
+        snapshots=[s.fork() for s in trajectory.snapshots[: steps + 1]],
+        parent=parent,
+        branch_position=cut,
+    )
 
 
 def pad_id(tokenizer) -> int:

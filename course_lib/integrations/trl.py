@@ -125,16 +125,21 @@ def training_prompts(task: ToolTask, count: int, first_seed: int = 0) -> dict[st
     return prompts
 
 
-def split_trajectory(trajectory: Trajectory) -> dict:
-    """One course trajectory as TRL's rollout fields: prompt ids, completion ids, sampling log-probs, `env_mask`."""
+def completion_fields(trajectory: Trajectory) -> dict:
+    """The four per-token fields TRL's `rollout_func` returns for one course row: prompt ids (up to the first
+    action), completion ids, sampling log-probs (0 on observation tokens) and `env_mask`."""
     prompt = trajectory.prefix_length(0)
     return {
         "prompt_ids": trajectory.token_ids[:prompt],
         "completion_ids": trajectory.token_ids[prompt:],
         "logprobs": trajectory.logprobs[prompt:],
         "env_mask": trajectory.loss_mask[prompt:],
-        "env_reward": trajectory.total_reward,
     }
+
+
+def split_trajectory(trajectory: Trajectory) -> dict:
+    """One course trajectory as TRL's rollout fields: `completion_fields` and the episode's reward, `env_reward`."""
+    return {**completion_fields(trajectory), "env_reward": trajectory.total_reward}
 
 
 def course_rollout(

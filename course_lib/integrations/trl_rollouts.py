@@ -19,6 +19,7 @@ from collections.abc import Callable
 import torch
 
 from course_lib.chapters import ToolTask
+from course_lib.integrations.trl import completion_fields
 from course_lib.rollout import RolloutEngine, Trajectory
 from course_lib.train import GRPOConfig
 
@@ -30,13 +31,9 @@ def row_fields(t: Trajectory) -> dict:
     """One course row (a whole episode, or one step-mode step) as TRL's prompt/completion split plus the step table
     of `rollout.collate`: per step (turn) of the row its reward, `info["valid"]` and anchor; per token of the
     completion its turn id (-1 on the observation that opens a row); the row's group, episode and first step."""
-    prompt = t.prefix_length(0)
     return {
-        "prompt_ids": t.token_ids[:prompt],
-        "completion_ids": t.token_ids[prompt:],
-        "logprobs": t.logprobs[prompt:],
-        "env_mask": t.loss_mask[prompt:],
-        "turn_ids": t.turn_ids[prompt:],
+        **completion_fields(t),
+        "turn_ids": t.turn_ids[t.prefix_length(0) :],
         "step_rewards": [float(r) for r in t.rewards],
         "step_valid": [bool(info.get("valid", True)) for info in t.infos],
         "step_anchors": [t.anchors[k] if k < len(t.anchors) else None for k in range(len(t.rewards))],

@@ -50,12 +50,12 @@ import torch
 from course_lib.integrations.verl import (
     EpisodeResult,
     chapter_tasks,
-    episode_extra_fields,
+    output_fields,
     turn_sampling_params,
     verl_available,
 )
 from course_lib.prompt_format import resolve as resolve_format
-from course_lib.rollout import SamplingConfig, Trajectory
+from course_lib.rollout import SamplingConfig, Trajectory, fork_trajectory, start_trajectories
 from course_lib.tokenizer import decode, tag_id
 from course_lib.tree_rollout import TreeConfig, sample_trees
 
@@ -86,36 +86,12 @@ class ServerEngine:
 
     def rollout(self, envs, seeds: Sequence[int], group_ids: Sequence[int] | None = None, generator=None):
         """Reset `envs[i]` with `seeds[i]` and play each episode to its end (as `RolloutEngine.rollout`)."""
-        group_ids = list(range(len(envs))) if group_ids is None else list(group_ids)
-        starts = []
-        for env, seed, group in zip(envs, seeds, group_ids, strict=True):
-            obs, _ = env.reset(seed=seed)
-            prompt = self.format.prompt_ids(self.tokenizer, obs)
-            start = Trajectory(
-                env=env, token_ids=prompt, loss_mask=[0] * len(prompt), logprobs=[0.0] * len(prompt),
-                entropies=[0.0] * len(prompt), turn_ids=[-1] * len(prompt), group_id=group, seed=seed,
-            )  # fmt: skip
-            if self.config.snapshot_envs:
-                start.snapshots.append(env.fork())
-            starts.append(start)
-        return self.run(starts, generator)
+        return self.run(start_trajectories(self, envs, seeds, group_ids), generator)
 
     def fork(self, trajectory: Trajectory, steps: int, parent: int | None = None) -> Trajectory:
         """`trajectory` cut after the observation of step `steps`, with its environment as it was then (the same
         cut `RolloutEngine.fork` makes)."""
-        if not self.config.snapshot_envs:
-            raise RuntimeError("branching needs SamplingConfig(snapshot_envs=True)")
-        if not 0 <= steps < len(trajectory.snapshots) or trajectory.snapshots[steps].done:
-            raise ValueError(f"cannot branch after step {steps} of a {trajectory.num_turns}-step trajectory")
-        cut = trajectory.prefix_length(steps)
-        return Trajectory(
-            env=trajectory.snapshots[steps].fork(), token_ids=trajectory.token_ids[:cut],
-            loss_mask=trajectory.loss_mask[:cut], logprobs=trajectory.logprobs[:cut],
-            entropies=trajectory.entropies[:cut], turn_ids=trajectory.turn_ids[:cut], group_id=trajectory.group_id,
-            seed=trajectory.seed, rewards=trajectory.rewards[:steps], infos=trajectory.infos[:steps],
-            anchors=trajectory.anchors[:steps], snapshots=[s.fork() for s in trajectory.snapshots[: steps + 1]],
-            parent=parent, branch_position=cut,
-        )  # fmt: skip
+        return fork_trajectory(self, trajectory, steps, parent)
 
     def run(self, trajectories: list[Trajectory], generator=None) -> list[Trajectory]:
         """Continue every trajectory to the end of its episode, all at once on the server."""
@@ -198,18 +174,10 @@ def leaf_fields(leaf: Trajectory, parent: int | None, fork_step: int) -> dict[st
         infos=list(leaf.infos), anchors=list(leaf.anchors), action_spans=spans, terminated=leaf.terminated,
         truncated=leaf.truncated, cut=leaf.cut, observations=observations,
     )  # fmt: skip
-    extra = episode_extra_fields(result)
-    extra.update(tree_parent=-1 if parent is None else int(parent), tree_fork_step=int(fork_step))
-    return {
-        "prompt_ids": result.prompt_ids,
-        "response_ids": result.response_ids,
-        "response_mask": result.response_mask,
-        "response_logprobs": result.response_logprobs,
-        "reward_score": result.total_reward,
-        "num_turns": result.chat_turns,
-        "metrics": {},
-        "extra_fields": extra,
-    }
+    fields = output_fields(result)
+    fields["metrics"] = {}  # the worker times the whole tree, not a leaf
+    fields["extra_fields"].update(tree_parent=-1 if parent is None else int(parent), tree_fork_step=int(fork_step))
+    return fields
 
 
 def tree_config(extra_info: dict[str, Any], group_size: int) -> TreeConfig:
