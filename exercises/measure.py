@@ -10,10 +10,14 @@ repository root (it loads or builds what it needs, as a student's cell would) an
 It runs in a fresh process on one CPU thread; the record keeps its output, its CPU time (the process's user+system
 time, which a busy machine barely changes) and its wall time.
 
-In the notebook, exercise K of a chapter is the markdown cell headed `### Exercise K · <title>`. It holds two
-collapsed blocks, which `--sync` writes and `tests/test_exercises_measured.py` checks:
+In the notebook, exercise K of a chapter is two markdown cells, which `--sync` writes and
+`tests/test_exercises_measured.py` checks. The first, headed `### Exercise K · <title>`, holds the task and ends with
+a link to the script (the script stays in its file, so the lesson's cell stays short):
 
-    <details><summary>Solution (exercises/solutions/ch07_2.py)</summary> + a python fence with the script
+    **Solution:** [`exercises/solutions/ch07_2.py`](../exercises/solutions/ch07_2.py) ...
+
+The next cell holds one collapsed block:
+
     <details><summary>Expected outcome (measured: 1.4 CPU-minutes, one thread)</summary> + a text fence with its
     output, then the exercise's own reading of it (prose that is the author's, kept as it is)
 """
@@ -36,9 +40,7 @@ RECORDS = ROOT / "results" / "exercises"
 NOTEBOOKS = ROOT / "notebooks"
 
 HEADING = re.compile(r"^### Exercise (\d+) · ", re.M)
-SOLUTION_BLOCK = re.compile(
-    r"(<details><summary>Solution \((?P<path>[^)]+)\)</summary>\n\n```python\n)(?P<code>.*?)(\n```)", re.S
-)
+SOLUTION_LINK = re.compile(r"\*\*Solution:\*\* \[`(?P<path>[^`]+)`\]\(\.\./(?P<target>[^)]+)\)")
 OUTCOME_BLOCK = re.compile(
     r"(<details><summary>Expected outcome \(measured: )(?P<minutes>[\d.]+)( CPU-minutes?, one thread\)</summary>\n\n"
     r"```text\n)(?P<output>.*?)(\n```)",
@@ -103,47 +105,50 @@ def notebook_of(chapter: str) -> Path:
     return found[0]
 
 
-def exercise_cells(notebook: dict) -> dict[int, dict]:
-    """Exercise number -> its markdown cell (the cell headed `### Exercise K · ...`)."""
+def exercise_cells(notebook: dict) -> dict[int, tuple[dict, dict | None]]:
+    """Exercise number -> (its task cell, headed `### Exercise K · ...`; the markdown cell right after it, which
+    holds the expected outcome, or None if there is none)."""
     cells = {}
-    for cell in notebook["cells"]:
-        if cell["cell_type"] != "markdown":
-            continue
+    markdown = [cell for cell in notebook["cells"] if cell["cell_type"] == "markdown"]
+    for index, cell in enumerate(markdown):
         match = HEADING.search("".join(cell["source"]))
         if match:
-            cells[int(match.group(1))] = cell
+            cells[int(match.group(1))] = (cell, markdown[index + 1] if index + 1 < len(markdown) else None)
     return cells
 
 
-def synced_text(text: str, chapter: str, number: int, record: dict) -> str:
-    """`text` (an exercise cell's markdown) with its solution and expected-outcome blocks set from the files."""
-    code = solution_path(chapter, number).read_text().rstrip("\n")
+def synced_text(task: str, outcome: str, chapter: str, number: int, record: dict) -> tuple[str, str]:
+    """An exercise's two cells (markdown) with the solution link and the expected-outcome block set from the files."""
     script = str(solution_path(chapter, number).relative_to(ROOT))
-    if not SOLUTION_BLOCK.search(text) or not OUTCOME_BLOCK.search(text):
+    if not SOLUTION_LINK.search(task) or not OUTCOME_BLOCK.search(outcome):
         raise SystemExit(
-            f"{chapter} exercise {number}: the cell needs a '<details><summary>Solution (path)</summary>' block with a "
-            "python fence and a '<details><summary>Expected outcome (measured: 0 CPU-minutes, one thread)</summary>' "
-            "block with a text fence (see exercises/measure.py)"
+            f"{chapter} exercise {number}: the task cell needs a '**Solution:** [`path`](../path)' link and the cell "
+            "after it a '<details><summary>Expected outcome (measured: 0 CPU-minutes, one thread)</summary>' block "
+            "with a text fence (see exercises/measure.py)"
         )
-    text = SOLUTION_BLOCK.sub(lambda m: m.group(1).replace(m.group("path"), script) + code + m.group(4), text, count=1)
-    return OUTCOME_BLOCK.sub(
-        lambda m: m.group(1) + cpu_minutes(record) + m.group(3) + record["output"] + m.group(5), text, count=1
+    task = SOLUTION_LINK.sub(f"**Solution:** [`{script}`](../{script})", task, count=1)
+    outcome = OUTCOME_BLOCK.sub(
+        lambda m: m.group(1) + cpu_minutes(record) + m.group(3) + record["output"] + m.group(5), outcome, count=1
     )
+    return task, outcome
 
 
 def sync(chapter: str) -> list[int]:
-    """Rewrite the notebook's exercise blocks from the solution scripts and records; returns the numbers synced."""
+    """Rewrite the notebook's exercise cells from the solution scripts and records; returns the numbers synced."""
     import nbformat
 
     path = notebook_of(chapter)
     notebook = nbformat.read(path, as_version=4)
     measured = records(chapter)
     synced = []
-    for number, cell in exercise_cells(notebook).items():
+    for number, (task, outcome) in exercise_cells(notebook).items():
         if str(number) not in measured:
             continue
-        text = synced_text("".join(cell["source"]), chapter, number, measured[str(number)])
-        cell["source"] = text
+        if outcome is None:
+            raise SystemExit(f"{chapter} exercise {number}: no cell after the task for the expected outcome")
+        task["source"], outcome["source"] = synced_text(
+            "".join(task["source"]), "".join(outcome["source"]), chapter, number, measured[str(number)]
+        )
         synced.append(number)
     nbformat.write(notebook, path)
     return synced
