@@ -15,7 +15,7 @@ from transformers import TrainerCallback
 
 from course_lib import data, loop
 from course_lib.integrations import trl as course_trl
-from course_lib.integrations import trl_chapters
+from course_lib.integrations import trl_chapters, trl_checks
 from course_lib.integrations.trl_methods import CourseMethodTrainer
 from course_lib.integrations.trl_monitor import MIRollback
 from course_lib.rollout import RolloutEngine, collate
@@ -58,12 +58,9 @@ def gradient(model, loss: torch.Tensor) -> torch.Tensor:
     return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
 
-def compare_losses(trainer, model, out, expected: torch.Tensor) -> tuple[float, float]:
-    """(|TRL's loss - the course's|, max |gradient difference| / max |course gradient|), asserted small."""
-    loss = trainer._compute_loss(model, out)
-    value_gap = abs(float(loss.detach()) - float(expected.detach()))
-    ours, theirs = gradient(model, loss), gradient(model, expected)
-    gradient_gap = float((ours - theirs).abs().max()) / float(theirs.abs().max())
+def compare_losses(trainer, model, out, batch, advantages: torch.Tensor) -> tuple[float, float]:
+    """`trl_checks.loss_gaps` of TRL's loss against the course's clipped loss on `batch`, asserted small."""
+    value_gap, gradient_gap = trl_checks.loss_gaps(trainer, model, out, batch, advantages)
     assert value_gap < 1e-6 and gradient_gap < 1e-4, (value_gap, gradient_gap)
     return value_gap, gradient_gap
 
@@ -108,9 +105,7 @@ def test_gigpo_step_mode_rebuilds_the_step_rows_and_gives_the_course_advantages_
     # ... and with omega 0 they are GRPO's, exactly: the episode part is GRPO's own arithmetic.
     no_step = dataclasses.replace(course, gigpo=dataclasses.replace(course.gigpo, step_weight=0.0))
     assert torch.equal(loop.gigpo(batch, no_step)[0], grpo)
-    logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
-    expected, _ = loop.clipped(logprobs, batch.old_logprobs, advantages, batch.loss_mask, course)
-    value_gap, gradient_gap = compare_losses(trainer, model, out, expected)
+    value_gap, gradient_gap = compare_losses(trainer, model, out, batch, advantages)
     print(f"step-mode GiGPO: {len(rows)} rows, loss diff {value_gap:.2e}, relative gradient diff {gradient_gap:.2e}, "
           f"sampling log-prob diff {diff['logprobs']:.2e}")  # fmt: skip
 
@@ -172,9 +167,7 @@ def test_gigpo_trajectory_mode_puts_each_steps_advantage_on_its_action_tokens(ch
         assert out["advantages"][i, length:].abs().sum() == 0
     observed = out["advantages"] * (1 - out["tool_mask"]) * out["completion_mask"]
     assert observed.abs().sum() == 0  # tool responses get no advantage
-    logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
-    expected, _ = loop.clipped(logprobs, batch.old_logprobs, advantages, batch.loss_mask, course)
-    value_gap, gradient_gap = compare_losses(trainer, model, out, expected)
+    value_gap, gradient_gap = compare_losses(trainer, model, out, batch, advantages)
     print(f"trajectory-mode GiGPO: loss diff {value_gap:.2e}, relative gradient diff {gradient_gap:.2e}, "
           f"sampling log-prob diff {diff['logprobs']:.2e}")  # fmt: skip
 
@@ -232,10 +225,8 @@ def test_the_group_filters_train_on_the_kept_groups_with_the_courses_loss(method
     kept = batch.select(keep)
     assert out["num_items_in_batch"] == kept.loss_mask.sum()
     advantages, _ = loop.grpo(kept, course)
-    logprobs, _ = token_logprobs(model, kept.input_ids, kept.attention_mask)
-    expected, _ = loop.clipped(logprobs, kept.old_logprobs, advantages, kept.loss_mask, course)
-    value_gap, gradient_gap = compare_losses(trainer, model, out, expected)
-    print(f"{method}: kept {int(keep.sum())}/{len(keep)} rows, loss {float(expected.detach()):.2e}, "
+    value_gap, gradient_gap = compare_losses(trainer, model, out, kept, advantages)
+    print(f"{method}: kept {int(keep.sum())}/{len(keep)} rows, "
           f"diff {value_gap:.2e}, relative gradient diff {gradient_gap:.2e}")  # fmt: skip
 
 

@@ -65,14 +65,20 @@ def _gradient(model, loss: torch.Tensor) -> torch.Tensor:
     return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
 
-def _loss_mismatch(trainer, model, out: dict, batch, advantages: torch.Tensor) -> int:
-    """1 if TRL's loss on `out` is not the course's clipped token mean on `batch` (value or gradient), else 0."""
+def loss_gaps(trainer, model, out: dict, batch, advantages: torch.Tensor) -> tuple[float, float]:
+    """How far TRL's loss on `out` is from the course's clipped token mean on `batch` with `advantages`: the absolute
+    difference of the values and the largest gradient difference relative to the largest course gradient entry."""
     logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
     expected, _ = loop.clipped(logprobs, batch.old_logprobs, advantages, batch.loss_mask, trainer.course)
     ours = trainer._compute_loss(model, out)
     value_gap = abs(float(ours.detach()) - float(expected.detach()))
     theirs = _gradient(model, expected)
-    gradient_gap = float((_gradient(model, ours) - theirs).abs().max()) / max(float(theirs.abs().max()), 1e-30)
+    return value_gap, float((_gradient(model, ours) - theirs).abs().max()) / max(float(theirs.abs().max()), 1e-30)
+
+
+def _loss_mismatch(trainer, model, out: dict, batch, advantages: torch.Tensor) -> int:
+    """1 if TRL's loss on `out` is not the course's (value or gradient, `loss_gaps`), else 0."""
+    value_gap, gradient_gap = loss_gaps(trainer, model, out, batch, advantages)
     return int(value_gap > LOSS_TOLERANCE or gradient_gap > GRADIENT_TOLERANCE)
 
 
