@@ -16,36 +16,38 @@ from collections.abc import Callable
 
 from transformers import TrainerCallback
 
+from course_lib.chapters.ch12_capstone import MIStop
+
 
 class MIRollback(TrainerCallback):
     """Measure `measure(model)` (e.g. `ch12_capstone.monitor_mi`) at step 0, every `every` steps and at the last
-    step; remember the weights whenever it is at least (1 - `drop`) x `base_mi`; the first time it is below, stop
-    training and load the remembered weights (none remembered: the weights training started from, which is what
-    the course's loop keeps when its first check fails, since it then never updates)."""
+    step, and apply chapter 12's own gate to it (`ch12_capstone.MIStop`: remember the weights whenever the MI is at
+    least (1 - `drop`) x `base_mi`; the first time it is below, stop and load the remembered weights; none
+    remembered: the weights training started from, which is what the course's loop keeps when its first check
+    fails, since it then never updates)."""
 
     def __init__(self, measure: Callable[[object], float], base_mi: float, drop: float, every: int):
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
         self.measure, self.every = measure, every
-        self.threshold = (1 - drop) * base_mi
-        self.state: dict | None = None
-        """The last weights whose MI passed (`model.state_dict()` copied)."""
-        self.stopped_at: int | None = None
-        """The step whose measurement fired the stop (None: it never fired)."""
+        self.gate = MIStop(base_mi, drop)
+        self.threshold = self.gate.threshold
         self.history: list[tuple[int, float]] = []
         """(step, MI) of every measurement."""
         self._start: dict | None = None
 
+    @property
+    def stopped_at(self) -> int | None:
+        """The step whose measurement fired the stop (None: it never fired)."""
+        return self.gate.stopped_at
+
     def _check(self, model, step: int, control) -> None:
         mi = float(self.measure(model))
         self.history.append((step, mi))
-        if mi >= self.threshold:
-            self.state = copy.deepcopy(model.state_dict())
-            return
-        self.stopped_at = step
-        control.should_training_stop = True
-        if self.state is not None:
-            model.load_state_dict(self.state)
+        self.gate.remember(model, mi)
+        if self.gate.check({"eval_monitor_mi": mi, "iteration": step}):
+            control.should_training_stop = True
+            self.gate.restore(model)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self._start = copy.deepcopy(model.state_dict())
