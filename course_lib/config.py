@@ -50,6 +50,17 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
+def use_threads() -> int:
+    """Set torch's intra-op threads to the course's count (`machine.THREADS`, 2: a 2-core laptop's and CI's) and
+    return it. The chapter commands that record `results/`, `notebooks refresh` and every notebook's first cell call
+    it, because floating-point sums split over another number of threads round differently: on the machine a seed
+    was recorded on, a notebook's live run of that seed then equals the recorded one."""
+    from course_lib.machine import THREADS
+
+    torch.set_num_threads(THREADS)
+    return THREADS
+
+
 def seed_everything(value: int) -> torch.Generator:
     """Seed Python, NumPy and torch; return a torch generator seeded with the same value."""
     random.seed(value)

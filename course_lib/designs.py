@@ -224,6 +224,8 @@ def run_seeds(design: Design, seeds: Sequence[int], record: bool, pilot: bool = 
     (pilot seeds to the pilot file) and skip seeds already recorded there, so an interrupted run resumes."""
     name = design.pilot_name if pilot else design.name
     done = set()
+    if record:
+        recorded.begin()  # stamp the code and machine before the first seed runs
     if record and recorded.path(name).exists():
         done = {int(seed) for seed in recorded.load(name)["seeds"]}
     out = {}
@@ -315,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.record:
+        try:
+            recorded.begin()  # the code and machine, stamped before anything runs
+        except recorded.DirtyTree as error:
+            parser.error(str(error))
     design = load(args.chapter)
     if args.pilot:
         run_seeds(design, design.pilot_seeds, args.record, pilot=True)

@@ -12,7 +12,8 @@ import platform
 from pathlib import Path
 
 THREADS = 2
-"""Intra-op threads the golden digests are computed with: the chapters' own setting on a 2-core machine."""
+"""Intra-op threads of every recorded run, notebook and golden digest (`config.use_threads`): a 2-core machine's
+default, so that a notebook run on the recording machine repeats its recorded seed bit for bit."""
 SIMD_FLAGS = ("sse", "ssse", "avx", "fma", "f16c", "amx")
 """CPU feature flags that decide which vector kernels BLAS and torch pick (other flags do not)."""
 

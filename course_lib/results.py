@@ -152,17 +152,53 @@ def provenance(config: object | None = None) -> dict:
     }
 
 
+class DirtyTree(RuntimeError):
+    """`--record` into the course's `results/` from code with uncommitted changes."""
+
+
+_run_provenance: dict | None = None
+"""The provenance of this process's recording run, captured by `begin` before its first seed ran."""
+
+
+def begin() -> dict:
+    """Capture this process's provenance (commit, dirty flag, libraries, CPU, threads, command) before its first
+    seed runs, once: every seed the process records carries this snapshot, so a file edited or committed while the
+    seeds run cannot change what they say they ran on (the code a process runs is the code it loaded). Refuses
+    (`DirtyTree`) to record into the course's own `results/` from a tree with uncommitted changes, since such a
+    record names a commit its numbers did not come from; a fork's or a test's folder is not refused."""
+    global _run_provenance
+    if _run_provenance is None:
+        _run_provenance = provenance()
+    if _run_provenance["git_dirty"] and RESULTS_DIR.resolve() == (ROOT / "results").resolve():
+        raise DirtyTree(
+            "--record writes the course's results/ and the tree has uncommitted changes (git status): commit them "
+            "first, so that each record names the code its numbers came from"
+        )
+    return dict(_run_provenance)
+
+
+def _started(config: object | None) -> dict:
+    """The provenance `begin` captured (with `config` added), or a RuntimeError when no run has begun."""
+    if _run_provenance is None:
+        raise RuntimeError("results.begin() must run before the first seed of a recording run: it stamps the code "
+                           "and machine the seeds run on")  # fmt: skip
+    return _run_provenance | ({"config": as_dict(config)} if config is not None else {})
+
+
 def write(chapter: str, records: list[dict], scale: str | None = None, config: object | None = None) -> Path:
     """Merge `records` (from `make_record`) into the chapter's file of preset `scale` (default: the active
-    `COURSE_SCALE`; `path`), keyed by seed: a later record for a seed replaces the earlier one. Each record gets
-    its provenance if it has none (with `config`, the resolved config the run used, in it)."""
+    `COURSE_SCALE`; `path`), keyed by seed: a later record for a seed replaces the earlier one. A record without a
+    provenance gets the one `begin` captured at the start of this run (with `config`, the resolved config the run
+    used, in it)."""
     from course_lib import config as course_config
 
     scale = scale or course_config.scale()
     target = path(chapter, scale)
     seeds = load(chapter, scale)["seeds"] if target.exists() else {}
-    extra = provenance(config) | {"scale": scale}
+    extra = None
     for record in records:
+        if "provenance" not in record:
+            extra = extra or _started(config) | {"scale": scale}
         seeds[str(record["seed"])] = {"provenance": extra, **record}
     target.parent.mkdir(parents=True, exist_ok=True)
     ordered = dict(sorted(seeds.items(), key=lambda item: int(item[0])))
@@ -183,7 +219,7 @@ def record(
     config: object | None = None,
 ) -> Path:
     """Write one seed's record (a chapter CLI's `--record`), with its curves and the run's config (into its
-    provenance) if given, and say where it went."""
+    provenance) if given, and say where it went. `begin` must have run before the first seed."""
     target = write(chapter, [make_record(seed, specs, numbers, minutes, curves)], config=config)
     print(f"  recorded seed {seed} in {target}")
     return target

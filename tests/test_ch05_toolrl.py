@@ -217,6 +217,7 @@ def test_repool_rewrites_every_record_from_all_seeds(tmp_path, monkeypatch):
     from course_lib import results as recorded
 
     monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
+    recorded.begin()
     runs = [fake_results(0.5, 0.5 + d, 0.5, 0.5, 0.5, coarse_auc_gap=d) for d in (0.01, -0.01, 0.0)]
     for seed, run in enumerate(runs):  # what `main --record` writes after each seed
         recorded.record("ch05", seed, ch.CLAIMS, ch.claim_numbers(run), 1.0, {"fine/eval_success": [(0, 0.1)]})

@@ -52,7 +52,10 @@ SPECS = (
 
 @pytest.fixture
 def tmp_results(tmp_path, monkeypatch):
+    """A results folder of the test's own, with a recording run begun (provenance captured) for it."""
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(results, "_run_provenance", None)
+    results.begin()
     return tmp_path / "results"
 
 
@@ -199,3 +202,34 @@ def test_a_gpu_run_records_beside_the_cpu_records_never_over_them(tmp_results, m
     assert loaded["numbers"]["gain"] == 0.3 and loaded["provenance"]["scale"] == "gpu"
     with pytest.raises(results.ResultsMissing, match="COURSE_SCALE=gpu python -m course_lib.chapters.ch04_torl"):
         results.load("ch04", "gpu")
+
+
+def test_provenance_is_stamped_when_the_run_begins_not_when_a_seed_is_written(tmp_path, monkeypatch):
+    """A commit made (or a file edited) while seeds run must not change what they say they ran on: the process runs
+    the code it loaded, so every seed carries the snapshot `begin` took before the first one."""
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(results, "_run_provenance", None)
+    monkeypatch.setattr(results, "_git", lambda *args: "a" * 40 if args[0] == "rev-parse" else "")
+    results.begin()
+    results.record("ch09", 0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
+    monkeypatch.setattr(results, "_git", lambda *args: "b" * 40 if args[0] == "rev-parse" else " M course_lib/x.py")
+    results.record("ch09", 1, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
+    seeds = results.load("ch09")["seeds"]
+    assert {seeds[s]["provenance"]["git_commit"] for s in seeds} == {"a" * 40}
+    assert not any(seeds[s]["provenance"]["git_dirty"] for s in seeds)
+
+
+def test_a_record_needs_a_begun_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(results, "_run_provenance", None)
+    with pytest.raises(RuntimeError, match=r"begin\(\) must run before the first seed"):
+        results.record("ch09", 0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
+
+
+def test_recording_into_the_course_results_refuses_a_dirty_tree(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "_run_provenance", None)
+    monkeypatch.setattr(results, "_git", lambda *args: "a" * 40 if args[0] == "rev-parse" else " M course_lib/x.py")
+    with pytest.raises(results.DirtyTree, match="uncommitted changes"):
+        results.begin()  # RESULTS_DIR is the course's own results/
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)  # a fork's or a test's folder records, flagged dirty
+    assert results.begin()["git_dirty"] is True

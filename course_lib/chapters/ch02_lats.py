@@ -403,6 +403,8 @@ def imperfect_world_model(seeds: Sequence[int], config: ImperfectWorldModelConfi
     """Run the pre-registered design once: train each arm's world model, then every seed; print and
     (with `record`) write each seed's numbers to `results/ch02_imperfect_world_model.json`."""
     config = config or ImperfectWorldModelConfig()
+    if record:
+        recorded.begin()  # stamp the code and machine before anything runs
     start = time.perf_counter()
     base = ch01.load_lm()
     worlds = {arm: train_world_model(share, config) for arm, share in config.arms}

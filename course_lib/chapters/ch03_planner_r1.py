@@ -619,6 +619,8 @@ def rare_success(seeds: Sequence[int], config: Chapter03Config | None = None, re
     `run` the dense and sparse arms of both sizes from them; print and (with `record`) write each seed's
     numbers and learning curves to `results/ch03_rare_success.json`."""
     config = config or rare_success_config()
+    if record:
+        recorded.begin()  # stamp the code and machine before anything runs
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()

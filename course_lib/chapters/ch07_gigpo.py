@@ -505,6 +505,8 @@ def confirm(seeds: Sequence[int], record: bool = False) -> dict[str, float]:
     """The pre-registered confirmation: `run` the chapter's own setting on `seeds`, print each seed's final success
     per arm and C7.1's check, then GiGPO's lead pooled over these seeds (with `record`, over every seed recorded in
     `results/ch07_confirmation.json`, whose records are rewritten with it) and C7.1b's verdict on it."""
+    if record:
+        recorded.begin()  # stamp the code and machine before the first seed runs
     per_seed = []
     for seed in seeds:
         results = run(seed)

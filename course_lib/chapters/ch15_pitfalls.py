@@ -468,6 +468,8 @@ changed on seeds 0-2 (`docs/experiments/ch15-notes.md`)."""
 def confirm(seeds: Sequence[int], record: bool = False) -> dict[str, int]:
     """Every claim of the lab on `seeds`, none of them seen when its settings were chosen: per claim, on how many
     seeds it passed (printed). With `record`, each seed goes into `results/ch15_confirmation.json`."""
+    if record:
+        recorded.begin()  # stamp the code and machine before the first seed runs
     passes = {spec.id: 0 for spec in CLAIMS}
     for seed in seeds:
         results = run(seed)

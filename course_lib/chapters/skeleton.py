@@ -114,6 +114,8 @@ def run_seeds(
     False a seed's verdicts are not printed (a chapter whose claims pool over seeds prints them at the end).
     `config`, the config the runs use, goes into each record's provenance (as plain data). `observe(seed)`, if
     given, returns the observers (`tracking`: progress lines, trackers) that watch the seed's training runs."""
+    if record:
+        recorded.begin()  # stamp the code and machine before the first seed runs
     outputs = []
     for seed in seeds:
         if observe is None:
@@ -202,6 +204,12 @@ def main(
     if arguments is not None:
         arguments(parser)
     args = parser.parse_args(argv)
+    course_config.use_threads()  # a recorded seed and the notebook's live run of it use the same count
+    if args.record:
+        try:
+            recorded.begin()  # the code and machine, stamped before anything runs
+        except recorded.DirtyTree as error:
+            parser.error(str(error))
     if absent := tracking.missing(args.report_to):
         parser.error(f"--report-to needs {', '.join(absent)}, which is not installed: pip install -e '.[track]'")
     if args.full_finetune and not args.model:
