@@ -8,8 +8,12 @@ can be recomputed from recorded numbers alone (`course_lib.results`, `tests/test
 
 Every claim has a kind (`KINDS`): a **finding** is a paper's empirical result, tested by a check that could come
 out either way; a **mechanism** check is exact or about the implementation (an identity, a mask, a gradient
-equality, a cost); a **design** check holds by how the experiment is built (a planted signal, a count that cannot
-differ) and is shown, never counted. A phenomenon that an inducer creates (a bonus, a planted base) is `induced`.
+equality, the course's own engine), and cannot fail by chance (its `chance` says how likely it is to, computed from
+the recorded seeds: under 1%, or it is not a mechanism); a **design** check holds by how the experiment is built (a
+planted signal, a count that cannot differ, a property of the warm start) and is shown, never counted; a
+**description** is a measurement that can come out either way by chance and tests no paper's finding, shown with
+how often its check passed and never counted. A phenomenon that an inducer creates (a bonus, a planted base) is
+`induced`.
 
 A claim has two verdicts. This run's (`ClaimSpec.evaluate`) depends on the machine's floating-point kernels, since
 training lands elsewhere when they differ; the course-level one (`course_lib.verdicts`) is decided on the recorded
@@ -44,8 +48,11 @@ NOT_REPRODUCED = "not reproduced at this scale"
 NOT_RUN_HERE = "not run here (its arms are read from results/)"
 NOT_APPLICABLE = "not applicable"
 """The status of a claim that cannot apply to a run's setting (a fork on another environment), with the reason."""
-KINDS = ("finding", "mechanism", "design")
+KINDS = ("finding", "mechanism", "design", "description")
 """What a claim is (see the module docstring); only findings are counted as a paper's results reproduced."""
+CHANCE_LIMIT = 0.01
+"""A mechanism check may fail by chance (its `ClaimSpec.chance`, on the recorded seeds) with at most this
+probability; above it, the check is a finding or a description, never a required mechanism."""
 TOLERANCE = 1e-9
 """Slack of `at_least`: a margin met up to float rounding counts as met."""
 
@@ -54,6 +61,27 @@ def at_least(value: float, margin: float, tolerance: float = TOLERANCE) -> bool:
     """`value >= margin` up to `tolerance`, so that a tie at the margin cannot flip on rounding (0.905 - 0.855 is
     0.05000000000000004 and 0.85 - 0.80 is 0.04999999999999993). NaN is never at least anything."""
     return value >= margin - tolerance
+
+
+@dataclass(frozen=True)
+class Chance:
+    """How likely a check is to fail by chance when what it checks is true."""
+
+    probability: float
+    how: str
+    """The computation, in words and numbers (shown in `docs/claims.md`)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A chapter's designed setting outside its main run: its own results file and claims (ids with a `d` suffix),
+    decided by the same rule as the chapter's own (`course_lib.verdicts`), and the pre-registration it follows."""
+
+    results: str
+    """`results/<results>.json`."""
+    claims: tuple[ClaimSpec, ...]
+    document: str
+    """The pre-registration, e.g. `docs/experiments/ch03-rare-success.md`."""
 
 
 class ClaimFailed(AssertionError):
@@ -115,6 +143,13 @@ class ClaimSpec:
     """For a finding that compares arms: `(number key, margin)` of each paired difference (one per seed) that the
     course-level verdict is decided on, over the recorded seeds (`course_lib.verdicts`). Empty: decided on the
     check passing on every recorded seed."""
+    shown: tuple[tuple[str, str], ...] = ()
+    """`(number key, label)` of numbers shown beside the verdict (mean and 95% t-interval over its seeds), deciding
+    nothing: what an effect is made of, where a reader could mistake the effect for something else."""
+    chance: Callable[[Sequence[Mapping[str, float]]], Chance] | None = None
+    """For a mechanism check: the probability that its check fails by chance although what it checks is true,
+    computed from the recorded seeds' numbers, with the computation in words (`course_lib.chance`). Every mechanism
+    declares it; under `CHANCE_LIMIT`, or the check is not a mechanism."""
 
     @property
     def label(self) -> str:
@@ -124,6 +159,10 @@ class ClaimSpec:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"claim {self.id}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.kind == "mechanism" and self.chance is None:
+            raise ValueError(f"claim {self.id}: a mechanism says how likely its check is to fail by chance (`chance`)")
+        if self.kind != "finding" and self.effects:
+            raise ValueError(f"claim {self.id}: only a finding is decided on paired effects")
 
     def evaluate(self, numbers: Mapping[str, float], measured: bool = True) -> Claim:
         """Today's `Claim`: run the check on `numbers`, rounded first (`settled`). With `measured` False (a run that

@@ -27,7 +27,7 @@ def test_every_method_matches_the_course_on_seed_0(bases):
     }
     assert all(check["mismatches"] == 0 for check in checks.values()), checks
     assert checks["gigpo_step"]["rows"] > 8  # step rows, not one per episode (2 prompts x 4 episodes)
-    assert checks["arpo_tree"]["branches"] > 0 and checks["arpo_tree"]["rows"] == 8
+    assert checks["arpo_tree"]["branches"] > 0 and checks["arpo_tree"]["rows"] == 4 * trl_checks.TREE_PROMPTS
     assert 0 < checks["starpo_s"]["kept"] < checks["starpo_s"]["rows"]  # the filter dropped and kept groups
 
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_lib import chance, data, envs
 from course_lib import config as course_config
-from course_lib import data, envs
 from course_lib import results as recorded
 from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
@@ -271,6 +271,10 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "checks_mask_errors",
         lambda n: n["checks_mask_errors"] == 0 and n["checks_policy_tokens"] > 0 and n["checks_tool_calls"] > 0,
         kind="mechanism",
+        chance=chance.any_of(
+            chance.exact("the mask is compared token by token with the transcript's own turn boundaries"),
+            chance.at_least_one("checks_tool_calls"),
+        ),
     ),
     ClaimSpec(
         "C0.4",
@@ -279,6 +283,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "checks_id_and_text_errors",
         lambda n: n["checks_id_errors"] == 0 and n["checks_text_errors"] == 0,
         kind="mechanism",
+        chance=chance.exact("ids and decoded text are compared with the environment's, turn by turn"),
     ),
 )
 

@@ -34,7 +34,7 @@ from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib import results as recorded
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.envs.base import distinct_seeds
 from course_lib.envs.mini_travel import draw_query, vocabulary
 from course_lib.envs.planner_reward import FAILURE_CATEGORIES, TERMS, Query, curriculum
@@ -521,8 +521,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "Planner-R1 (TravelPlanner): 8B reaches 56.4% final pass with shaped-reward RL, 32B 56.9%; GPT-5 21.2%",
         "small_dense_over_own_base",
         lambda n: at_least(n["small_dense_over_own_base"], 0.10),
-        # Not reproduced with its margin since evaluation counts each distinct query once (harder mix):
-        # the lift is 10.0 / 13.8 / 9.0 points on seeds 0 / 1 / 2 (results/ch03.json). Margin unchanged.
+        # The margin was set before the runs and kept when evaluation moved to distinct queries (a harder mix); its
+        # status is `course_lib.verdicts`', over the recorded seeds.
         required=False,
         effects=(("small_dense_over_own_base", 0.10),),
     ),
@@ -552,6 +552,10 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "Planner-R1: with dense shaping 8B is 3.5x more compute-efficient than 32B",
         "small_over_large_flops_to_gain",
         lambda n: n["small_over_large_flops_to_gain"] < 1.0,
+        # Holds by how the experiment is built: both sizes train for the same iterations, the small one costs less
+        # per iteration, and the larger one peaks at its last evaluation on every recorded seed, so the small one
+        # reaches the common gain with less compute unless the larger one peaks early. A design, not a finding.
+        kind="design",
     ),
     ClaimSpec(
         "C3.5",
@@ -559,6 +563,9 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "Planner-R1: remaining failures are constraint bookkeeping, not formatting",
         "small_dense_format_failure_share",
         lambda n: n["small_dense_format_failure_share"] <= 0.25,
+        # Met before any RL: the warm-started small base's failures are already about 2% formatting (the notebook's
+        # failure table), so the check shows what the warm start built. A design, not a finding.
+        kind="design",
     ),
 )
 
@@ -587,11 +594,16 @@ RARE_SUCCESS_RESULTS = "ch03_rare_success"
 RARE_BASE_PASS = 0.05
 """The design's precondition: the small base passes at most this share of held-out queries."""
 RARE_SUCCESS_CLAIMS: tuple[ClaimSpec, ...] = tuple(
-    dataclasses.replace(spec, statement="with bases warm-started on fully naive demonstrations: " + spec.statement)
+    dataclasses.replace(
+        spec, id=spec.id + "d", statement="with bases warm-started on fully naive demonstrations: " + spec.statement
+    )
     for spec in CLAIMS
     if spec.id in ("C3.2", "C3.3")
 )
-"""C3.2 and C3.3 with the chapter's checks and margins, read on the designed bases (`required=False`)."""
+"""C3.2d and C3.3d: C3.2 and C3.3 with the chapter's checks and margins, read on the designed bases
+(`required=False`)."""
+SETTINGS = (Setting(RARE_SUCCESS_RESULTS, RARE_SUCCESS_CLAIMS, "docs/experiments/ch03-rare-success.md"),)
+"""Chapter 03's designed setting, decided on its own file (`course_lib.verdicts`)."""
 
 
 def rare_success_config() -> Chapter03Config:

@@ -104,6 +104,12 @@ def gigpo_check(chapter: str, seed: int, base) -> dict[str, float]:
     return {"rows": float(len(rows)), "mismatches": float(wrong)}
 
 
+TREE_PROMPTS = 8
+"""Questions per tree check. A tree that never branched would make the check vacuous; with two questions the recorded
+trees branched one to three times, so a branchless tree was a real chance (C13.5's `chance` computes it from the
+recorded branch counts); eight questions grow that count about fourfold."""
+
+
 def tree_check(rule: str, seed: int, base) -> dict[str, float]:
     """ARPO's (or AEPO's) tree through the `rollout_func` against `sample_trees` run directly."""
     kept: list = []
@@ -111,16 +117,17 @@ def tree_check(rule: str, seed: int, base) -> dict[str, float]:
     def two_globals(course):  # of a budget of 4 leaves, so that the tree has room to branch
         return dataclasses.replace(course, tree=dataclasses.replace(course.tree, global_samples=2))
 
-    trainer, model = _trainer("08", rule, 2, seed, base, kept, two_globals)
+    trainer, model = _trainer("08", rule, TREE_PROMPTS, seed, base, kept, two_globals)
     _generate(trainer)
     leaves, stats = kept
     task, _ = trl_chapters.chapter_setup("08")
     engine = RolloutEngine(model, base[1], dataclasses.replace(task.sampling, snapshot_envs=True))
-    prompts = list(trainer.train_dataset["prompt"])[:2]
-    seeds = [course_trl.dataset_prompts(task, _settings(2, seed))[p] for p in prompts]
+    prompts = list(trainer.train_dataset["prompt"])[:TREE_PROMPTS]
+    seeds = [course_trl.dataset_prompts(task, _settings(TREE_PROMPTS, seed))[p] for p in prompts]
     direct, direct_stats = sample_trees(
-        engine, [task.make_env() for _ in range(8)], seeds, 4, trainer.course.tree, torch.Generator().manual_seed(seed)
-    )
+        engine, [task.make_env() for _ in range(4 * TREE_PROMPTS)], seeds, 4, trainer.course.tree,
+        torch.Generator().manual_seed(seed),
+    )  # fmt: skip
     wrong = sum(
         (a.token_ids, a.loss_mask, a.logprobs) != (b.token_ids, b.loss_mask, b.logprobs)
         for a, b in zip(leaves, direct, strict=True)
@@ -128,7 +135,7 @@ def tree_check(rule: str, seed: int, base) -> dict[str, float]:
     return {
         "rows": float(len(leaves)),
         "mismatches": float(wrong),
-        "branches": float(stats.counts(4, 2)["tree_branches"]),
+        "branches": float(stats.counts(4, TREE_PROMPTS)["tree_branches"]),
     }
 
 
