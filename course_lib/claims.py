@@ -46,6 +46,9 @@ def settled(numbers: Mapping[str, float]) -> dict[str, float]:
 
 NOT_REPRODUCED = "not reproduced at this scale"
 NOT_RUN_HERE = "not run here (its arms are read from results/)"
+NOT_MET = "not met"
+"""This run's status of a description whose check did not pass (a description reproduces nothing, so it cannot be
+"not reproduced")."""
 NOT_APPLICABLE = "not applicable"
 """The status of a claim that cannot apply to a run's setting (a fork on another environment), with the reason."""
 KINDS = ("finding", "mechanism", "design", "description")
@@ -115,6 +118,8 @@ class Claim:
             return NOT_RUN_HERE
         if self.passed:
             return "PASS"
+        if self.kind == "description":
+            return NOT_MET
         return "FAIL" if self.required else NOT_REPRODUCED
 
 
@@ -210,10 +215,13 @@ def evaluate_all(
     ]
 
 
-def report(claims: list[Claim], course: Mapping[str, str] | None = None) -> None:
+def report(claims: list[Claim], course: Mapping[str, str] | None = None, origin: str | None = None) -> None:
     """Print `ID  kind  this run STATUS  name` per claim, with `course[id]` (the course-level verdict, e.g.
     `recorded 2 of 3 seeds: not reproduced at this scale`, from `course_lib.verdicts.course_lines`) beside this run's
-    result; raise `ClaimFailed` if a required claim failed this run."""
+    result, after `origin` (`results.origin`: whether this run's machine is the one its seed was recorded on); raise
+    `ClaimFailed` if a required claim failed this run."""
+    if origin:
+        print(origin)
     for claim in claims:
         beside = f"; {course[claim.id]}" if course and claim.id in course else ""
         print(f"{claim.id:<6} {claim.kind:<9} this run {claim.status}{beside}  {claim.name}")

@@ -160,7 +160,7 @@ class Plan:
         return (
             f"pilot seeds {', '.join(map(str, self.pilot_seeds))}: {design.effect_key} mean {self.pilot_mean:+.3f}, "
             f"sd {self.sd:.3f}; 80% power at the pre-registered effect {design.scaled_effect:+.3f} "
-            f"(null {min(design.margin, 0.0):+.3f}) needs {self.uncapped} seeds -> seeds "
+            f"(null {min(design.margin, 0.0):+.3f}, paired t-test) needs {self.uncapped} seeds -> seeds "
             f"{design.first_seed}-{design.first_seed + self.seeds - 1}{capped}\n"
             f"  sturdier: the sd's 80% upper bound from {len(self.pilot_seeds)} pilot seeds is {self.sd_upper:.3f}, "
             f"which would need {self.uncapped_upper} seeds"
@@ -271,6 +271,9 @@ def show(chapter: str) -> None:
     if not numbers:
         print(f"no deciding seeds recorded yet: run `python -m course_lib.designs {chapter} --decide --record`")
         return
+    seeds = sorted(int(seed) for seed in recorded.load(design.name)["seeds"])
+    print(f"  recorded deciding seeds: {seeds[0]}-{seeds[-1]} ({len(seeds)}; planned, when they ran, with the normal's "
+          "quantiles in place of t's)")  # fmt: skip
     for key, label in design.arms:
         values = [n[key] for n in numbers if key in n]
         mean, low, high = stats.t_interval(values)

@@ -2,6 +2,8 @@
 
     python -m course_lib.notebooks run --out build      # executed copies + HTML index under build/
     python -m course_lib.notebooks refresh              # re-execute in place: the committed outputs
+    python -m course_lib.notebooks minutes .ci-junit.xml [--write]   # each notebook's minutes in CI's nbval run
+    python -m course_lib.notebooks minutes --sync       # the README's and the title cells' minutes from the record
 
 `refresh` is the only way committed outputs are produced: it forces the cpu preset, executes each
 notebook top to bottom in a fresh kernel, and strips volatile metadata so diffs stay small.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import html
 import importlib.util
+import json
 import os
 import posixpath
 import re
@@ -37,6 +40,12 @@ from traitlets.config import Config
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 DOCS = ROOT / "docs"
+MINUTES = ROOT / "results" / "minutes.json"
+"""Each notebook's minutes in CI's nbval run (the sum of its cells' times, 2 cores): the one source of a chapter's
+minutes, which the README's chapter map and each title cell's **Time.** sentence show (`minutes --sync`)."""
+TIME_SENTENCE = re.compile(r"\*\*Time\.\*\* The cells run in ([\d.]+) minutes? on 2 CPU cores \(CI's nbval run, "
+                           r"`results/minutes\.json`\)\.")  # fmt: skip
+README = ROOT / "README.md"
 
 
 def kernel_config() -> Config:
@@ -207,6 +216,8 @@ def run(paths: list[Path], out: Path) -> int:
 
 
 def refresh(paths: list[Path]) -> int:
+    # Each notebook's first cell sets torch to the course's thread count (`config.use_threads`), as the chapter
+    # commands that record results/ do: on the recording machine a live seed then equals its recorded one.
     os.environ["COURSE_SCALE"] = "cpu"
     os.environ.setdefault("COURSE_SEED", "0")
     for path in paths:
@@ -232,6 +243,70 @@ def nbval_minutes(junit_xml: Path) -> dict[str, float]:
     return dict(sorted(minutes.items()))
 
 
+def write_minutes(junit_xml: Path) -> dict:
+    """`results/minutes.json` from a CI run's JUnit report: minutes per chapter (`"00": 0.2`, one decimal), the
+    total, and where they were measured."""
+    from course_lib.machine import cpu_description
+    from course_lib.results import _git
+
+    per_notebook = nbval_minutes(junit_xml)
+    minutes = {name[:2]: round(value, 1) for name, value in per_notebook.items()}
+    record = {
+        "minutes": minutes,
+        "total": round(sum(per_notebook.values()), 1),
+        "measured": {"cpu": cpu_description(), "git_commit": _git("rev-parse", "HEAD") or "unknown",
+                     "how": "pytest --nbval under .ci/run: the sum of each notebook's cells' times, 2 cores, "
+                            "ATEN_CPU_CAPABILITY=avx2"},
+    }  # fmt: skip
+    MINUTES.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def recorded_minutes() -> dict[str, float]:
+    """`{"00": 0.2, ...}` from `results/minutes.json`."""
+    return json.loads(MINUTES.read_text())["minutes"]
+
+
+def time_sentence(minutes: float) -> str:
+    """A title cell's **Time.** sentence for `minutes` (matched by `TIME_SENTENCE`)."""
+    unit = "minute" if minutes == 1 else "minutes"
+    return f"**Time.** The cells run in {minutes:.1f} {unit} on 2 CPU cores (CI's nbval run, `results/minutes.json`)."
+
+
+def readme_minutes(text: str, minutes: dict[str, float]) -> str:
+    """The README's chapter map with its CPU-minutes column (the fifth) from `minutes`."""
+    out = []
+    for line in text.split("\n"):
+        row = re.match(r"\| (\d\d) \|", line)
+        if row and row.group(1) in minutes:
+            cells = line.split(" | ")
+            cells[4] = f"{minutes[row.group(1)]:.1f}"
+            line = " | ".join(cells)
+        out.append(line)
+    return "\n".join(out)
+
+
+def sync_minutes() -> list[str]:
+    """Write each title cell's **Time.** sentence and the README's minutes column from `results/minutes.json`;
+    return the files changed."""
+    minutes = recorded_minutes()
+    changed = []
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        title = notebook.cells[0]
+        sentence = time_sentence(minutes[path.name[:2]])
+        new = TIME_SENTENCE.sub(lambda _, sentence=sentence: sentence, title.source)
+        if new != title.source:
+            title.source = new
+            nbformat.write(notebook, path)
+            changed.append(str(path.relative_to(ROOT)))
+    text = README.read_text()
+    if (new := readme_minutes(text, minutes)) != text:
+        README.write_text(new)
+        changed.append("README.md")
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.notebooks", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -241,9 +316,19 @@ def main(argv: list[str] | None = None) -> int:
     refresh_parser = sub.add_parser("refresh", help="re-execute notebooks in place (committed outputs)")
     refresh_parser.add_argument("notebooks", nargs="*", type=Path)
     minutes_parser = sub.add_parser("minutes", help="minutes per notebook from a pytest --nbval JUnit XML report")
-    minutes_parser.add_argument("junit_xml", type=Path)
+    minutes_parser.add_argument("junit_xml", type=Path, nargs="?")
+    minutes_parser.add_argument("--write", action="store_true", help="record them in results/minutes.json")
+    minutes_parser.add_argument("--sync", action="store_true", help="the README and title cells from the record")
     args = parser.parse_args(argv)
     if args.command == "minutes":
+        if args.sync:
+            for name in sync_minutes():
+                print(f"wrote {name}")
+            return 0
+        if args.junit_xml is None:
+            parser.error("minutes needs a JUnit XML report (or --sync)")
+        if args.write:
+            print(f"wrote {MINUTES.relative_to(ROOT)}: {write_minutes(args.junit_xml)['total']} minutes in all")
         minutes = nbval_minutes(args.junit_xml)
         for name, value in minutes.items():
             print(f"{name:45} {value:5.1f} min")

@@ -1,6 +1,6 @@
 """Recorded claim numbers: `results/<chapter>.json`, one entry per seed, with provenance.
 
-A chapter's CLI (`python -m course_lib.chapters.ch04_torl --seeds 0 1 2 --record`) writes, after each
+A chapter's CLI (`python -m course_lib.chapters.ch04_torl --seeds 0 1 2 3 4 --record`) writes, after each
 seed, the flat numbers its claims use (`claim_numbers`), the verdicts, the minutes the seed took and
 where they came from (git commit, library versions, CPU, threads, command line). The notebooks and
 `docs/claims.md` read these files to show the spread over seeds beside a single run, and
@@ -72,7 +72,7 @@ def record_command(chapter: str, scale: str = "cpu") -> str:
     if chapter.endswith(("_design", "_design_pilot")):  # a designed setting (`course_lib.designs`)
         step = "--pilot" if chapter.endswith("_pilot") else "--decide"
         return f"{prefix}python -m course_lib.designs {chapter.split('_')[0]} {step} --record"
-    return f"{prefix}python -m course_lib.chapters.{MODULES.get(chapter, chapter)} --seeds 0 1 2 --record"
+    return f"{prefix}python -m course_lib.chapters.{MODULES.get(chapter, chapter)} --seeds 0 1 2 3 4 --record"
 
 
 Curves = Mapping[str, Sequence[tuple[float, float]]]
@@ -146,6 +146,7 @@ def provenance(config: object | None = None) -> dict:
         "python": platform.python_version(),
         **{name: _version(name) for name in LIBRARIES},
         "cpu": cpu_description(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch_threads": torch.get_num_threads(),
         "command": " ".join(getattr(sys, "orig_argv", sys.argv)),
         **({"config": as_dict(config)} if config is not None else {}),
@@ -239,6 +240,34 @@ def load(chapter: str, scale: str = "cpu") -> dict:
     if not isinstance(loaded, dict) or not isinstance(loaded.get("seeds"), dict):
         raise ResultsMissing(f"{target} has no `seeds` table: {fix}")
     return loaded
+
+
+def origin(chapter: str, seed: int) -> str:
+    """Which numbers of a notebook came from this run, in one line: this machine's CPU and threads against those
+    `results/<chapter>.json` recorded seed `seed` on. Only on the same CPU and thread count does a live run repeat
+    its recorded seed bit for bit (floating-point kernels and the split of sums over threads round differently)."""
+    import torch
+
+    from course_lib.machine import cpu_description
+
+    def describe(cpu: str, capability: str | None, threads: int | None) -> str:
+        kernels = f" ({capability} kernels)" if capability else ""
+        return f"{cpu}{kernels}, {threads} thread{'s' * (threads != 1)}"
+
+    record = load(chapter)["seeds"].get(str(seed))
+    provenance = (record or {}).get("provenance", {})
+    # an older record did not note the kernels: compare what it noted
+    capability = torch.backends.cpu.get_cpu_capability() if "cpu_capability" in provenance or not record else None
+    here = describe(cpu_description(), capability, torch.get_num_threads())
+    if record is None:
+        return f"this run: seed {seed} on {here}; results/{chapter}.json has no seed {seed} to compare it with"
+    there = describe(provenance.get("cpu", "an unrecorded CPU"), provenance.get("cpu_capability"),
+                     provenance.get("torch_threads"))  # fmt: skip
+    if there == here:
+        return (f"this run: seed {seed} on {here}, the machine and threads results/{chapter}.json recorded it on: "
+                "its numbers are the recorded seed's")  # fmt: skip
+    return (f"this run: seed {seed} on {here}; results/{chapter}.json recorded it on {there}: the numbers marked "
+            "'this run' are this machine's, the course-level verdicts the recorded seeds'")  # fmt: skip
 
 
 def recorded_numbers(recorded: Mapping, key: str) -> list[float]:

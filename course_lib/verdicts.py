@@ -46,6 +46,9 @@ CLAIMS_DOC = ROOT / "docs" / "claims.md"
 README = ROOT / "README.md"
 MIN_SEEDS = 5
 """No finding is reproduced on fewer deciding seeds (claims.md)."""
+APPENDICES = ("ch13", "ch14", "ch15")
+"""Chapters that check the course's own engines and a trainer's pitfalls (TRL and verl, a model of your own, the
+pitfalls lab): no paper's finding is theirs to reproduce, so their claims are mechanisms, designs and descriptions."""
 UNDECIDED = "undecided"
 
 
@@ -315,17 +318,18 @@ def print_chapter(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> Non
 
 
 # Takeaways: a notebook's prose with every status and multi-seed number filled in from here ------------------------
-PLACEHOLDER = re.compile(r"\{(C\d+\.\d+[a-z]?)(?::([A-Za-z0-9_]+))?\}")
+PLACEHOLDER = re.compile(r"\{(C\d+\.\d+[a-z]?)(?::([A-Za-z0-9_]+))?(?::(range|mean))?\}")
 
 
 def fill(chapter: str, template: str) -> str:
-    """`template` with `{C7.1}` replaced by the claim's status phrase (`CourseVerdict.phrase`) and `{C7.1:key}` by
-    the mean and 95% t-interval of the number `key` over the seeds that decide C7.1. A KeyError names an id the
-    chapter does not have or a number its seeds did not record."""
+    """`template` with `{C7.1}` replaced by the claim's status phrase (`CourseVerdict.phrase`), `{C7.1:key}` by the
+    mean and 95% t-interval of the number `key` over the seeds that decide C7.1, `{C7.1:key:range}` by its range
+    (`0.510 to 0.517 over 5 seeds`) and `{C7.1:key:mean}` by its mean alone. A KeyError names an id the chapter
+    does not have or a number its seeds did not record."""
     by_id = {v.id: v for v in chapter_verdicts(chapter)}
 
     def replace(match: re.Match) -> str:
-        claim, key = match.group(1), match.group(2)
+        claim, key, form = match.group(1), match.group(2), match.group(3)
         if claim not in by_id:
             raise KeyError(f"{chapter} has no claim {claim}; its claims: {', '.join(by_id)}")
         if key is None:
@@ -333,6 +337,11 @@ def fill(chapter: str, template: str) -> str:
         values = [n[key] for n in recorded_seeds(*by_id[claim].files)[0] if key in n]
         if not values:
             raise KeyError(f"no seed deciding {claim} recorded the number {key!r}")
+        if form == "range":
+            low, high = recorded.format_number(min(values)), recorded.format_number(max(values))
+            return f"{low} to {high} over {len(values)} seeds"
+        if form == "mean":
+            return recorded.format_number(sum(values) / len(values))
         return interval_text(values)
 
     return PLACEHOLDER.sub(replace, template)

@@ -223,7 +223,7 @@ def test_rare_success_numbers_and_verdicts():
     assert numbers["sparse_cost_small_minus_large"] == pytest.approx(0.2)
     assert numbers["small_base_rare"] == 1.0 and numbers["large_sparse_success"] == 0.2
     claims = ch03.evaluate_all(ch03.RARE_SUCCESS_CLAIMS, numbers)
-    assert [c.id for c in claims] == ["C3.2", "C3.3"] and [c.passed for c in claims] == [True, True]
+    assert [c.id for c in claims] == ["C3.2d", "C3.3d"] and [c.passed for c in claims] == [True, True]
     assert not any(spec.required for spec in ch03.RARE_SUCCESS_CLAIMS)  # the main claims stay on the main base
     # dense ahead by 12 points for the small policy, but the larger one loses as much: C3.2 only
     results = results_with({"base": 0.06, "dense": 0.32, "sparse": 0.2}, {"base": 0.02, "dense": 0.32, "sparse": 0.2})

@@ -108,8 +108,9 @@ def test_design_is_registered_and_planned_as_pre_registered():
     assert d is design.DESIGN and d.claim.kind == "finding" and d.claim.id == "C8.3d"
     assert (d.effect_key, d.margin, d.scaled_effect) == ("arpo_minus_grpo", -0.02, 0.03)
     assert d.claim.effects[1] == ("train_calls_saved", 0.0)
-    # n = ceil((2.8016 * 0.06 / (0.03 + 0.02))^2) = ceil(11.30) = 12; sd 0.15 -> 71 -> capped at 20
-    assert designs.seeds_needed(0.06, 0.03, -0.02) == 12
+    # with t: n = 13 detects (2.179 + 0.873) 0.06 / sqrt(13) = 0.0508 > 0.05, n = 14 detects 0.0488 (the normal's
+    # quantiles would have asked for 12); sd 0.15 -> capped at 20
+    assert designs.seeds_needed(0.06, 0.03, -0.02) == 14
     assert designs.seeds_needed(0.15, 0.03, -0.02) == 20
     assert not set(d.pilot_seeds) & set(d.deciding_seeds(20))
 

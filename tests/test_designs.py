@@ -8,26 +8,26 @@ import types
 import numpy as np
 import pytest
 
-from course_lib import designs, stats, verdicts
+from course_lib import chance, designs, stats, verdicts
 from course_lib import results as recorded
 from course_lib.claims import ClaimSpec, at_least
 
-Z = 1.959964 + 0.841621  # z_0.975 + z_0.8
-
 
 def test_seeds_needed_matches_the_formula_by_hand():
-    # ((2.801585 * 0.05 / 0.05)^2 = 7.849 -> 8
-    assert designs.seeds_needed(0.05, 0.05) == 8
-    # sd twice the effect: (2 * 2.801585)^2 = 31.40 -> 32, capped at 20
+    """The smallest n with (t_{0.975, n-1} + t_{0.8, n-1}) sd / sqrt(n) <= effect, from printed t tables."""
+    # sd = effect: n = 9 gives (2.306 + 0.889) / 3 = 1.065 > 1, n = 10 gives (2.262 + 0.883) / 3.162 = 0.995
+    assert designs.seeds_needed(0.05, 0.05) == 10
+    # sd twice the effect: n = 33 gives (2.037 + 0.853) / 5.745 = 0.503 > 0.5, n = 34 gives 2.035 + 0.853 over
+    # 5.831 = 0.495; capped at 20
     assert designs.seeds_needed(0.10, 0.05) == 20
-    assert designs.seeds_needed(0.10, 0.05, maximum=100) == 32
+    assert designs.seeds_needed(0.10, 0.05, maximum=100) == 34
     # a tiny spread still asks for the minimum
     assert designs.seeds_needed(0.01, 0.05) == 6
     assert designs.seeds_needed(0.0, 0.05) == 6
     # "at most 2 points worse" with a true effect of 0: the distance is 0.02
-    assert designs.seeds_needed(0.02, 0.0, margin=-0.02) == 8
+    assert designs.seeds_needed(0.02, 0.0, margin=-0.02) == 10
     # a positive margin does not move the null (the interval must clear 0; the mean must reach the margin)
-    assert designs.seeds_needed(0.05, 0.05, margin=0.03) == 8
+    assert designs.seeds_needed(0.05, 0.05, margin=0.03) == 10
 
 
 def test_power_is_80_percent_at_the_planned_seeds_and_below_with_one_fewer():
@@ -36,8 +36,8 @@ def test_power_is_80_percent_at_the_planned_seeds_and_below_with_one_fewer():
         assert designs.power(sd, effect, 0.0, n) >= 0.8
         if n > 6:
             assert designs.power(sd, effect, 0.0, n - 1) < 0.8
-    # by hand: z = 1 * sqrt(8) - 1.959964 = 0.868463 -> Phi = 0.8074
-    assert designs.power(0.05, 0.05, 0.0, 8) == pytest.approx(0.8074, abs=1e-4)
+    # by hand: T_9(sqrt(10) - 2.262157) = T_9(0.900121) = 0.8042
+    assert designs.power(0.05, 0.05, 0.0, 10) == pytest.approx(0.8042, abs=1e-4)
     assert designs.power(0.0, 0.05, 0.0, 2) == 1.0
 
 
@@ -85,7 +85,7 @@ def test_design_rejects_overlapping_seeds_and_a_non_finding():
     with pytest.raises(ValueError, match="overlap"):
         designs.Design("ch99", "doc.md", claim(), 0.05, fake_run, pilot_seeds=(30,), first_seed=20)
     assert designs.Design("ch99", "d", claim(), 0.05, fake_run, first_seed=20).deciding_seeds(3) == [20, 21, 22]
-    mechanism = ClaimSpec("C99.2", "s", "p", "v", lambda n: True, kind="mechanism")
+    mechanism = ClaimSpec("C99.2", "s", "p", "v", lambda n: True, kind="mechanism", chance=chance.exact("by hand"))
     with pytest.raises(ValueError, match="finding"):
         designs.Design("ch99", "doc.md", mechanism, 0.05, fake_run)
     with pytest.raises(ValueError, match="beyond the null"):
@@ -140,7 +140,7 @@ def test_the_designed_claim_joins_the_chapter_verdicts(fake_design, capsys, tmp_
     assert decided[-1].id == "C99.1d"
     assert decided[-1].holds  # every seed's a - b is positive and the interval clears 0
     verdicts.print_chapter("ch08")
-    assert "results/ch08_design.json (C99.1d)" in capsys.readouterr().out
+    assert "ch08_design.json" in capsys.readouterr().out
     designs.show("ch08")
     shown = capsys.readouterr().out
     assert "pre-registered in docs/experiments/fake.md" in shown and "reproduced" in shown

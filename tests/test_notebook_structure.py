@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.claims import NOT_REPRODUCED, NOT_RUN_HERE
+from course_lib.claims import NOT_MET, NOT_REPRODUCED, NOT_RUN_HERE
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SECTIONS = ["## 1 ", "## 2 ", "## 3 ", "## 4 ", "## 5 ", "## 6 · Claims", "## 7 ", "## 8 "]
@@ -44,19 +44,24 @@ def test_committed_outputs_are_clean(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_claims_cell_prints_this_run_beside_the_course_verdict_which_is_compared(path):
-    """The claims cell prints this run's verdict (machine-dependent, so not compared) beside the course-level one;
-    the cell after it prints the course-level verdicts read from results/ (deterministic, so compared)."""
+    """The claims cell says whether this run's machine is the one its seed was recorded on, then prints this run's
+    verdict (machine-dependent, so not compared) beside the course-level one; the cell after it prints the
+    course-level verdicts read from results/ (deterministic, so compared)."""
     code = [c for c in load(path)["cells"] if c["cell_type"] == "code"]
     claims = [i for i, c in enumerate(code) if "report(" in "".join(c["source"])]
     assert len(claims) == 1, "exactly one claims cell"
     cell, after = code[claims[0]], code[claims[0] + 1]
     assert "nbval-ignore-output" in cell["metadata"].get("tags", []), "this run's verdicts depend on the machine"
-    assert "verdicts.course_lines(" in "".join(cell["source"]), "this run's result is printed beside the course's"
+    source = "".join(cell["source"])
+    assert "verdicts.course_lines(" in source, "this run's result is printed beside the course's"
+    assert "recorded.origin(" in source, "the cell says which numbers came from this run"
     text = "".join("".join(o.get("text", "")) for o in cell["outputs"])
-    lines = text.strip().splitlines()
-    statuses = "|".join(re.escape(status) for status in ("PASS", "FAIL", NOT_REPRODUCED, NOT_RUN_HERE))
+    origin, *lines = text.strip().splitlines()
+    assert origin.startswith("this run: seed "), origin
+    statuses = "|".join(re.escape(status) for status in ("PASS", "FAIL", NOT_MET, NOT_REPRODUCED, NOT_RUN_HERE))
     verdict_line = re.compile(
-        rf"^C\d+\.\d+[a-z]?\s+(finding|mechanism|design)\s+this run ({statuses}); recorded \d+ of \d+ seeds: \S"
+        rf"^C\d+\.\d+[a-z]?\s+(finding|mechanism|design|description)\s+this run ({statuses}); recorded \d+ of \d+ "
+        r"seeds: \S"
     )  # ids such as C4.3a; NOT_RUN_HERE for a claim whose arms the notebook does not train live
     assert lines and all(verdict_line.match(ln) for ln in lines), lines
     assert "verdicts.print_chapter(" in "".join(after["source"]), "the course-level verdicts follow the claims cell"
@@ -65,25 +70,69 @@ def test_claims_cell_prints_this_run_beside_the_course_verdict_which_is_compared
     assert shown.startswith("course-level verdicts") and "findings reproduced" in shown
 
 
-STATUS_WORDS = re.compile(r"\b(C\d+\.\d+[a-z]?)\b([^.;:]*?)\b(not reproduced|reproduced)\b(?! in the designed)")
+STATUS_WORDS = re.compile(
+    r"\b(C\d+\.\d+[a-z]?)\b([^.;:]*?)\b(not reproduced|reproduced|undecided|holds by design|holds|fails|held)\b(?!-)"
+)
+"""A clause naming a claim and a status: in a notebook's markdown, a status typed by hand."""
+
+
+def test_status_words_catch_the_ways_a_status_was_typed_by_hand():
+    for typed in ("C1.3 is reproduced in the designed setting", "C11.2a, a mechanism check, holds on every seed",
+                  "C9.3 (not reproduced)", "C8.2 is undecided on three seeds"):  # fmt: skip
+        assert STATUS_WORDS.search(typed), typed
+    assert not STATUS_WORDS.search("C7.1 asks whether GiGPO leads. The lead is reproduced below.")
+    assert not STATUS_WORDS.search("C4.3b's metric (the mean held-out accuracy)")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_markdown_states_the_course_level_status(path):
-    """Where a notebook's text says a claim is (not) reproduced, in one clause naming it, that is its course-level
-    verdict from results/ (`course_lib.verdicts`): the takeaways and the claims cell cannot disagree."""
-    from course_lib import verdicts
-
-    status = {v.id: v.status for v in verdicts.chapter_verdicts("ch" + path.stem[:2])}
-    for cell in load(path)["cells"]:
+def test_no_markdown_states_a_claims_status_by_hand(path):
+    """One status per claim, generated: a notebook's markdown names claims but never says whether they are
+    reproduced; its takeaways are a `verdicts.takeaways` cell, filled from results/ (claims.md)."""
+    for index, cell in enumerate(load(path)["cells"]):
         if cell["cell_type"] != "markdown":
             continue
         text = " ".join("".join(cell["source"]).split())
-        for claim, between, said in STATUS_WORDS.findall(text):
-            if claim not in status or re.search(r"\bC\d+\.\d", between):
-                continue  # another chapter's claim, or a clause about several claims
-            expected = "not reproduced" if status[claim] != "reproduced" else "reproduced"
-            assert said == expected, f"{path.stem}: the text says {claim} {said!r}, results/ say {status[claim]!r}"
+        found = STATUS_WORDS.search(text)
+        assert not found, f"{path.stem} cell {index} states a status by hand: {found.group(0)!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_takeaways_are_generated_from_results_and_committed_as_generated(path):
+    """The takeaways cell renders its template with every `{C7.1}` and `{C7.1:key}` filled from results/
+    (`verdicts.takeaways`); its committed output is what results/ give now (nbval compares it too), and its text
+    agrees with each claim's course-level verdict."""
+    import ast
+
+    from course_lib import verdicts
+
+    cells = [
+        c for c in load(path)["cells"] if c["cell_type"] == "code" and "verdicts.takeaways(" in "".join(c["source"])
+    ]  # noqa: E501
+    assert cells, f"{path.stem} has no generated takeaways (`verdicts.takeaways`)"
+    for cell in cells:
+        call = next(node for node in ast.walk(ast.parse("".join(cell["source"]))) if isinstance(node, ast.Call)
+                    and getattr(node.func, "attr", "") == "takeaways")  # fmt: skip
+        chapter, template = (ast.literal_eval(arg) for arg in call.args)
+        committed = "".join(cell["outputs"][0]["data"]["text/markdown"])
+        assert committed == verdicts.fill(chapter, template.strip()), "refresh the notebook: results/ changed"
+    status = {v.id: v.status for v in verdicts.chapter_verdicts("ch" + path.stem[:2])}
+    for cell in cells:
+        rendered = "".join(cell["outputs"][0]["data"]["text/markdown"])
+        for claim, said in re.findall(r"\*\*(C\d+\.\d+[a-z]?): ([^*]+)\*\*", rendered):
+            assert said == status[claim], f"{path.stem}: {claim} rendered {said!r}, results/ say {status[claim]!r}"
+
+
+LEFTOVERS = re.compile(
+    r"the old (?:text|prediction)|\bthe prediction(?:,| assumed| was)|as (?:the|your) prediction", re.I
+)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_lesson_argues_with_an_old_text(path):
+    """A lesson states what was measured; it does not argue with an earlier version of itself."""
+    for index, cell in enumerate(load(path)["cells"]):
+        found = LEFTOVERS.search("".join(cell["source"]))
+        assert not found, f"{path.stem} cell {index}: {found.group(0)!r}"
 
 
 MAX_WORDS = 300
@@ -157,3 +206,36 @@ def test_implement_it_cells_run_the_check(path):
             assert after["cell_type"] == "code" and "check(" in "".join(after["source"]), f"cell {index + 1}"
             shown = "".join("".join(o.get("text", "")) for o in after["outputs"])
             assert "pass" in shown, f"cell {index + 1} prints the checks' result"
+
+
+def test_each_chapters_minutes_come_from_one_record():
+    """One source for a chapter's minutes (CI's nbval run, `results/minutes.json`): the README's chapter map and each
+    title cell's **Time.** sentence show that number, identically (`notebooks minutes --sync` writes both)."""
+    from course_lib import notebooks
+
+    minutes = notebooks.recorded_minutes()
+    assert set(minutes) == {path.name[:2] for path in NOTEBOOKS}
+    for path in NOTEBOOKS:
+        title = "".join(load(path)["cells"][0]["source"])
+        assert notebooks.time_sentence(minutes[path.name[:2]]) in title, f"{path.stem}: run `notebooks minutes --sync`"
+    readme = (NOTEBOOKS[0].parent.parent / "README.md").read_text()
+    assert notebooks.readme_minutes(readme, minutes) == readme, "run `python -m course_lib.notebooks minutes --sync`"
+
+
+def test_minutes_are_read_from_a_junit_report(tmp_path, monkeypatch):
+    from course_lib import notebooks
+
+    report = tmp_path / "junit.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="notebooks.00_tool_agent_grpo.ipynb" name="Cell 0" time="6.0"/>'
+        '<testcase classname="notebooks.00_tool_agent_grpo.ipynb" name="Cell 1" time="9.0"/>'
+        '<testcase classname="notebooks.01_rap_world_model_mcts.ipynb" name="Cell 0" time="60.0"/>'
+        '<testcase classname="tests.test_grpo" name="test_x" time="100.0"/>'
+        "</testsuite></testsuites>"
+    )
+    monkeypatch.setattr(notebooks, "MINUTES", tmp_path / "minutes.json")
+    record = notebooks.write_minutes(report)
+    assert record["minutes"] == {"00": 0.2, "01": 1.0} and record["total"] == 1.2  # 15 s and 60 s
+    assert notebooks.time_sentence(0.2).startswith("**Time.** The cells run in 0.2 minutes on 2 CPU cores")
+    assert notebooks.TIME_SENTENCE.fullmatch(notebooks.time_sentence(1.0))

@@ -80,7 +80,7 @@ def test_write_merges_by_seed_and_load_reads_back(tmp_results):
 
 
 def test_load_names_the_command_when_missing_or_corrupt(tmp_results):
-    with pytest.raises(results.ResultsMissing, match="ch04_torl --seeds 0 1 2 --record"):
+    with pytest.raises(results.ResultsMissing, match="ch04_torl --seeds 0 1 2 3 4 --record"):
         results.load("ch04")
     tmp_results.mkdir()
     (tmp_results / "ch04.json").write_text('{"seeds": {"0": ')

@@ -205,11 +205,6 @@ def main(
         arguments(parser)
     args = parser.parse_args(argv)
     course_config.use_threads()  # a recorded seed and the notebook's live run of it use the same count
-    if args.record:
-        try:
-            recorded.begin()  # the code and machine, stamped before anything runs
-        except recorded.DirtyTree as error:
-            parser.error(str(error))
     if absent := tracking.missing(args.report_to):
         parser.error(f"--report-to needs {', '.join(absent)}, which is not installed: pip install -e '.[track]'")
     if args.full_finetune and not args.model:
@@ -226,6 +221,11 @@ def main(
     overridden = bool(args.set or args.config)
     if overridden and args.record:
         parser.error("--record writes the course's own results; a run with --set or --config is printed, not recorded")
+    if args.record:
+        try:
+            recorded.begin()  # the code and machine, stamped before anything runs
+        except recorded.DirtyTree as error:
+            parser.error(str(error))
     if configure is not None:
         chapter = configure(args, parser)
         if chapter is None:
