@@ -233,3 +233,23 @@ def test_recording_into_the_course_results_refuses_a_dirty_tree(tmp_path, monkey
         results.begin()  # RESULTS_DIR is the course's own results/
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)  # a fork's or a test's folder records, flagged dirty
     assert results.begin()["git_dirty"] is True
+
+
+def test_origin_says_whether_this_run_can_equal_its_recorded_seed(tmp_results, monkeypatch):
+    import torch
+
+    from course_lib.machine import cpu_description
+
+    record = results.make_record(0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
+    here = {"cpu": cpu_description(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch_threads": torch.get_num_threads()}  # fmt: skip
+    results.write("ch09", [{**record, "provenance": here}])
+    assert "the machine and threads results/ch09.json recorded it on" in results.origin("ch09", 0)
+    elsewhere = {**here, "cpu": "Another CPU (family 1, model 2)"}
+    results.write("ch09", [{**record, "provenance": elsewhere}])
+    line = results.origin("ch09", 0)
+    assert "recorded it on Another CPU" in line and "the numbers marked 'this run' are this machine's" in line
+    other_threads = {**here, "torch_threads": here["torch_threads"] + 1}
+    results.write("ch09", [{**record, "provenance": other_threads}])
+    assert "this machine's" in results.origin("ch09", 0)
+    assert "has no seed 5" in results.origin("ch09", 5)

@@ -235,7 +235,8 @@ def run_seed(seed: int, config: DesignConfig | None = None) -> dict[str, float]:
 
 def raw_numbers(numbers: Mapping[str, float]) -> dict[str, float]:
     """What C11.1d's effect is made of, shown beside it: the raw top-3 shares' difference, ARPO's minus AEPO's
-    (without the uniform reference), and AEPO's branches per question over ARPO's. The excess corrects each share by
+    (without the uniform reference), and how many fewer branches per question AEPO grows than ARPO. The excess
+    corrects each share by
     the uniform share of its own tree, and that reference falls as a tree branches less: a penalty that only cuts
     branches lowers the excess without spreading them."""
     return {
@@ -243,8 +244,8 @@ def raw_numbers(numbers: Mapping[str, float]) -> dict[str, float]:
         - numbers[f"{setting}_aepo_top3_share"]
         for setting in ("calibrated", "released")
     } | {
-        f"{setting}_aepo_over_arpo_branches": numbers[f"{setting}_aepo_branches_per_question"]
-        / numbers[f"{setting}_arpo_branches_per_question"]
+        f"{setting}_arpo_minus_aepo_branches": numbers[f"{setting}_arpo_branches_per_question"]
+        - numbers[f"{setting}_aepo_branches_per_question"]
         for setting in ("calibrated", "released")
     }
 
@@ -273,7 +274,7 @@ CLAIM = ClaimSpec(
     effects=(("calibrated_arpo_excess_minus_aepo", 0.0), ("calibrated_arpo_excess", 0.0)),
     shown=(
         ("calibrated_arpo_minus_aepo_top3_share", "raw top-3 share, ARPO minus AEPO (no uniform reference)"),
-        ("calibrated_aepo_over_arpo_branches", "AEPO's branches per question over ARPO's"),
+        ("calibrated_arpo_minus_aepo_branches", "branches per question, ARPO minus AEPO"),
     ),
 )
 
