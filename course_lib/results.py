@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -242,10 +243,17 @@ def load(chapter: str, scale: str = "cpu") -> dict:
     return loaded
 
 
-def origin(chapter: str, seed: int) -> str:
+TIMING = re.compile(r"seconds|minutes|extra_share")
+"""Numbers that time a run (seconds per iteration, GiGPO's share of an iteration): they differ between two runs of
+the same seed even on one machine, so `origin` does not compare them."""
+
+
+def origin(chapter: str, seed: int, numbers: Mapping[str, float] | None = None) -> str:
     """Which numbers of a notebook came from this run, in one line: this machine's CPU and threads against those
     `results/<chapter>.json` recorded seed `seed` on. Only on the same CPU and thread count does a live run repeat
-    its recorded seed bit for bit (floating-point kernels and the split of sums over threads round differently)."""
+    its recorded seed bit for bit (floating-point kernels and the split of sums over threads round differently).
+    With `numbers` (this run's claim numbers) on the same machine, it checks that: how many of the numbers both have
+    (timings aside) are equal to the recorded seed's."""
     import torch
 
     from course_lib.machine import cpu_description
@@ -264,10 +272,22 @@ def origin(chapter: str, seed: int) -> str:
     there = describe(provenance.get("cpu", "an unrecorded CPU"), provenance.get("cpu_capability"),
                      provenance.get("torch_threads"))  # fmt: skip
     if there == here:
-        return (f"this run: seed {seed} on {here}, the machine and threads results/{chapter}.json recorded it on: "
-                "its numbers are the recorded seed's")  # fmt: skip
+        line = f"this run: seed {seed} on {here}, the machine and threads results/{chapter}.json recorded it on"
+        if numbers is None:
+            return line
+        return f"{line}: {_agreement(numbers, record['numbers'])}"
     return (f"this run: seed {seed} on {here}; results/{chapter}.json recorded it on {there}: the numbers marked "
             "'this run' are this machine's, the course-level verdicts the recorded seeds'")  # fmt: skip
+
+
+def _agreement(numbers: Mapping[str, float], recorded: Mapping[str, float]) -> str:
+    """`41 of 41 numbers equal the recorded seed's` (or which differ), over the finite, untimed numbers both hold."""
+    shared = [key for key in numbers if key in recorded and not TIMING.search(key)
+              and math.isfinite(float(numbers[key])) and math.isfinite(float(recorded[key]))]  # fmt: skip
+    differ = [key for key in shared if float(numbers[key]) != float(recorded[key])]
+    if not differ:
+        return f"{len(shared)} of {len(shared)} numbers equal the recorded seed's"
+    return f"{len(differ)} of {len(shared)} numbers differ from the recorded seed's (first: {', '.join(differ[:3])})"
 
 
 def recorded_numbers(recorded: Mapping, key: str) -> list[float]:

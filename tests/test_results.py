@@ -245,6 +245,12 @@ def test_origin_says_whether_this_run_can_equal_its_recorded_seed(tmp_results, m
             "torch_threads": torch.get_num_threads()}  # fmt: skip
     results.write("ch09", [{**record, "provenance": here}])
     assert "the machine and threads results/ch09.json recorded it on" in results.origin("ch09", 0)
+    # on that machine it checks the numbers: timings aside, this run's equal the recorded seed's
+    same = results.origin("ch09", 0, {"gain": 0.2, "cost": 1.0, "grpo_seconds_per_iteration": 9.0})
+    assert same.endswith("2 of 2 numbers equal the recorded seed's")
+    assert "1 of 2 numbers differ from the recorded seed's (first: gain)" in results.origin(
+        "ch09", 0, {"gain": 0.3, "cost": 1.0}
+    )
     elsewhere = {**here, "cpu": "Another CPU (family 1, model 2)"}
     results.write("ch09", [{**record, "provenance": elsewhere}])
     line = results.origin("ch09", 0)
