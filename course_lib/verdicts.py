@@ -324,7 +324,7 @@ PLACEHOLDER = re.compile(r"\{(C\d+\.\d+[a-z]?)(?::([A-Za-z0-9_]+))?(?::(range|me
 def fill(chapter: str, template: str) -> str:
     """`template` with `{C7.1}` replaced by the claim's status phrase (`CourseVerdict.phrase`), `{C7.1:key}` by the
     mean and 95% t-interval of the number `key` over the seeds that decide C7.1, `{C7.1:key:range}` by its range
-    (`0.510 to 0.517 over 5 seeds`) and `{C7.1:key:mean}` by its mean alone. A KeyError names an id the chapter
+    over them (`0.510 to 0.517`, or `0 on every seed`) and `{C7.1:key:mean}` by its mean alone. A KeyError names an id the chapter
     does not have or a number its seeds did not record."""
     by_id = {v.id: v for v in chapter_verdicts(chapter)}
 
@@ -339,7 +339,7 @@ def fill(chapter: str, template: str) -> str:
             raise KeyError(f"no seed deciding {claim} recorded the number {key!r}")
         if form == "range":
             low, high = recorded.format_number(min(values)), recorded.format_number(max(values))
-            return f"{low} to {high} over {len(values)} seeds"
+            return f"{low} on every seed" if low == high else f"{low} to {high}"
         if form == "mean":
             return recorded.format_number(sum(values) / len(values))
         return interval_text(values)
