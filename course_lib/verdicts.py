@@ -324,8 +324,8 @@ PLACEHOLDER = re.compile(r"\{(C\d+\.\d+[a-z]?)(?::([A-Za-z0-9_]+))?(?::(range|me
 def fill(chapter: str, template: str) -> str:
     """`template` with `{C7.1}` replaced by the claim's status phrase (`CourseVerdict.phrase`), `{C7.1:key}` by the
     mean and 95% t-interval of the number `key` over the seeds that decide C7.1, `{C7.1:key:range}` by its range
-    over them (`0.510 to 0.517`, or `0 on every seed`) and `{C7.1:key:mean}` by its mean alone. A KeyError names an id the chapter
-    does not have or a number its seeds did not record."""
+    over them (`0.510 to 0.517`, or `0 on every seed`) and `{C7.1:key:mean}` by its mean alone. A KeyError names an
+    id the chapter does not have or a number its seeds did not record."""
     by_id = {v.id: v for v in chapter_verdicts(chapter)}
 
     def replace(match: re.Match) -> str:
