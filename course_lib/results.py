@@ -243,9 +243,9 @@ def load(chapter: str, scale: str = "cpu") -> dict:
     return loaded
 
 
-TIMING = re.compile(r"seconds|minutes|extra_share")
-"""Numbers that time a run (seconds per iteration, GiGPO's share of an iteration): they differ between two runs of
-the same seed even on one machine, so `origin` does not compare them."""
+TIMING = re.compile(r"seconds|minutes|extra_share|step_saving")
+"""Numbers that time a run (seconds per iteration, GiGPO's share of an iteration, the SNR filter's saving per
+step): they differ between two runs of the same seed even on one machine, so `origin` does not compare them."""
 
 
 def origin(chapter: str, seed: int, numbers: Mapping[str, float] | None = None) -> str:
