@@ -158,5 +158,7 @@ def test_recorded_figure_shows_every_recorded_seed_with_readable_names():
     assert len(passes.collections) == 2 * len(ch11.ARM_NAMES), "pass@1 and pass@k dots for every policy"
     assert [t.get_text() for t in split.get_xticklabels()] == ["root kind", "tool kind"]
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "AEPO as released (mean, range of 3 seeds)" in labels and not any("aepo_" in label for label in labels)
+    assert f"AEPO as released (mean, range of {len(seeds)} seeds)" in labels and not any(
+        "aepo_" in label for label in labels
+    )
     plt.close(fig)

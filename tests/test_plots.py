@@ -62,7 +62,7 @@ def test_curves_with_bands_uses_common_x_only():
 def test_interval_range_and_t95():
     assert stats.interval([0.2, 0.5, 0.8]) == pytest.approx((0.5, 0.2, 0.8))
     mean, low, high = stats.interval([0.2, 0.5, 0.8], "t95")
-    half = np.std([0.2, 0.5, 0.8], ddof=1) * 4.303 / np.sqrt(3)  # t(0.975, 2) = 4.303
+    half = np.std([0.2, 0.5, 0.8], ddof=1) * 4.302652729911275 / np.sqrt(3)  # t(0.975, 2), from tables to 16 digits
     assert (mean, low, high) == pytest.approx((0.5, 0.5 - half, 0.5 + half))
     assert stats.interval([0.4], "t95") == (0.4, 0.4, 0.4)
     with pytest.raises(ValueError):
@@ -107,6 +107,8 @@ def test_recorded_panels_draw_recorded_bands_and_this_run(tmp_path, monkeypatch)
     from course_lib.claims import ClaimSpec
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(results, "_run_provenance", None)  # this test's own run, restored after it
+    results.begin()
     spec = (ClaimSpec("C9.1", "x", "p", "gain", lambda n: n["gain"] > 0),)
     results.write("ch09", [results.make_record(s, spec, {"gain": 1.0}, 1.0,
                                                curves={"a/acc": [(0, 0.1 * s), (10, 0.5 + 0.1 * s)]})
@@ -128,6 +130,8 @@ def test_recorded_panels_put_one_legend_below_the_panels_not_on_the_data(tmp_pat
     from course_lib.claims import ClaimSpec
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(results, "_run_provenance", None)  # this test's own run, restored after it
+    results.begin()
     spec = (ClaimSpec("C9.1", "x", "p", "gain", lambda n: n["gain"] > 0),)
     curves = {"a/acc": [(0, 0.1), (10, 0.5)], "a/len": [(0, 3.0), (10, 2.0)]}
     results.write("ch09", [results.make_record(s, spec, {"gain": 1.0}, 1.0, curves=curves) for s in range(2)])

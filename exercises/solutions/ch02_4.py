@@ -1,7 +1,7 @@
 """Chapter 02, exercise 4: grounding against an imperfect world model of your own, on a fresh seed. RAP(20) with
 a hand-written world model (the simulator, except on half of the `unstack x y` moves, where x is also put down:
 chapter 01's exercise 4, the "forgotten hand" of section 7) against LATS at 48 interactions, which never calls a
-world model, on 50 held-out problems per length drawn with seed 3 (the designed experiment used seeds 0-2)."""
+world model, on 50 held-out problems per length drawn with seed 5 (the designed experiment uses seeds 0-4)."""
 
 from course_lib import config
 from course_lib.chapters import ch01_rap as ch01
@@ -9,7 +9,7 @@ from course_lib.chapters import ch02_lats as ch02
 from course_lib.envs.blocksworld import parse_state, render_state, successors
 from course_lib.search.blocks_lm import forgotten_hand
 
-SEED = 3
+SEED = 5
 PER_LENGTH = 50
 SHARE = 0.5
 cfg = ch02.preset()

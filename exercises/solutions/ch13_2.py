@@ -35,5 +35,5 @@ print(
     f"course loop {numbers['course_success']:.3f}"
 )
 gap = success - numbers["course_success"]
-verdict = "holds" if abs(gap) <= 0.10 else "fails"
-print(f"TRL (Dr. GRPO) - course loop: {100 * gap:+.1f} points; C13.4 (within 10 points) {verdict}")
+side = "inside" if abs(gap) <= 0.10 else "outside"
+print(f"TRL (Dr. GRPO) - course loop: {100 * gap:+.1f} points, {side} C13.4's margin of 10 points on this seed")
