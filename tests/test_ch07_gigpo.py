@@ -183,3 +183,22 @@ def test_the_command_prints_not_applicable_for_a_fork(number_line_base, capsys):
     argv = ["--seeds", "0", *[part for text in sets for part in ("--set", text)]]
     skeleton.main(ch.CHAPTER, argv)
     assert "C7.2 not applicable: the noisy view is key_door's; number_line has none" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mode", ["step", "trajectory"])
+def test_evaluation_uses_the_rollout_mode_training_uses(monkeypatch, mode):
+    """Issue 42, item 2: a run trained in `grpo.rollout_mode` is evaluated in that mode too (`train.py`'s configs
+    refuse the split elsewhere); the chapter's own config evaluates in step mode, as before."""
+    seen = {}
+
+    def evaluate_policy(model, tokenizer, make_env, seeds, sampling, seed, rollout_mode="trajectory", **kwargs):
+        seen["mode"] = rollout_mode
+        return {"success": 0.0}, []
+
+    monkeypatch.setattr(ch, "evaluate_policy", evaluate_policy)
+    monkeypatch.setattr(ch, "test_seeds", lambda count, config: [0])
+    config = ch.Chapter07Config()
+    assert config.grpo.rollout_mode == "step"
+    config = dataclasses.replace(config, grpo=dataclasses.replace(config.grpo, rollout_mode=mode))
+    ch.evaluate(None, None, config, seed=1)
+    assert seen["mode"] == mode

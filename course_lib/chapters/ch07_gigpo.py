@@ -217,11 +217,12 @@ def _held_out(count: int, size: int) -> list[int]:
 
 
 def evaluate(model, tokenizer, config: Chapter07Config, seed: int, view: str = "full") -> dict[str, float]:
-    """Held-out success, steps per episode and invalid-action rate, in step mode at temperature 1, on the held-out
-    tasks shown in `view` (`full` or `aliased`; the tasks are the same in every view)."""
+    """Held-out success, steps per episode and invalid-action rate, in the rollout mode training uses
+    (`grpo.rollout_mode`: step mode for the chapter's own) at temperature 1, on the held-out tasks shown in `view`
+    (`full` or `aliased`; the tasks are the same in every view)."""
     stats, _ = evaluate_policy(
         model, tokenizer, EnvFactory("test", config, view), test_seeds(config.eval_tasks, config), config.sampling,
-        seed, rollout_mode="step", history_window=config.grpo.history_window,
+        seed, rollout_mode=config.grpo.rollout_mode, history_window=config.grpo.history_window,
     )  # fmt: skip
     return stats
 
