@@ -119,9 +119,34 @@ def save(folder: str | Path, model: torch.nn.Module, tokenizer, state: dict[str,
 
 
 def load(folder: str | Path) -> dict[str, Any] | None:
-    """The newest complete training state under `folder`, or None when it holds none (a fresh run)."""
+    """The newest complete training state under `folder`, or None when it holds none (a fresh run). A state file
+    that cannot be read (truncated, overwritten) is a ValueError naming it: resuming from it is impossible, and
+    starting over in its place would throw away the run it belongs to."""
     folder = Path(folder)
     for candidate in (folder / LATEST, folder / _PREVIOUS):
-        if (candidate / STATE_FILE).exists():
-            return torch.load(candidate / STATE_FILE, map_location="cpu", weights_only=True)
+        path = candidate / STATE_FILE
+        if path.exists():
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as error:  # torch raises OSError, RuntimeError or an unpickling error by the damage
+                raise ValueError(
+                    f"{path} cannot be read ({type(error).__name__}: {str(error).splitlines()[0][:200]}): the "
+                    "checkpoint is damaged; resume from a copy of the folder, or start over with a fresh "
+                    "checkpoint_dir"
+                ) from error
     return None
+
+
+def check_resumable(folder: str | Path) -> None:
+    """Refuse (ValueError) to resume from `folder` when it cannot hold this run's checkpoint: a folder that does not
+    exist (a mistyped path would otherwise start a fresh run and write there), or a `latest/` without its training
+    state (a model copied there, a save from another tool), which a fresh run would overwrite."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"resume=True: {folder} does not exist, so there is no checkpoint to resume from; check the "
+                         "path, or start a fresh run with resume=False")  # fmt: skip
+    latest = folder / LATEST
+    if latest.is_dir() and not (latest / STATE_FILE).exists() and not (folder / _PREVIOUS / STATE_FILE).exists():
+        raise ValueError(f"resume=True: {latest} holds no {STATE_FILE} (the optimizer, history and random states a "
+                         "resume needs), so it is not a checkpoint of train_grpo's; move it aside or pass another "
+                         "checkpoint_dir")  # fmt: skip

@@ -394,9 +394,10 @@ def train_grpo(
     `checkpoint_dir`, if given, receives a checkpoint after every `save_every`-th update and after the last one
     (`course_lib.run_state`: model and tokenizer with `save_pretrained` in `checkpoint_dir/latest`, plus the
     optimizer, the iteration, the history and every random state; written atomically). With `resume=True` the run
-    continues from the checkpoint found there, and its history and weights equal those of a run that was never
-    interrupted (the `time_*` keys aside); an empty folder starts a fresh run, and a checkpoint from another
-    config, sampling or seed is refused. `iterations` is not part of that check, so a finished run can be extended.
+    continues from the checkpoint found there (and says so: "resumed from iteration k"), and its history and weights
+    equal those of a run that was never interrupted (the `time_*` keys aside); an existing empty folder starts a
+    fresh run (and says so), while a folder that does not exist, a `latest/` without its training state, a damaged
+    state file and a checkpoint from another config, sampling or seed are refused. `iterations` is not part of that check, so a finished run can be extended.
     The callbacks are the caller's to keep deterministic: `evaluate` and `stop` should depend on the model only.
     `on_iteration` is called before the checkpoint is written, so a callback that draws random numbers leaves the
     saved random states where the uninterrupted run has them; a run interrupted in between logs that record twice.
@@ -417,7 +418,11 @@ def train_grpo(
     history: list[dict[str, float]] = []
     fingerprint = run_state.fingerprint(config, sampling, seed)
     start = 0
+    if resume:
+        run_state.check_resumable(checkpoint_dir)
     saved = run_state.load(checkpoint_dir) if resume else None
+    if resume and saved is None:
+        print(f"no checkpoint in {checkpoint_dir} yet: a fresh run from iteration 0", flush=True)
     if saved is not None:
         run_state.check_fingerprint(saved["fingerprint"], fingerprint, Path(checkpoint_dir))
         if saved["iteration"] >= config.iterations:
@@ -427,6 +432,8 @@ def train_grpo(
         optimizer.load_state_dict(saved["optimizer"])
         run_state.restore_random_states(saved["random"], generator)
         history, start = saved["history"], saved["iteration"] + 1
+        print(f"resumed from iteration {saved['iteration']} in {checkpoint_dir}: continuing at iteration {start} of "
+              f"{config.iterations}", flush=True)  # fmt: skip
     hooks = [observer(config, sampling) for observer in _run_observers]
 
     def report(record: dict[str, float]) -> None:
