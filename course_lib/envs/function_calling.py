@@ -189,6 +189,10 @@ class FunctionCallingEnv(TextEnv):
         self.task = options["task"] if "task" in options else self.mix.draw(seed, self.split)
         return self.task.question, {"calls": self.task.calls}
 
+    def valid_action(self, rng: random.Random) -> str:
+        """A direct response (valid for every question; right only when no tool fits)."""
+        return f"<response> {NO_TOOL} </response>"
+
     def anchor(self) -> tuple:
         return (self.task.question, self.turn)
 

@@ -277,6 +277,10 @@ class KeyDoorEnv(TextEnv):
         self._emitted += 1
         return text
 
+    def valid_action(self, rng: random.Random) -> str:
+        """One of `ACTIONS` and the stop tag, as a step-mode policy writes it."""
+        return f"{rng.choice(ACTIONS)} {ACTION_TAGS[1]}"
+
     def anchor(self) -> State:
         return self.state
 

@@ -167,6 +167,10 @@ class MiniTravelEnv(TextEnv):
         self.calls = []
         return f"<question> {self.query.text()} </question>", {"query": self.query}
 
+    def valid_action(self, rng: random.Random) -> str:
+        """A plan (valid, though it fails the checks): the episode's one valid step that costs no tool call."""
+        return "<answer> none </answer>"
+
     def anchor(self) -> tuple:
         return (self.query, tuple((tool, arguments) for tool, arguments, _ in self.calls))
 

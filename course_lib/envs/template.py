@@ -74,6 +74,10 @@ class NumberLineEnv(TextEnv):
         # `info["success"]` on the last step is what evaluation counts (`Trajectory.success`)
         return f"<position> {self.position} </position>", float(arrived), arrived, {"success": arrived}
 
+    def valid_action(self, rng: random.Random) -> str:
+        """A move left or right (`check_env` plays episodes of these)."""
+        return f"<move> {rng.choice(list(MOVES))} </move>"
+
     def anchor(self) -> tuple[int, int]:
         return (self.position, self.goal)
 
