@@ -398,10 +398,11 @@ def train_grpo(
     equal those of a run that was never interrupted (the `time_*` keys aside); an existing empty folder starts a
     fresh run (and says so), while a folder that does not exist, a `latest/` without its training state, a damaged
     state file and a checkpoint from another config, sampling or seed are refused. `iterations` is not part of that
-    check, so a finished run can be extended. The callbacks are the caller's to keep deterministic: `evaluate` and `stop` should depend on the model only.
-    `on_iteration` is called before the checkpoint is written, so a callback that draws random numbers leaves the
-    saved random states where the uninterrupted run has them; a run interrupted in between logs that record twice.
-    A resumed run calls it for its new records only (the restored ones were logged by the run that made them).
+    check, so a finished run can be extended. The callbacks are the caller's to keep deterministic: `evaluate` and
+    `stop` should depend on the model only. `on_iteration` is called before the checkpoint is written, so a callback
+    that draws random numbers leaves the saved random states where the uninterrupted run has them; a run interrupted
+    in between logs that record twice. A resumed run calls it for its new records only (the restored ones were logged
+    by the run that made them).
     """
     config.validate()  # again: a config may have been changed in place since it was made
     for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
