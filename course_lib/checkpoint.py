@@ -27,7 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from course_lib.prompt_format import ChatFormat
 from course_lib.rollout import SamplingConfig, pad_id
 from course_lib.tokenizer import encode
-from course_lib.train import TOOL_RESPONSE, SFTConfig, supervised_warm_start
+from course_lib.train import TOOL_RESPONSE, SFTConfig, Turns, _turns, completion_text, supervised_warm_start
 
 ENV_VARIABLE = "COURSE_MODEL"
 FULL_FINETUNE_VARIABLE = "COURSE_MODEL_FULL_FINETUNE"
@@ -88,9 +88,13 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"):
     return model, tokenizer
 
 
-def split_turns(completion: str) -> list[tuple[str, str]]:
-    """A demonstration's completion (actions and `<tool_response>` observations joined by spaces, as the chapters
-    write them) as `(action, observation)` turns; the last turn's observation is empty."""
+def split_turns(completion: str | Turns) -> list[tuple[str, str]]:
+    """A demonstration's completion as `(action, observation)` turns. Turns (`train.Turns`: the environment's own,
+    `env.demonstration()`) are returned as they are; a text (actions and `<tool_response>` observations
+    joined by spaces, as the tool chapters write them) is cut at its tool responses, the only observations a text can
+    show, and the last turn's observation is empty."""
+    if not isinstance(completion, str):
+        return _turns(completion)
     turns, start = [], 0
     for match in TOOL_RESPONSE.finditer(completion):
         turns.append((completion[start : match.start()].strip(), match.group(0)))
@@ -102,11 +106,12 @@ def split_turns(completion: str) -> list[tuple[str, str]]:
 
 
 def demonstration_examples(
-    tokenizer, texts: Sequence[tuple[str, str]], prompt_format: ChatFormat | None = None
+    tokenizer, texts: Sequence[tuple[str, str | Turns]], prompt_format: ChatFormat | None = None
 ) -> list[tuple[list[int], list[int]]]:
     """`(ids, loss mask)` of each `(prompt, completion)` demonstration, built as the rollout engine builds an
-    episode in the chat format: the format's prompt ids, then per turn the action's ids (mask 1) and the format's
-    ids of the observation (mask 0: the assistant turn's close, the tool turn and the next opening)."""
+    episode in the chat format: the format's prompt ids, then per turn (`split_turns`: the completion's own turns,
+    or a text's tool responses) the action's ids (mask 1) and the format's ids of the observation (mask 0: the
+    assistant turn's close, the observation's turn and the next opening)."""
     prompt_format = prompt_format or ChatFormat()
     examples = []
     for prompt, completion in texts:
@@ -136,7 +141,7 @@ def add_adapter(model: torch.nn.Module, rank: int = 16, alpha: int = 32) -> torc
 
 def warm_start(
     path: str | Path,
-    texts: Sequence[tuple[str, str]],
+    texts: Sequence[tuple[str, str | Turns]],
     sft: SFTConfig,
     seed: int,
     lora: bool = True,
@@ -155,7 +160,7 @@ def warm_start(
     return model, tokenizer, history
 
 
-def chat_sampling(sampling: SamplingConfig, tokenizer, texts: Sequence[tuple[str, str]]) -> SamplingConfig:
+def chat_sampling(sampling: SamplingConfig, tokenizer, texts: Sequence[tuple[str, str | Turns]]) -> SamplingConfig:
     """The chapter's sampling in the chat format, its token budgets scaled to this tokenizer.
 
     The chapter's budgets count the course's word-level tokens, one per whitespace-separated word (plus BOS). A BPE
@@ -164,7 +169,7 @@ def chat_sampling(sampling: SamplingConfig, tokenizer, texts: Sequence[tuple[str
     sequence, on whole demonstrations rendered as the engine renders them (`demonstration_examples`). Step-mode
     prompts that carry a history window grow in words, and the budget grows with them."""
     examples = demonstration_examples(tokenizer, texts)
-    words = [len(prompt.split()) + len(completion.split()) + 1 for prompt, completion in texts]  # + BOS
+    words = [len(prompt.split()) + len(completion_text(completion).split()) + 1 for prompt, completion in texts]
     per_word = max(len(ids) / count for (ids, _), count in zip(examples, words, strict=True))
     actions = [action for _, completion in texts for action, _ in split_turns(completion) if action.strip()]
     per_action_word = max((len(encode(tokenizer, a)) / len(a.split()) for a in actions), default=per_word)

@@ -179,19 +179,42 @@ TOOL_RESPONSE = re.compile(r"<tool_response>.*?(?:</tool_response>|\Z)", re.DOTA
 """A tool response in a demonstration's text, tags included (an unclosed one runs to the end)."""
 
 
-def demonstration_examples(tokenizer, texts: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-    """Token ids and loss masks of `(prompt, completion)` demonstrations of a tool-using episode.
+Turns = Sequence[tuple[str, str]]
+"""A demonstration's completion as the environment's own turns: `(action, observation that answered it)` per step
+(`TextEnv.demonstration`), the last observation empty when the episode ended there."""
 
-    The mask is 1 on completion tokens the policy writes and 0 on the prompt and on everything
-    inside `<tool_response> ... </tool_response>`, exactly as in RL rollouts. The responses are found in the text
-    and each token's character span (the tokenizer's offsets) says whether it overlaps one, so the mask is right for
-    a tokenizer that splits the tags into pieces as well as for the course's, where each tag is one token.
+
+def completion_text(completion: str | Turns) -> str:
+    """A completion (text, or turns) as one text, actions and observations joined by spaces as the chapters write
+    them (for counting its words)."""
+    if isinstance(completion, str):
+        return completion
+    return " ".join(part for turn in completion for part in turn if part)
+
+
+def demonstration_examples(tokenizer, texts: Sequence[tuple[str, str | Turns]]) -> list[tuple[list[int], list[int]]]:
+    """Token ids and loss masks of `(prompt, completion)` demonstrations, BOS and the prompt first.
+
+    A completion given as turns (`Turns`, e.g. `env.demonstration()`) is laid out as the rollout engine
+    lays out an episode: each action's ids (mask 1), then its observation's ids (mask 0), whatever the observation's
+    text. A completion given as one text is a tool-using episode's: the mask is 1 on the tokens the policy writes and
+    0 on everything inside `<tool_response> ... </tool_response>`, exactly as in RL rollouts (the only observations a
+    text can show; another environment's observations need turns). The responses are found in the text and each
+    token's character span (the tokenizer's offsets) says whether it overlaps one, so the mask is right for a
+    tokenizer that splits the tags into pieces as well as for the course's, where each tag is one token.
     """
     bos = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
     examples = []
     for prompt, completion in texts:
         ids = [*bos, *encode(tokenizer, prompt)]
         mask = [0] * len(ids)
+        if not isinstance(completion, str):
+            for action, observation in _turns(completion):
+                action_ids, observation_ids = encode(tokenizer, action), encode(tokenizer, observation)
+                ids += action_ids + observation_ids
+                mask += [1] * len(action_ids) + [0] * len(observation_ids)
+            examples.append((ids, mask))
+            continue
         spans = [match.span() for match in TOOL_RESPONSE.finditer(completion)]
         completion_ids, offsets = encode_with_offsets(tokenizer, completion)
         for token, (start, end) in zip(completion_ids, offsets, strict=True):
@@ -200,6 +223,15 @@ def demonstration_examples(tokenizer, texts: Sequence[tuple[str, str]]) -> list[
             mask.append(0 if inside else 1)
         examples.append((ids, mask))
     return examples
+
+
+def _turns(completion: Turns) -> list[tuple[str, str]]:
+    """`completion`'s turns as a list, refused (ValueError naming the turn) unless each is two strings."""
+    turns = list(completion)
+    for number, turn in enumerate(turns):
+        if not (isinstance(turn, (tuple, list)) and len(turn) == 2 and all(isinstance(p, str) for p in turn)):
+            raise ValueError(f"turn {number} of a demonstration is {turn!r:.60}, not (action, observation) strings")
+    return [tuple(turn) for turn in turns]
 
 
 def warm_start_and_save(

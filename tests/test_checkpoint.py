@@ -221,3 +221,41 @@ def test_a_chapter_that_cannot_take_a_checkpoint_refuses_it(tmp_path, capsys):
     with pytest.raises(SystemExit):
         ch09.main(["--model", str(tmp_path)])
     assert "always starts from its own base" in capsys.readouterr().err
+
+
+def test_demonstrations_given_as_the_transcripts_turns_mask_every_observation(tokenizer):
+    """Issue 42, item 3: a non-tool environment's observations (number_line's `<position> 4 </position>`) are not
+    `<tool_response>`s, so a joined completion cannot say where they are. Given as the transcript's own turns
+    (`TextEnv.demonstration()`), every observation is masked out, in the chat format (`checkpoint`) and in the
+    course's plain one (`train`), and the budgets are measured on the same turns."""
+    from course_lib.envs.template import NumberLineEnv, vocabulary
+    from course_lib.tokenizer import build_tokenizer
+
+    env = NumberLineEnv("train")
+    env.reset(seed=2)
+    for move in ("right", "left", "right"):
+        env.step(f"<move> {move} </move>")
+    assert not env.done
+    prompt, turns = env.demonstration()
+    assert prompt == env.transcript.observations[0] and turns == env.transcript.turns() and len(turns) == 3
+    assert turns[0] == ("<move> right </move>", env.transcript.observations[1])
+    assert checkpoint.split_turns(turns) == turns
+    [(ids, mask)] = checkpoint.demonstration_examples(tokenizer, [(prompt, turns)])
+    policy = decode(tokenizer, [i for i, m in zip(ids, mask, strict=True) if m])
+    assert policy == "<move> right </move><move> left </move><move> right </move>", policy
+    messages = [{"role": "user", "content": prompt}]
+    for action, observation in turns:
+        messages += [{"role": "assistant", "content": action}, {"role": "tool", "content": observation}]
+    template = encode(tokenizer, tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+    assert ids == template, "the last observation is followed by the next assistant turn's opening, as in a rollout"
+    while not env.done:
+        env.step("<move> right </move>")
+    assert env.demonstration()[1][-1] == ("<move> right </move>", ""), "a rollout never shows the last observation"
+    sampling = checkpoint.chat_sampling(SamplingConfig(max_turn_tokens=3, max_total_tokens=40), tokenizer,
+                                        [(prompt, turns)])  # fmt: skip
+    assert sampling.max_turn_tokens >= len(encode(tokenizer, "<move> right </move>"))
+    words = build_tokenizer(vocabulary())
+    [(plain, plain_mask)] = demonstration_examples(words, [(prompt, turns)])
+    masked_in = [words.convert_ids_to_tokens(i) for i, m in zip(plain, plain_mask, strict=True) if m]
+    assert masked_in == ["<move>", "right", "</move>", "<move>", "left", "</move>", "<move>", "right", "</move>"]
+    assert len(plain) == 1 + len(prompt.split()) + sum(len(f"{a} {o}".split()) for a, o in turns)

@@ -35,6 +35,10 @@ class Transcript:
     observations: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
 
+    def turns(self) -> list[tuple[str, str]]:
+        """`(action, observation that answered it)` per step, in order."""
+        return list(zip(self.actions, self.observations[1:], strict=True))
+
 
 class TextEnv:
     """Base class: subclasses implement `_reset(seed, options)` and `_step(action)`.
@@ -79,6 +83,19 @@ class TextEnv:
         if not self.transcript.observations:
             raise RuntimeError("problem_key() called before reset()")
         return self.transcript.observations[0]
+
+    def demonstration(self) -> tuple[str, list[tuple[str, str]]]:
+        """The episode so far as a demonstration, `(reset text, turns)`: the turn boundaries the environment itself
+        drew, so a warm start masks every observation out of its loss whatever its text looks like (a grid's
+        `<pos> 2 3 </pos>` as well as a `<tool_response>`). The observation after an episode's last action is left
+        out (empty), as a rollout never shows it. `train.demonstration_examples` and
+        `checkpoint.demonstration_examples` take it as they take a `(prompt, completion)` pair."""
+        if not self.transcript.observations:
+            raise RuntimeError("demonstration() called before reset()")
+        turns = self.transcript.turns()
+        if self.done and turns:
+            turns[-1] = (turns[-1][0], "")
+        return self.transcript.observations[0], turns
 
     def valid_action(self, rng: random.Random) -> str | None:
         """An action that is valid in the current state (drawn with `rng` when there are several), or None when the
