@@ -109,19 +109,37 @@ def left_padded(tokenizer):
     return tokenizer
 
 
-def training_prompts(task: ToolTask, count: int, first_seed: int = 0) -> dict[str, int]:
-    """`count` distinct first observations of the task's training split, each with the first seed that poses it.
+PROMPT_MARK = "\u2063#"
+"""Joins a first observation and a seed into a prompt's text when another problem already shows that observation
+(`training_prompts`): invisible separator, `#`."""
 
-    TRL hands `rollout_func` only the prompt text, so the text must name one task: two seeds with the same question
-    would be one prompt. Seeds are scanned upward from `first_seed` and repeats skipped."""
+
+def training_prompts(task: ToolTask, count: int, first_seed: int = 0) -> dict[str, int]:
+    """`count` distinct problems of the task's training split (by `problem_key()`), each as a prompt text with the
+    first seed that poses it: the seeds `envs.base.distinct_seeds` picks.
+
+    TRL hands `rollout_func` only the prompt text, so the text is the problem's key, and the rollout plays the
+    problem's seed (the model sees the environment's own first observation). A problem's text is its first
+    observation, unless a problem already taken shows the same observation (a hidden goal, which `problem_key`
+    names and the text does not): then `PROMPT_MARK` and the seed are appended, so that no problem is lost to
+    another's text. Seeds are scanned upward from `first_seed` and repeated problems skipped; a task with fewer than
+    `count` problems in `100 * count` seeds is a ValueError saying so."""
     prompts: dict[str, int] = {}
+    problems: set = set()
     env, seed = task.make_env(), first_seed
     while len(prompts) < count:
+        if seed - first_seed >= 100 * count:
+            raise ValueError(
+                f"the task has only {len(prompts)} distinct problems (by problem_key()) in {100 * count} seeds, "
+                f"{count} asked for: ask for fewer prompts or steps, or check that the environment's problem_key() "
+                "tells its problems apart (TextEnv's default is the reset text)"
+            )
         observation, _ = env.reset(seed=seed)
-        prompts.setdefault(observation, seed)
+        key = env.problem_key()
+        if key not in problems:
+            problems.add(key)
+            prompts[observation if observation not in prompts else f"{observation}{PROMPT_MARK}{seed}"] = seed
         seed += 1
-        if seed - first_seed > 100 * count:
-            raise ValueError(f"the task has fewer than {count} distinct training prompts in {100 * count} seeds")
     return prompts
 
 
@@ -275,6 +293,11 @@ def native_trainer(chapter: str, settings: TRLSettings, model=None, tokenizer=No
     if model is None:
         model, tokenizer = data.load_base(task.base)
     seeds = dataset_prompts(task, settings)
+    if marked := [text for text in seeds if PROMPT_MARK in text]:
+        raise ValueError(
+            f"TRL generates from the prompt's text alone, and {marked[0]!r} shows a first observation another "
+            "problem shows too: a single-turn task needs a text that names its problem"
+        )
     # The course tokenizer adds no special tokens, so BOS is part of the prompt's text (a single token).
     prompts = {f"{tokenizer.bos_token} {text}": seed for text, seed in seeds.items()}
     stop_at_tags(model, tokenizer, task)
@@ -325,7 +348,7 @@ def checkpoint_task(path: str, chapter: str | None = None, env: str | None = Non
         task = ToolTask(env, base=str(path), sampling=SamplingConfig(), make_env=lambda: envs.make(env, split="train"))
     else:
         task = chapter_task(chapter or "00")
-    prompts = list(training_prompts(task, 32))
+    prompts = [text.split(PROMPT_MARK)[0] for text in training_prompts(task, 32)]  # the texts the model sees
     sampling = checkpoint.measured_sampling(task.sampling, tokenizer, prompts)
     return ToolTask(task.label, str(path), sampling, task.make_env), model, tokenizer
 
