@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from course_lib.prompt_format import ChatFormat
 from course_lib.rollout import SamplingConfig, pad_id
@@ -72,14 +72,51 @@ def using(path: str | Path, full_finetune: bool = False) -> Iterator[Path]:
                 os.environ[name] = value
 
 
-def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"):
-    """`(model, tokenizer)` of a saved causal LM, from disk (`local_files_only`). A tokenizer without a chat template
-    cannot render the chapter's turns: that is an error, with what to do."""
+def load_tokenizer(path: str | Path):
+    """The tokenizer of the checkpoint at `path`, from disk, its pad token EOS when it has none. A tokenizer without a
+    chat template cannot render the chapter's turns: that is an error, with what to do."""
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"{path}: the tokenizer has no chat template; set `tokenizer.chat_template` and save it")
     if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
         tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+POSITION_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length")
+"""Where a `transformers` config names its position table's size (Llama, Qwen: the first; GPT-2: `n_positions`)."""
+
+
+def context_length(model_or_path) -> int | None:
+    """How many positions the model (or the checkpoint at a path) has: its config's `max_position_embeddings`
+    (`POSITION_FIELDS`), or None when its config names none."""
+    if isinstance(model_or_path, (str, Path)):
+        config = AutoConfig.from_pretrained(model_or_path, local_files_only=True)
+    else:
+        config = getattr(model_or_path, "config", None)
+    for name in POSITION_FIELDS:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def check_context(model_or_path, tokens: int, needed: str, where: str | Path) -> None:
+    """Refuse (ValueError, both numbers named) a model with fewer positions than `tokens`, what a run's longest
+    sequence may take (`needed` says what it is): past its table a learned position embedding raises an IndexError
+    deep inside the model (GPT-2) and a rotary one runs on, untrained, without a word (Llama)."""
+    limit = context_length(model_or_path)
+    if limit is not None and tokens > limit:
+        raise ValueError(
+            f"{where} has {limit} positions (its config's max_position_embeddings), fewer than {needed}, which a "
+            "sequence would run past; use a checkpoint with more positions, or a smaller episode budget (a chapter's "
+            "--set sampling.max_total_tokens=..., counted in the course's words)"
+        )
+
+
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"):
+    """`(model, tokenizer)` of a saved causal LM, from disk (`local_files_only`): `load_tokenizer`'s tokenizer."""
+    tokenizer = load_tokenizer(path)
     # Full fine-tuning trains every weight and Adam's states in the checkpoint's dtype: float32, not a bfloat16
     # checkpoint's own (LoRA keeps the base as saved; peft holds the adapter in float32).
     dtype = torch.float32 if full_finetune() else "auto"
@@ -156,6 +193,8 @@ def warm_start(
     if lora:
         model = add_adapter(model)
     examples = demonstration_examples(tokenizer, texts)
+    longest = max((len(ids) for ids, _ in examples), default=0)
+    check_context(model, longest, f"the longest demonstration, {longest} tokens in its chat format", path)
     history = supervised_warm_start(model, examples, pad_id(tokenizer), sft, generator)
     return model, tokenizer, history
 

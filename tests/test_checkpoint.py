@@ -259,3 +259,34 @@ def test_demonstrations_given_as_the_transcripts_turns_mask_every_observation(to
     masked_in = [words.convert_ids_to_tokens(i) for i, m in zip(plain, plain_mask, strict=True) if m]
     assert masked_in == ["<move>", "right", "</move>", "<move>", "left", "</move>", "<move>", "right", "</move>"]
     assert len(plain) == 1 + len(prompt.split()) + sum(len(f"{a} {o}".split()) for a, o in turns)
+
+
+@pytest.mark.parametrize(("family", "positions", "chapter"), [("gpt2", 64, "ch00"), ("llama", 256, "ch08")])
+def test_a_context_shorter_than_the_budget_is_refused_before_the_warm_start(family, positions, chapter, tmp_path,
+                                                                            monkeypatch):  # fmt: skip
+    """Issue 42, item 5: a GPT-2 with 64 positions crashed inside its embedding during the warm start, and a Llama
+    with 256 (rotary: no crash) ran chapter 08's episodes past its position table. The episode budget in this
+    tokenizer's tokens is compared with the checkpoint's positions up front, and the run refused with both numbers
+    before any warm-start step."""
+    import functools
+
+    from course_lib.chapters import ch08_arpo as ch08
+    from course_lib.chapters import skeleton
+
+    module = {"ch00": ch00, "ch08": ch08}[chapter]
+    folder = standins.build_standin(tmp_path / "model", family, max_positions=positions)
+    monkeypatch.setenv(checkpoint.ENV_VARIABLE, str(folder))
+    config = small(module.preset("cpu"))
+    if chapter == "ch00":
+        texts = functools.partial(ch00.demonstration_texts, config.demonstrations, 0, config.tool_share,
+                                  config.direct_correct)  # fmt: skip
+    else:
+        texts = functools.partial(ch08.demonstration_texts, config.demonstrations, 0, config)
+    steps = []
+    monkeypatch.setattr(checkpoint, "supervised_warm_start", lambda *args, **kwargs: steps.append(1) or [{"loss": 0.0}])
+    with pytest.raises(ValueError) as refused:
+        skeleton.base_for(module.BASE_NAME, config, texts)
+    message = str(refused.value)
+    budget = int(message.split("episodes of up to ")[1].split()[0])
+    assert f"{folder} has {positions} positions" in message and budget > positions, message
+    assert "sampling.max_total_tokens" in message and steps == [], "refused before the warm start"

@@ -402,10 +402,16 @@ def base_for(
     # a LoRA adapter at the chapter's rate (3e-3 for a from-scratch model) would overshoot; capped at 1e-3
     sft = dataclasses.replace(config.sft, learning_rate=min(config.sft.learning_rate, 1e-3)) if lora else config.sft
     demonstrations = texts()
+    # the budgets in this tokenizer's tokens, checked against the model's positions before any warm-start step
+    sampling = checkpoint.chat_sampling(config.sampling, checkpoint.load_tokenizer(path), demonstrations[:512])
+    needed = (
+        f"the chapter's episodes of up to {sampling.max_total_tokens} tokens in this tokenizer "
+        f"(sampling.max_total_tokens, {config.sampling.max_total_tokens} words, scaled to its tokens per word)"
+    )
+    checkpoint.check_context(path, sampling.max_total_tokens, needed, path)
     model, tokenizer, history = checkpoint.warm_start(
         path, demonstrations, sft, seed, lora=lora, device=course_config.device()
     )
-    sampling = checkpoint.chat_sampling(config.sampling, tokenizer, demonstrations[:512])
     kind = "LoRA" if lora else "full"
     print(f"{path}: {kind} warm start on the chapter's demonstrations, loss {history[0]['loss']:.3f} -> "
           f"{history[-1]['loss']:.3f} over {sft.steps} steps; turns of up to {sampling.max_turn_tokens} tokens, "

@@ -350,6 +350,8 @@ def checkpoint_task(path: str, chapter: str | None = None, env: str | None = Non
         task = chapter_task(chapter or "00")
     prompts = [text.split(PROMPT_MARK)[0] for text in training_prompts(task, 32)]  # the texts the model sees
     sampling = checkpoint.measured_sampling(task.sampling, tokenizer, prompts)
+    needed = f"the task's episodes of up to {sampling.max_total_tokens} tokens in this tokenizer"
+    checkpoint.check_context(model, sampling.max_total_tokens, needed, path)
     return ToolTask(task.label, str(path), sampling, task.make_env), model, tokenizer
 
 
