@@ -24,13 +24,14 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from course_lib.prompt_format import ChatFormat
+from course_lib.prompt_format import ChatFormat, chat_name
 from course_lib.rollout import SamplingConfig, pad_id
 from course_lib.tokenizer import encode
 from course_lib.train import TOOL_RESPONSE, SFTConfig, Turns, _turns, completion_text, supervised_warm_start
 
 ENV_VARIABLE = "COURSE_MODEL"
 FULL_FINETUNE_VARIABLE = "COURSE_MODEL_FULL_FINETUNE"
+OBSERVATION_ROLE_VARIABLE = "COURSE_MODEL_OBSERVATION_ROLE"
 
 
 def model_path() -> Path | None:
@@ -54,14 +55,22 @@ def full_finetune() -> bool:
     return os.environ.get(FULL_FINETUNE_VARIABLE, "") == "1"
 
 
+def observation_role() -> str:
+    """`COURSE_MODEL_OBSERVATION_ROLE` (a chapter command's `--observation-role`): the chat role the environment's
+    observations take in the checkpoint's template, `tool` by default; `user` for a template without a tool role."""
+    return os.environ.get(OBSERVATION_ROLE_VARIABLE) or "tool"
+
+
 @contextlib.contextmanager
-def using(path: str | Path, full_finetune: bool = False) -> Iterator[Path]:
-    """Run chapters on the checkpoint at `path` inside the block, as `--model path` (and `--full-finetune`) do on
-    the command line: `with checkpoint.using(folder): results = ch00.run(0)`. The two environment variables are
-    restored on leaving, whatever they held."""
-    saved = {name: os.environ.get(name) for name in (ENV_VARIABLE, FULL_FINETUNE_VARIABLE)}
+def using(path: str | Path, full_finetune: bool = False, observation_role: str = "tool") -> Iterator[Path]:
+    """Run chapters on the checkpoint at `path` inside the block, as `--model path` (and `--full-finetune`,
+    `--observation-role`) do on the command line: `with checkpoint.using(folder): results = ch00.run(0)`. The
+    environment variables are restored on leaving, whatever they held."""
+    names = (ENV_VARIABLE, FULL_FINETUNE_VARIABLE, OBSERVATION_ROLE_VARIABLE)
+    saved = {name: os.environ.get(name) for name in names}
     os.environ[ENV_VARIABLE] = str(path)
     os.environ[FULL_FINETUNE_VARIABLE] = "1" if full_finetune else ""
+    os.environ[OBSERVATION_ROLE_VARIABLE] = observation_role
     try:
         yield model_path()
     finally:
@@ -183,45 +192,52 @@ def warm_start(
     seed: int,
     lora: bool = True,
     device: torch.device | str = "cpu",
+    prompt_format: ChatFormat | None = None,
 ):
     """`(model, tokenizer, history)`: the checkpoint at `path`, with a LoRA adapter (or fully, `lora=False`) fitted on
-    the chapter's demonstrations `texts` in the chat format. Seeded, so a rerun gives the same adapter."""
+    the chapter's demonstrations `texts` in the chat format (`prompt_format`, `ChatFormat()` by default). Seeded, so a
+    rerun gives the same adapter."""
     from course_lib import config as course_config
 
     generator = course_config.seed_everything(seed)
     model, tokenizer = load_checkpoint(path, device)
     if lora:
         model = add_adapter(model)
-    examples = demonstration_examples(tokenizer, texts)
+    examples = demonstration_examples(tokenizer, texts, prompt_format)
     longest = max((len(ids) for ids, _ in examples), default=0)
     check_context(model, longest, f"the longest demonstration, {longest} tokens in its chat format", path)
     history = supervised_warm_start(model, examples, pad_id(tokenizer), sft, generator)
     return model, tokenizer, history
 
 
-def chat_sampling(sampling: SamplingConfig, tokenizer, texts: Sequence[tuple[str, str | Turns]]) -> SamplingConfig:
-    """The chapter's sampling in the chat format, its token budgets scaled to this tokenizer.
+def chat_sampling(
+    sampling: SamplingConfig, tokenizer, texts: Sequence[tuple[str, str | Turns]], observation_role: str = "tool"
+) -> SamplingConfig:
+    """The chapter's sampling in the chat format (observations in `observation_role`'s turns:
+    `prompt_format.chat_name`), its token budgets scaled to this tokenizer.
 
     The chapter's budgets count the course's word-level tokens, one per whitespace-separated word (plus BOS). A BPE
     tokenizer spends several tokens per word and the template adds its glue, so each budget is multiplied by the
     most tokens per word measured on the chapter's demonstrations `texts`: for a turn, on the actions alone; for a
     sequence, on whole demonstrations rendered as the engine renders them (`demonstration_examples`). Step-mode
     prompts that carry a history window grow in words, and the budget grows with them."""
-    examples = demonstration_examples(tokenizer, texts)
+    examples = demonstration_examples(tokenizer, texts, ChatFormat(observation_role=observation_role))
     words = [len(prompt.split()) + len(completion_text(completion).split()) + 1 for prompt, completion in texts]
     per_word = max(len(ids) / count for (ids, _), count in zip(examples, words, strict=True))
     actions = [action for _, completion in texts for action, _ in split_turns(completion) if action.strip()]
     per_action_word = max((len(encode(tokenizer, a)) / len(a.split()) for a in actions), default=per_word)
     return dataclasses.replace(
         sampling,
-        prompt_format="chat",
+        prompt_format=chat_name(observation_role),
         max_turn_tokens=math.ceil(sampling.max_turn_tokens * max(per_action_word, 1.0)),
         max_total_tokens=math.ceil(sampling.max_total_tokens * max(per_word, 1.0)),
     )
 
 
-def measured_sampling(sampling: SamplingConfig, tokenizer, texts: Sequence[str]) -> SamplingConfig:
+def measured_sampling(
+    sampling: SamplingConfig, tokenizer, texts: Sequence[str], observation_role: str = "tool"
+) -> SamplingConfig:
     """`chat_sampling` for a task with no demonstrations at hand (TRL's `--env`): the task's prompts `texts` as
     demonstrations with empty completions, and half again as margin on the turn budget (actions were not seen)."""
-    scaled = chat_sampling(sampling, tokenizer, [(text, "") for text in texts])
+    scaled = chat_sampling(sampling, tokenizer, [(text, "") for text in texts], observation_role)
     return dataclasses.replace(scaled, max_turn_tokens=math.ceil(1.5 * scaled.max_turn_tokens))

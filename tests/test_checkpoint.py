@@ -290,3 +290,69 @@ def test_a_context_shorter_than_the_budget_is_refused_before_the_warm_start(fami
     budget = int(message.split("episodes of up to ")[1].split()[0])
     assert f"{folder} has {positions} positions" in message and budget > positions, message
     assert "sampling.max_total_tokens" in message and steps == [], "refused before the warm start"
+
+
+def _no_tool_role(tokenizer):
+    """A copy of `tokenizer` whose chat template, as many do, knows system, user and assistant only (jinja raises on
+    any other role)."""
+    import copy
+
+    without = copy.deepcopy(tokenizer)
+    template = standins.chat_template(bos=False).replace("'assistant', 'tool']", "'assistant']")
+    assert template != standins.chat_template(bos=False)
+    without.chat_template = template
+    return without
+
+
+def test_a_template_without_a_tool_role_says_which_option_gives_observations_another(tokenizer, tmp_path, capsys):
+    """Issue 42, item 12: a chat template without a `tool` role failed inside jinja. The error names the role and the
+    way to give observations another one, which is reachable from the command line (`--observation-role user`,
+    `sampling.prompt_format=chat:user`); with it, demonstrations and rollouts render observations as user turns."""
+    from course_lib.chapters import skeleton
+    from course_lib.prompt_format import resolve
+
+    without = _no_tool_role(tokenizer)
+    turns = [("<tool_call> 12 + 30 </tool_call>", "<tool_response> 42 </tool_response>"), ("<answer> 42 </answer>", "")]
+    with pytest.raises(ValueError, match=r"cannot render a 'tool' message .*--observation-role user"):
+        checkpoint.demonstration_examples(without, [("<question> 12 + 30 </question>", turns)])
+    assert resolve("chat:user") == ChatFormat(observation_role="user")
+    assert SamplingConfig(prompt_format="chat:user").prompt_format == "chat:user"
+    with pytest.raises(ValueError, match="prompt_format"):
+        SamplingConfig(prompt_format="chat:")
+    [(ids, mask)] = checkpoint.demonstration_examples(
+        without, [("<question> 12 + 30 </question>", turns)], ChatFormat(observation_role="user")
+    )
+    messages = [{"role": "user", "content": "<question> 12 + 30 </question>"},
+                {"role": "assistant", "content": turns[0][0]}, {"role": "user", "content": turns[0][1]},
+                {"role": "assistant", "content": turns[1][0]}]  # fmt: skip
+    assert ids == encode(without, without.apply_chat_template(messages, tokenize=False))[: len(ids)]
+    sampling = checkpoint.chat_sampling(SamplingConfig(), without, [("<question> 1 </question>", turns)], "user")
+    assert sampling.prompt_format == "chat:user"
+    (tmp_path / "config.json").write_text("{}")
+    with checkpoint.using(tmp_path, observation_role="user"):
+        assert checkpoint.observation_role() == "user"
+    assert checkpoint.observation_role() == "tool"
+    with pytest.raises(SystemExit):
+        skeleton.main(ch00.CHAPTER, ["--observation-role", "user"])
+    assert "--observation-role applies to a checkpoint: give --model" in capsys.readouterr().err
+
+
+def test_a_chapter_warm_starts_a_checkpoint_without_a_tool_role_given_another(tokenizer, tmp_path):
+    """The same through a chapter's `base_for` (what `--model` and `--observation-role` reach): refused with the
+    option's name without it, warm-started and sampled in `chat:user` with it."""
+    import functools
+
+    from course_lib.chapters import skeleton
+
+    folder = standins.build_standin(tmp_path / "model", "qwen2", tokenizer=_no_tool_role(tokenizer))
+    config = small(ch00.preset("cpu"))
+    config = dataclasses.replace(config, sft=dataclasses.replace(config.sft, steps=2))
+    texts = functools.partial(ch00.demonstration_texts, 32, 0, config.tool_share, config.direct_correct)
+    with checkpoint.using(folder), pytest.raises(ValueError, match="--observation-role user"):
+        skeleton.base_for(ch00.BASE_NAME, config, texts)
+    with checkpoint.using(folder, observation_role="user"):
+        model, loaded, resolved = skeleton.base_for(ch00.BASE_NAME, config, texts)
+    assert resolved.sampling.prompt_format == "chat:user"
+    engine = RolloutEngine(model, loaded, resolved.sampling)
+    [trajectory] = engine.rollout([ch00.make_env("train")], [0], generator=torch.Generator().manual_seed(0))
+    assert alignment_errors(trajectory, loaded, ChatFormat(observation_role="user")) == []

@@ -222,3 +222,22 @@ def test_the_courses_own_trl_prompts_are_unchanged(chapter):
     task = trl_chapters.chapter_setup(chapter)[0] if chapter in ("07", "08") else course_trl.chapter_task(chapter)
     for count in (24, 64):
         assert course_trl.training_prompts(task, count) == _text_keyed(task, count)
+
+
+def test_a_checkpoint_without_a_tool_role_trains_with_observations_in_another(tmp_path, capsys):
+    """Issue 42, item 12, TRL's side: `--observation-role user` reaches `ChatFormat(observation_role="user")`; without
+    a model it is refused, and without the option such a template's error names it."""
+    import copy
+
+    from course_lib import standins
+
+    tokenizer = copy.deepcopy(standins.default_tokenizer())
+    tokenizer.chat_template = standins.chat_template(bos=False).replace("'assistant', 'tool']", "'assistant']")
+    folder = standins.build_standin(tmp_path / "model", "qwen2", tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="--observation-role user"):
+        course_trl.checkpoint_task(str(folder), "00")
+    task, _, _ = course_trl.checkpoint_task(str(folder), "00", observation_role="user")
+    assert task.sampling.prompt_format == "chat:user"
+    with pytest.raises(SystemExit):
+        course_trl.main(["--observation-role", "user", "--steps", "1"])
+    assert "--observation-role applies to a checkpoint: give --model" in capsys.readouterr().err

@@ -184,6 +184,11 @@ def main(
         "--full-finetune", action="store_true", help="with --model: warm-start every weight instead of a LoRA adapter"
     )
     parser.add_argument(
+        "--observation-role", metavar="ROLE",
+        help="with --model: the chat role the environment's observations take (default tool; user for a chat "
+        "template without a tool role)",
+    )  # fmt: skip
+    parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override one field of the chapter's config, dotted into nested configs (grpo.learning_rate=1e-3, "
         "eval_tasks=50, sampling.stop_tags=a,b); repeatable, applied after --config. A run with overrides is printed, "
@@ -209,6 +214,8 @@ def main(
         parser.error(f"--report-to needs {', '.join(absent)}, which is not installed: pip install -e '.[track]'")
     if args.full_finetune and not args.model:
         parser.error("--full-finetune applies to a checkpoint: give --model")
+    if args.observation_role and not args.model:
+        parser.error("--observation-role applies to a checkpoint: give --model")
     if args.model:
         if not chapter.checkpoint:
             parser.error(f"{chapter.id} always starts from its own base; --model works for the chapters that use "
@@ -218,6 +225,8 @@ def main(
         os.environ["COURSE_MODEL"] = args.model  # read by `base_for` in the chapter's run
         if args.full_finetune:
             os.environ["COURSE_MODEL_FULL_FINETUNE"] = "1"
+        if args.observation_role:
+            os.environ["COURSE_MODEL_OBSERVATION_ROLE"] = args.observation_role
     overridden = bool(args.set or args.config)
     if overridden and args.record:
         parser.error("--record writes the course's own results; a run with --set or --config is printed, not recorded")
@@ -391,6 +400,7 @@ def base_for(
     another environment (its own base folder) has no demonstrations of that environment to warm a checkpoint on, so
     a checkpoint there is refused with a ValueError naming both."""
     from course_lib import checkpoint
+    from course_lib.prompt_format import ChatFormat
 
     path = checkpoint.model_path()
     if path is not None and demonstrated is not None and demonstrated[0] != demonstrated[1]:
@@ -402,16 +412,18 @@ def base_for(
     # a LoRA adapter at the chapter's rate (3e-3 for a from-scratch model) would overshoot; capped at 1e-3
     sft = dataclasses.replace(config.sft, learning_rate=min(config.sft.learning_rate, 1e-3)) if lora else config.sft
     demonstrations = texts()
+    role = checkpoint.observation_role()
     # the budgets in this tokenizer's tokens, checked against the model's positions before any warm-start step
-    sampling = checkpoint.chat_sampling(config.sampling, checkpoint.load_tokenizer(path), demonstrations[:512])
+    sampling = checkpoint.chat_sampling(config.sampling, checkpoint.load_tokenizer(path), demonstrations[:512], role)
     needed = (
         f"the chapter's episodes of up to {sampling.max_total_tokens} tokens in this tokenizer "
         f"(sampling.max_total_tokens, {config.sampling.max_total_tokens} words, scaled to its tokens per word)"
     )
     checkpoint.check_context(path, sampling.max_total_tokens, needed, path)
     model, tokenizer, history = checkpoint.warm_start(
-        path, demonstrations, sft, seed, lora=lora, device=course_config.device()
-    )
+        path, demonstrations, sft, seed, lora=lora, device=course_config.device(),
+        prompt_format=ChatFormat(observation_role=role),
+    )  # fmt: skip
     kind = "LoRA" if lora else "full"
     print(f"{path}: {kind} warm start on the chapter's demonstrations, loss {history[0]['loss']:.3f} -> "
           f"{history[-1]['loss']:.3f} over {sft.steps} steps; turns of up to {sampling.max_turn_tokens} tokens, "

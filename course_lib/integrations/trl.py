@@ -335,10 +335,17 @@ def last_step(trainer: GRPOTrainer) -> dict[str, float]:
     return {"loss": float(logged[-1]["loss"]), "reward": float(logged[-1]["reward"])}
 
 
-def checkpoint_task(path: str, chapter: str | None = None, env: str | None = None, settings: TRLSettings | None = None):
+def checkpoint_task(
+    path: str,
+    chapter: str | None = None,
+    env: str | None = None,
+    settings: TRLSettings | None = None,
+    observation_role: str = "tool",
+):
     """`(task, model, tokenizer)` for a checkpoint of the user's (any causal LM with a chat template, from disk):
     the chapter's tool task, or any course environment by name (`env`, train split), sampled in the model's chat
-    format with token budgets measured on this tokenizer (`checkpoint.measured_sampling`)."""
+    format (observations in `observation_role`'s turns) with token budgets measured on this tokenizer
+    (`checkpoint.measured_sampling`)."""
     from course_lib import checkpoint, envs
 
     model, tokenizer = checkpoint.load_checkpoint(path)
@@ -349,14 +356,18 @@ def checkpoint_task(path: str, chapter: str | None = None, env: str | None = Non
     else:
         task = chapter_task(chapter or "00")
     prompts = [text.split(PROMPT_MARK)[0] for text in training_prompts(task, 32)]  # the texts the model sees
-    sampling = checkpoint.measured_sampling(task.sampling, tokenizer, prompts)
+    sampling = checkpoint.measured_sampling(task.sampling, tokenizer, prompts, observation_role)
     needed = f"the task's episodes of up to {sampling.max_total_tokens} tokens in this tokenizer"
     checkpoint.check_context(model, sampling.max_total_tokens, needed, path)
     return ToolTask(task.label, str(path), sampling, task.make_env), model, tokenizer
 
 
 def train(
-    chapter: str, settings: TRLSettings, model_path: str | None = None, env: str | None = None
+    chapter: str,
+    settings: TRLSettings,
+    model_path: str | None = None,
+    env: str | None = None,
+    observation_role: str = "tool",
 ) -> dict[str, float]:
     """Train chapter `chapter`'s base (or the checkpoint at `model_path`, on `env` if given) for `settings.steps`
     TRL GRPO steps through `course_rollout`."""
@@ -368,7 +379,7 @@ def train(
             raise ValueError("--env needs --model: the course has a base only for its chapters' tasks")
         trainer = rollout_trainer(chapter, settings)
     else:
-        task, model, tokenizer = checkpoint_task(model_path, chapter, env, settings)
+        task, model, tokenizer = checkpoint_task(model_path, chapter, env, settings, observation_role)
         trainer = rollout_trainer(chapter, settings, model, tokenizer, task=task)
     quiet_train(trainer)
     print_steps(trainer)
@@ -442,6 +453,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="a checkpoint folder (any causal LM with a chat template) instead of the base")
     parser.add_argument("--env", help="with --model: any course environment by name instead of the chapter's task")
     parser.add_argument(
+        "--observation-role", metavar="ROLE",
+        help="with --model: the chat role the environment's observations take (default tool; user for a chat "
+        "template without a tool role)",
+    )  # fmt: skip
+    parser.add_argument(
         "--report-to", nargs="+", default=[], choices=REPORT_TO, metavar="TRACKER",
         help=f"TRL's trackers ({', '.join(REPORT_TO)}), logging under --output-dir; none by default",
     )  # fmt: skip
@@ -458,7 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     if args.env and not args.model:
         parser.error("--env needs --model: the course has a base only for its chapters' tasks")
-    result = train(args.chapter, settings, args.model, args.env)
+    if args.observation_role and not args.model:
+        parser.error("--observation-role applies to a checkpoint: give --model")
+    result = train(args.chapter, settings, args.model, args.env, args.observation_role or "tool")
     print(f"trl_grpo_steps={result['steps']} loss={result['loss']:.4f} reward={result['reward']:.4f}")
     return 0
 
@@ -467,8 +485,9 @@ def main_method(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     """`--chapter 07|08 [--method M]`: the course's method through `trl_chapters` (chapter's base only)."""
     if args.chapter not in METHOD_CHAPTERS:
         parser.error(f"--method and --mi-every need --chapter {' or '.join(METHOD_CHAPTERS)}")
-    if args.model or args.env or args.report_to or args.save_steps or args.output_dir:
-        parser.error("--model, --env, --report-to, --save-steps and --output-dir are for chapters 00-06")
+    if args.model or args.env or args.report_to or args.save_steps or args.output_dir or args.observation_role:
+        parser.error("--model, --env, --observation-role, --report-to, --save-steps and --output-dir are for chapters "
+                     "00-06")  # fmt: skip
     from course_lib.integrations import trl_chapters
 
     settings = trl_chapters.chapter_settings(
