@@ -124,3 +124,47 @@ def test_base_for_refuses_a_checkpoint_on_an_environment_without_demonstrations(
     monkeypatch.delenv(ENV_VARIABLE)
     model, tokenizer, same = skeleton.base_for(config.base, config, never, demonstrated=("key_door", "number_line"))
     assert same is config and model.num_parameters() > 0 and len(tokenizer) > 0
+
+
+ENV_MODULE = '''
+from course_lib import envs
+from course_lib.envs.template import NumberLineEnv
+
+
+class CopiedLine(NumberLineEnv):
+    """An environment of a fork's own, registered when its module is imported."""
+
+
+envs.register("copied_line", CopiedLine)
+'''
+
+
+def _env_package(tmp_path, monkeypatch, name: str) -> str:
+    """A package `name` on the path holding `line.py`, which registers `copied_line` when imported."""
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / name / "line.py").write_text(ENV_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return f"{name}.line"
+
+
+def test_env_module_registers_a_forks_environment_from_the_command_line(tmp_path, monkeypatch, capsys,
+                                                                        number_line_base):  # fmt: skip
+    """Issue 42, item 13: `--env-module my_pkg.my_env` imports the module that registers a fork's environment before
+    the config is resolved (as OpenEnv's server takes `--import`); an environment no module registered, and a module
+    that does not import, stop the command before anything runs, naming them."""
+    from course_lib.chapters import ch07_gigpo as ch07
+
+    module = _env_package(tmp_path, monkeypatch, "fork_envs_a")
+    sets = ["env_name=copied_line", f"base={number_line_base}", "sampling.stop_tags=['</move>']", "grpo.iterations=1",
+            "grpo.prompts_per_iteration=2", "grpo.group_size=4", "grpo.eval_every=1", "eval_tasks=8"]  # fmt: skip
+    argv = ["--seeds", "0", *[part for text in sets for part in ("--set", text)]]
+    with pytest.raises(SystemExit):
+        skeleton.main(ch07.CHAPTER, argv)
+    error = capsys.readouterr().err
+    assert "unknown environment 'copied_line'" in error and "--env-module" in error
+    with pytest.raises(SystemExit):
+        skeleton.main(ch07.CHAPTER, ["--env-module", "fork_envs_a.missing", *argv])
+    assert "--env-module fork_envs_a.missing cannot be imported (ModuleNotFoundError" in capsys.readouterr().err
+    skeleton.main(ch07.CHAPTER, ["--env-module", module, *argv])
+    assert "C7.2 not applicable" in capsys.readouterr().out

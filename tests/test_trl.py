@@ -241,3 +241,24 @@ def test_a_checkpoint_without_a_tool_role_trains_with_observations_in_another(tm
     with pytest.raises(SystemExit):
         course_trl.main(["--observation-role", "user", "--steps", "1"])
     assert "--observation-role applies to a checkpoint: give --model" in capsys.readouterr().err
+
+
+def test_env_module_registers_the_environment_trl_trains_on(tmp_path, monkeypatch, capsys):
+    """Issue 42, item 13, TRL's side: `--env-module` imports the module that registers `--env`'s environment; without
+    it the name is refused before any model loads, naming the option."""
+    from course_lib import standins
+
+    (tmp_path / "trl_fork_envs").mkdir()
+    (tmp_path / "trl_fork_envs" / "__init__.py").write_text("")
+    (tmp_path / "trl_fork_envs" / "line.py").write_text(
+        "from course_lib import envs\nfrom course_lib.envs.template import NumberLineEnv\n\n\n"
+        "class TRLLine(NumberLineEnv):\n    pass\n\n\nenvs.register('trl_line', TRLLine)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    folder = standins.build_standin(tmp_path / "model", "qwen2", max_positions=512)
+    argv = ["--model", str(folder), "--env", "trl_line", "--steps", "1", "--prompts", "2", "--group", "2"]
+    with pytest.raises(SystemExit):
+        course_trl.main(argv)
+    assert "unknown environment 'trl_line'" in capsys.readouterr().err
+    assert course_trl.main([*argv, "--env-module", "trl_fork_envs.line"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("trl_grpo_steps=1 ")

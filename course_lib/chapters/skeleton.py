@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib import config as course_config
-from course_lib import data, overrides, tracking
+from course_lib import data, envs, overrides, tracking
 from course_lib import results as recorded
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
 
@@ -206,10 +206,19 @@ def main(
     parser.add_argument(
         "--run-dir", default="runs", help="where --report-to writes, one folder per seed (default runs)"
     )
+    parser.add_argument(
+        "--env-module", action="append", default=[], metavar="MODULE",
+        help="a module to import first, one that registers an environment of yours (envs.register), e.g. "
+        "my_pkg.my_env for --set env_name=my_env; repeatable",
+    )  # fmt: skip
     if arguments is not None:
         arguments(parser)
     args = parser.parse_args(argv)
     course_config.use_threads()  # a recorded seed and the notebook's live run of it use the same count
+    try:
+        envs.import_modules(args.env_module)  # before the config: its env_name may be one they register
+    except ValueError as error:
+        parser.error(str(error))
     if absent := tracking.missing(args.report_to):
         parser.error(f"--report-to needs {', '.join(absent)}, which is not installed: pip install -e '.[track]'")
     if args.full_finetune and not args.model:
@@ -248,6 +257,11 @@ def main(
     if overridden:
         if config is None:
             parser.error(f"{chapter.id}'s run takes no config, so --set and --config cannot apply to it")
+        try:
+            if isinstance(getattr(config, "env_name", None), str):
+                envs.check_name(config.env_name)  # here, not after the base loads and the first evaluation runs
+        except ValueError as error:
+            parser.error(str(error))
         chapter = dataclasses.replace(chapter, run=functools.partial(chapter.run, config=config))
         given = [f"--config {args.config}"] * bool(args.config) + [f"--set {text}" for text in args.set]
         print(f"{chapter.id} with {' '.join(given)}", flush=True)

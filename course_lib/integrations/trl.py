@@ -453,6 +453,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="a checkpoint folder (any causal LM with a chat template) instead of the base")
     parser.add_argument("--env", help="with --model: any course environment by name instead of the chapter's task")
     parser.add_argument(
+        "--env-module", action="append", default=[], metavar="MODULE",
+        help="a module to import first, one that registers an environment of yours (envs.register) for --env; "
+        "repeatable",
+    )  # fmt: skip
+    parser.add_argument(
         "--observation-role", metavar="ROLE",
         help="with --model: the chat role the environment's observations take (default tool; user for a chat "
         "template without a tool role)",
@@ -466,6 +471,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.save_steps < 0:
         parser.error("--save-steps must be >= 0")
+    from course_lib import envs
+
+    try:
+        envs.import_modules(args.env_module)  # before --env is looked up: it may name one they register
+        if args.env:
+            envs.check_name(args.env)
+    except ValueError as error:
+        parser.error(str(error))
     if args.chapter in METHOD_CHAPTERS or args.method or args.mi_every:
         return main_method(parser, args)
     settings = TRLSettings(
