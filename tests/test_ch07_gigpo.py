@@ -202,3 +202,13 @@ def test_evaluation_uses_the_rollout_mode_training_uses(monkeypatch, mode):
     config = dataclasses.replace(config, grpo=dataclasses.replace(config.grpo, rollout_mode=mode))
     ch.evaluate(None, None, config, seed=1)
     assert seen["mode"] == mode
+
+
+def test_a_fork_takes_its_environments_stop_tags(number_line_base, capsys):
+    """Issue 42, item 1, chapter 07's side: a fork whose sampling still stops at key_door's `</action>` takes its
+    environment's tags; the chapter's own config is unchanged."""
+    own = ch.preset("cpu")
+    assert ch.on_environment(own) == own
+    fork = dataclasses.replace(own, env_name="number_line", base=number_line_base)
+    assert ch.on_environment(fork).sampling == dataclasses.replace(own.sampling, stop_tags=("</move>",))
+    assert "number_line's stop_tags" in capsys.readouterr().out

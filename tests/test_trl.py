@@ -262,3 +262,5 @@ def test_env_module_registers_the_environment_trl_trains_on(tmp_path, monkeypatc
     assert "unknown environment 'trl_line'" in capsys.readouterr().err
     assert course_trl.main([*argv, "--env-module", "trl_fork_envs.line"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("trl_grpo_steps=1 ")
+    task, _, _ = course_trl.checkpoint_task(str(folder), env="trl_line")
+    assert task.sampling.stop_tags == ("</move>",), "issue 42, item 1: the environment's stop tags, not tool tags"

@@ -56,6 +56,10 @@ class Chapter:
     preset: Callable[[], object] | None = None
     """() -> its config for `COURSE_SCALE`, which `run(seed, config=...)` takes (`--set`, `--config`). None: the
     `preset` of the module that defines `run`, if `run` takes `config` (every course chapter does)."""
+    validate: Callable[[object], object] | None = None
+    """Config -> the config its run will use, or a ValueError naming what to set: the command calls it on an
+    overridden config before any seed runs (chapters 07 and 08: `on_environment`), so that a combination the run
+    would refuse stops the command first."""
 
 
 def config_preset(chapter: Chapter) -> Callable[[], object] | None:
@@ -260,6 +264,8 @@ def main(
         try:
             if isinstance(getattr(config, "env_name", None), str):
                 envs.check_name(config.env_name)  # here, not after the base loads and the first evaluation runs
+            if chapter.validate is not None:
+                chapter.validate(config)
         except ValueError as error:
             parser.error(str(error))
         chapter = dataclasses.replace(chapter, run=functools.partial(chapter.run, config=config))
@@ -443,6 +449,39 @@ def base_for(
           f"{history[-1]['loss']:.3f} over {sft.steps} steps; turns of up to {sampling.max_turn_tokens} tokens, "
           f"episodes of up to {sampling.max_total_tokens}", flush=True)  # fmt: skip
     return model, tokenizer, dataclasses.replace(config, sampling=sampling)
+
+
+def on_environment(config, own_env: str, own_sampling, make_env: Callable[[], object], chapter: str):
+    """`config` (a chapter's, with `env_name` and `sampling`) with the stop tags of the environment it runs on.
+
+    A chapter's sampling is sized for its own environment: its stop tags end that environment's actions. On its own
+    environment `config` comes back as it is. Forked onto another (`env_name`), stop tags other than the chapter's
+    own (`own_sampling.stop_tags`) were set for the fork and are kept; the chapter's own are replaced by the
+    environment's `TextEnv.stop_tags` (said in a printed line), or, when it declares none, refused with a ValueError
+    naming what to set: turns would otherwise run to the turn cap, never stopping where the environment's actions
+    end. The caps (`max_turn_tokens`, `max_total_tokens`) stay the config's."""
+    if config.env_name == own_env:
+        return config
+    tags = tuple(config.sampling.stop_tags)
+    if tags != tuple(own_sampling.stop_tags):
+        return config
+    env = make_env()
+    declared = tuple(getattr(env, "stop_tags", ()))
+    if declared == tags:
+        return config
+    if not declared:
+        raise ValueError(
+            f"{chapter} on {config.env_name} would stop its turns at {tags}, {own_env}'s: set sampling.stop_tags to "
+            f"the strings that end an action of {config.env_name} (--set sampling.stop_tags=..., and review "
+            f"sampling.max_turn_tokens={config.sampling.max_turn_tokens} and sampling.max_total_tokens="
+            f"{config.sampling.max_total_tokens}, sized for {own_env}), or declare them as "
+            f"{type(env).__name__}.stop_tags"
+        )
+    sampling = dataclasses.replace(config.sampling, stop_tags=declared)
+    print(f"{chapter} on {config.env_name}: turns stop at {declared}, {config.env_name}'s stop_tags, not {own_env}'s "
+          f"{tags}; turns of up to {sampling.max_turn_tokens} tokens and episodes of up to {sampling.max_total_tokens} "
+          "as the chapter's config says (sampling.*)", flush=True)  # fmt: skip
+    return dataclasses.replace(config, sampling=sampling)
 
 
 def held_out_seeds(make_test_env: Callable[[], object], cache: int = 8) -> Callable[[int], list[int]]:

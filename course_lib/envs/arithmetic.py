@@ -61,6 +61,8 @@ class ToolArithmeticEnv(TextEnv):
     after `max_turns` actions.
     """
 
+    stop_tags = ("</tool_call>", "</answer>")
+
     def __init__(self, split: str = "train", max_tool_calls: int = 1, max_turns: int = 3):
         super().__init__()
         if split not in ("train", "test"):

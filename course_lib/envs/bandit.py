@@ -39,6 +39,8 @@ def vocabulary() -> list[str]:
 class BanditEnv(TextEnv):
     """Two arms, one turn; see the module docstring."""
 
+    stop_tags = ("</answer>",)
+
     max_turns = 1
     invalid_penalty = FORMAT_PENALTY
 

@@ -107,6 +107,8 @@ def split_of(lake: Map, test_fraction: float = 0.2) -> str:
 class FrozenLakeEnv(TextEnv):
     """See the module docstring."""
 
+    stop_tags = ("</answer>",)
+
     invalid_penalty = FORMAT_PENALTY
 
     def __init__(

@@ -174,6 +174,8 @@ class FunctionCallingEnv(TextEnv):
     not penalised here beyond ToolRL's own reward (format low, correctness -3 when a call was due).
     """
 
+    stop_tags = ("</tool_call>", "</response>")
+
     max_turns = 1
 
     def __init__(self, split: str = "train", spec: RewardSpec | None = None, mix: TaskMix | None = None):

@@ -217,6 +217,8 @@ class KeyDoorEnv(TextEnv):
     `reset(seed)` draws task `seed` of the split; `options={"task": task}` sets the task directly.
     """
 
+    stop_tags = ("</action>",)
+
     invalid_penalty = 0.0  # the training loop applies GiGPO's penalty, not the env
 
     def __init__(self, split: str = "train", size: int = 6, view: str = "full", max_steps: int = 30, noise_id: int = 0):

@@ -127,6 +127,8 @@ def parse_call(action: str) -> tuple[str, str]:
 class MiniTravelEnv(TextEnv):
     """Search the travel sandbox, then answer with a plan (see the module docstring)."""
 
+    stop_tags = ("</tool_call>", "</answer>")
+
     def __init__(
         self,
         split: str = "train",

@@ -79,6 +79,8 @@ def parse_call(action: str) -> tuple[str, str]:
 class PriceToolsEnv(TextEnv):
     """Look up two prices, combine them with the calculator, answer (see the module docstring)."""
 
+    stop_tags = ("</tool_call>", "</answer>")
+
     invalid_penalty = 0.0  # the format term of the reward already charges for malformed actions
 
     def __init__(

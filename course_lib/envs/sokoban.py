@@ -100,6 +100,8 @@ def random_puzzle(rng: random.Random, limit: int = 10) -> Puzzle:
 class SokobanEnv(TextEnv):
     """See the module docstring."""
 
+    stop_tags = ("</answer>",)
+
     invalid_penalty = FORMAT_PENALTY
 
     def __init__(self, split: str = "train", max_turns: int = 10, max_think_words: int = 8) -> None:

@@ -46,6 +46,8 @@ def split_of(start: int, goal: int, test_fraction: float = 0.2) -> str:
 class NumberLineEnv(TextEnv):
     """Walk from `start` to `goal` one step per turn; reward 1 on arrival."""
 
+    stop_tags = ("</move>",)
+
     max_turns = LENGTH + 2
     invalid_penalty = -0.1
 

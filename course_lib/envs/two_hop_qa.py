@@ -243,6 +243,8 @@ class TwoHopQAEnv(TextEnv):
     `Question` or a (name, city, role, attribute) tuple).
     """
 
+    stop_tags = ("</tool_call>", "</answer>")
+
     invalid_penalty = 0.0  # a training loop that wants an invalid-action penalty applies it
 
     def __init__(self, split: str = "train", ambiguous_share: float = 0.5, max_tool_calls: int = 3, max_turns: int = 4):

@@ -179,6 +179,8 @@ class WordMathEnv(TextEnv):
     the number of calls, the results of executed calls and the answer text.
     """
 
+    stop_tags = ("</tool_call>", "</answer>")
+
     invalid_penalty = 0.0
 
     def __init__(

@@ -343,16 +343,19 @@ def checkpoint_task(
     observation_role: str = "tool",
 ):
     """`(task, model, tokenizer)` for a checkpoint of the user's (any causal LM with a chat template, from disk):
-    the chapter's tool task, or any course environment by name (`env`, train split), sampled in the model's chat
-    format (observations in `observation_role`'s turns) with token budgets measured on this tokenizer
-    (`checkpoint.measured_sampling`)."""
+    the chapter's tool task, or any registered environment by name (`env`, train split; its turns end at its
+    `stop_tags`), sampled in the model's chat format (observations in `observation_role`'s turns) with token budgets
+    measured on this tokenizer (`checkpoint.measured_sampling`)."""
     from course_lib import checkpoint, envs
 
     model, tokenizer = checkpoint.load_checkpoint(path)
     if env is not None:
         if env not in envs.names():
             raise KeyError(f"unknown environment {env!r}; choose from {envs.names()}")
-        task = ToolTask(env, base=str(path), sampling=SamplingConfig(), make_env=lambda: envs.make(env, split="train"))
+        # turns end at what ends the environment's actions (`TextEnv.stop_tags`; none declared: at EOS or the cap)
+        stops = tuple(envs.make(env, split="train").stop_tags)
+        sampling = SamplingConfig(stop_tags=stops)
+        task = ToolTask(env, base=str(path), sampling=sampling, make_env=lambda: envs.make(env, split="train"))
     else:
         task = chapter_task(chapter or "00")
     prompts = [text.split(PROMPT_MARK)[0] for text in training_prompts(task, 32)]  # the texts the model sees
