@@ -467,7 +467,7 @@ def train_grpo(
         history, start = saved["history"], saved["iteration"] + 1
         print(f"resumed from iteration {saved['iteration']} in {checkpoint_dir}: continuing at iteration {start} of "
               f"{config.iterations}", flush=True)  # fmt: skip
-    hooks = [observer(config, sampling) for observer in _run_observers]
+    hooks = [observer(config, sampling, start) for observer in _run_observers]
 
     def report(record: dict[str, float]) -> None:
         if on_iteration is not None:
@@ -502,9 +502,10 @@ def train_grpo(
     return history
 
 
-RunObserver = Callable[[GRPOConfig, SamplingConfig], tuple[Callable[[dict[str, float]], None], Callable[[], None]]]
-"""Told of every `train_grpo` run as it starts (its config and sampling), it returns `(log, end)`: `log` is called
-with each record as `on_iteration` is, `end` when the run ends."""
+RunObserver = Callable[[GRPOConfig, SamplingConfig, int], tuple[Callable[[dict[str, float]], None], Callable[[], None]]]
+"""Told of every `train_grpo` run as it starts (its config, sampling and first iteration: 0, or k + 1 when resumed
+from iteration k's checkpoint), it returns `(log, end)`: `log` is called with each record as `on_iteration` is,
+`end` when the run ends."""
 _run_observers: list[RunObserver] = []
 
 
