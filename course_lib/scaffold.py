@@ -35,6 +35,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from course_lib import config as course_config
 from course_lib import data, envs, results
@@ -95,16 +96,22 @@ def run(seed: int, config: Config | None = None) -> dict:
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
+    if config.resume and not (config.checkpoint_dir and Path(config.checkpoint_dir).is_dir()):
+        raise ValueError(f"resume=true: checkpoint_dir {{config.checkpoint_dir!r}} does not exist, so there is no "
+                         "checkpoint to resume from; check the path, or start a fresh run with resume=false")
     base, tokenizer = data.load_base(config.base, course_config.device())
     out: dict = {{"base": evaluate(base, tokenizer, config, seed + 1), "histories": {{}}}}
     for arm, settings in ARMS.items():
         model = copy.deepcopy(base)
         course_config.seed_everything(seed)
-        folder = f"{{config.checkpoint_dir}}/{{arm}}-seed{{seed}}" if config.checkpoint_dir else None
+        folder = Path(config.checkpoint_dir) / f"{{arm}}-seed{{seed}}" if config.checkpoint_dir else None
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)  # an arm the interrupted run never reached starts fresh
         out["histories"][arm] = train_grpo(
             model, tokenizer, lambda: make_env("train", config), config.sampling,
             dataclasses.replace(config.grpo, **settings), seed,
             evaluate=lambda m: evaluate(m, tokenizer, config, seed + 1), checkpoint_dir=folder, resume=config.resume,
+            settings=config,  # the whole config in the checkpoint's fingerprint: a resume with others is refused
         )  # fmt: skip
     out["minutes"] = (time.perf_counter() - start) / 60
     return out

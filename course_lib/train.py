@@ -408,6 +408,7 @@ def train_grpo(
     on_iteration: Callable[[dict[str, float]], None] | None = None,
     resume: bool = False,
     save_every: int = 1,
+    settings: object | None = None,
 ) -> list[dict[str, float]]:
     """Train `model` with GRPO on tasks from `make_env()`.
 
@@ -429,16 +430,22 @@ def train_grpo(
     continues from the checkpoint found there (and says so: "resumed from iteration k"), and its history and weights
     equal those of a run that was never interrupted (the `time_*` keys aside); an existing empty folder starts a
     fresh run (and says so), while a folder that does not exist, a `latest/` without its training state, a damaged
-    state file and a checkpoint from another config, sampling or seed are refused. `iterations` is not part of that
-    check, so a finished run can be extended. The callbacks are the caller's to keep deterministic: `evaluate` and
-    `stop` should depend on the model only. `on_iteration` is called before the checkpoint is written, so a callback
-    that draws random numbers leaves the saved random states where the uninterrupted run has them; a run interrupted
-    in between logs that record twice. A resumed run calls it for its new records only (the restored ones were logged
-    by the run that made them).
+    state file and a checkpoint from another config, sampling, seed or `settings` (the chapter's whole resolved
+    config, when given: `run_state.fingerprint`) are refused. `iterations` is not part of that check, so a finished
+    run can be extended. Inside `checkpointing(folder, resume)` (a chapter command's `--checkpoint-dir` and
+    `--resume`) a call without a `checkpoint_dir` checkpoints into that block's folder for it.
+
+    The callbacks are the caller's to keep deterministic: `evaluate` and `stop` should depend on the model only.
+    `on_iteration` is called before the checkpoint is written, so a callback that draws random numbers leaves the
+    saved random states where the uninterrupted run has them; a run interrupted in between logs that record twice. A
+    resumed run calls it for its new records only (the restored ones were logged by the run that made them).
     """
     config.validate()  # again: a config may have been changed in place since it was made
     for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
         loop.resolve(seam, getattr(config, seam))  # an unknown name fails here, not after the first evaluation
+    if checkpoint_dir is None and _checkpointing:  # a chapter command's --checkpoint-dir: this run's own folder
+        checkpoint_dir, resume, given = _checkpointing[-1](config)
+        settings = given if settings is None else settings
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs the checkpoint_dir to resume from")
     _at_least("save_every", save_every, 1)
@@ -449,7 +456,7 @@ def train_grpo(
     engine = RolloutEngine(model, tokenizer, sampling)
     envs = [make_env() for _ in range(config.prompts_per_iteration * config.group_size)]
     history: list[dict[str, float]] = []
-    fingerprint = run_state.fingerprint(config, sampling, seed)
+    fingerprint = run_state.fingerprint(config, sampling, seed, settings)
     start = 0
     if resume:
         run_state.check_resumable(checkpoint_dir)
@@ -500,6 +507,34 @@ def train_grpo(
                          "optimizer": optimizer.state_dict(), "random": run_state.random_states(generator)}  # fmt: skip
                 run_state.save(checkpoint_dir, model, tokenizer, state)
     return history
+
+
+_checkpointing: list[Callable[[GRPOConfig], tuple[Path, bool, object | None]]] = []
+
+
+@contextlib.contextmanager
+def checkpointing(folder: str | Path, resume: bool = False, settings: object | None = None) -> Iterator[None]:
+    """Within the block, every `train_grpo` run given no `checkpoint_dir` checkpoints into a folder of its own under
+    `folder`, `<k>-<method>` for the block's k-th run (`1-grpo`, `2-gigpo-step-mode`: a chapter's runs come in the
+    same order every time, so a new process finds each run's checkpoint where the interrupted one left it), and with
+    `resume` continues from it; `settings` (the chapter's resolved config) goes into each run's fingerprint. How a
+    chapter command's `--checkpoint-dir` and `--resume` reach the runs a chapter makes without the chapter passing
+    anything. A run whose folder holds no checkpoint yet starts fresh and says so."""
+    calls = 0
+
+    def place(config: GRPOConfig) -> tuple[Path, bool, object | None]:
+        nonlocal calls
+        calls += 1
+        name = f"{calls}-" + "-".join(re.findall(r"[A-Za-z0-9_.]+", method_label(config)))
+        run_folder = Path(folder) / name
+        run_folder.mkdir(parents=True, exist_ok=True)
+        return run_folder, resume, settings
+
+    _checkpointing.append(place)
+    try:
+        yield
+    finally:
+        _checkpointing.remove(place)
 
 
 RunObserver = Callable[[GRPOConfig, SamplingConfig, int], tuple[Callable[[dict[str, float]], None], Callable[[], None]]]

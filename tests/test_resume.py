@@ -365,3 +365,24 @@ def test_a_damaged_training_state_is_named(warm_model, tokenizer, tmp_path):
     with pytest.raises(ValueError, match=rf"{state} cannot be read \(.*\): the checkpoint is damaged"):
         _run(copy.deepcopy(warm_model), tokenizer, dataclasses.replace(config, iterations=2), checkpoint_dir=tmp_path,
              resume=True)  # fmt: skip
+
+
+def test_the_fingerprint_covers_the_whole_resolved_config_given(warm_model, tokenizer, tmp_path):
+    """Issue 42, item 8: a chapter's settings outside `GRPOConfig` (its `env_kwargs`, `eval_tasks`) change what a run
+    measures, so a resume with others mixed two settings in one history. Given as `settings` (the chapter's resolved
+    config), they are part of the fingerprint, `iterations`, `checkpoint_dir` and `resume` aside (so a finished run
+    can be extended, from wherever the checkpoint lies)."""
+    import copy
+
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2)
+    settings = {"env_kwargs": {"size": 6}, "eval_tasks": 4, "grpo": {"iterations": 1}, "checkpoint_dir": "a",
+                "resume": False}  # fmt: skip
+    _run(copy.deepcopy(warm_model), tokenizer, config, checkpoint_dir=tmp_path, settings=settings)
+    two = dataclasses.replace(config, iterations=2)
+    other = {**settings, "env_kwargs": {"size": 7}, "eval_tasks": 8}
+    with pytest.raises(ValueError, match=r"settings.env_kwargs.size: 6 there, 7 here; settings.eval_tasks: 4 there, "
+                                         r"8 here"):  # fmt: skip
+        _run(copy.deepcopy(warm_model), tokenizer, two, checkpoint_dir=tmp_path, resume=True, settings=other)
+    moved = {**settings, "grpo": {"iterations": 2}, "checkpoint_dir": "b", "resume": True}
+    history = _run(copy.deepcopy(warm_model), tokenizer, two, checkpoint_dir=tmp_path, resume=True, settings=moved)
+    assert len(history) == 3
