@@ -18,6 +18,7 @@ and `held_out_seeds` (a chapter's cached `test_seeds`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -113,20 +114,28 @@ def run_seeds(
     print_claims: bool = True,
     config: object | None = None,
     observe: Callable[[int], Sequence[tracking.Observer]] | None = None,
+    checkpoints: Callable[[int], contextlib.AbstractContextManager] | None = None,
 ) -> list[dict]:
     """The command line's loop: run, print and (with `record`) write each seed in turn. With `print_claims`
     False a seed's verdicts are not printed (a chapter whose claims pool over seeds prints them at the end).
     `config`, the config the runs use, goes into each record's provenance (as plain data). `observe(seed)`, if
-    given, returns the observers (`tracking`: progress lines, trackers) that watch the seed's training runs."""
+    given, returns the observers (`tracking`: progress lines, trackers) that watch the seed's training runs;
+    `checkpoints(seed)`, if given, the block its training runs checkpoint in (`train.checkpointing`). A
+    KeyboardInterrupt leaves with the seed it stopped (its `seed` attribute)."""
     if record:
         recorded.begin()  # stamp the code and machine before the first seed runs
     outputs = []
     for seed in seeds:
-        if observe is None:
-            results = run_seed(chapter, seed)
-        else:
-            with tracking.observing(chapter.id, seed, observe(seed)):
-                results = run_seed(chapter, seed)
+        try:
+            with checkpoints(seed) if checkpoints else contextlib.nullcontext():
+                if observe is None:
+                    results = run_seed(chapter, seed)
+                else:
+                    with tracking.observing(chapter.id, seed, observe(seed)):
+                        results = run_seed(chapter, seed)
+        except KeyboardInterrupt as stop:
+            stop.seed = seed
+            raise
         print(f"seed {seed} ({results['minutes']:.2f} min)")
         for line in chapter.report(results) if chapter.report else []:
             print(f"  {line}")
@@ -180,7 +189,24 @@ def main(
     """
     parser = argparse.ArgumentParser(description=f"{chapter.title}: run several seeds and print the claims.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--record", action="store_true", help=f"write each seed's numbers to results/{chapter.id}.json")
+    parser.add_argument(
+        "--record", action="store_true", help=f"write each seed's numbers to results/{chapter.id}.json (or --out's)"
+    )
+    parser.add_argument(
+        "--out", metavar="DIR",
+        help="with --record: write the records into DIR (a fork's results folder) instead of the course's results/; "
+        "there --set and --config are allowed, and each record's provenance holds the resolved config, the overrides "
+        "and the code version of the chapter's module and of --env-module's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--checkpoint-dir", metavar="DIR",
+        help="checkpoint every training run of a seed after each iteration, into DIR/<id>-seed<k>/<k>-<method>",
+    )  # fmt: skip
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="continue each training run from its checkpoint under --checkpoint-dir (bit for bit as an uninterrupted "
+        "run; a checkpoint from other settings is refused)",
+    )  # fmt: skip
     parser.add_argument(
         "--model", help="a checkpoint folder (any causal LM with a chat template) in place of the chapter's base"
     )
@@ -241,11 +267,37 @@ def main(
         if args.observation_role:
             os.environ["COURSE_MODEL_OBSERVATION_ROLE"] = args.observation_role
     overridden = bool(args.set or args.config)
-    if overridden and args.record:
-        parser.error("--record writes the course's own results; a run with --set or --config is printed, not recorded")
+    if args.out and not args.record:
+        parser.error("--out names where --record writes: give --record")
+    into_course = args.out is None or Path(args.out).resolve() == (recorded.ROOT / "results").resolve()
+    if overridden and args.record and into_course:
+        parser.error("--record writes the course's own results; a run with --set or --config is printed, not recorded "
+                     "(--out DIR records a fork's runs into a folder of its own)")  # fmt: skip
+    if args.resume and not args.checkpoint_dir:
+        parser.error("--resume continues the runs under --checkpoint-dir: give it")
+    if args.resume and not Path(args.checkpoint_dir).is_dir():
+        parser.error(f"--resume: {args.checkpoint_dir} does not exist, so there is no checkpoint to resume from; check "
+                     "the path, or leave --resume out to start a fresh run")  # fmt: skip
+    with recorded.recording_into(args.out) if args.out else contextlib.nullcontext():
+        return _run_command(chapter, args, parser, configure, finish, print_claims, overridden)
+
+
+def _run_command(
+    chapter: Chapter,
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    configure: Configure | None,
+    finish: Callable[[argparse.Namespace, list[dict]], object] | None,
+    print_claims: bool,
+    overridden: bool,
+) -> list[dict]:
+    """`main` once its flags are checked: stamp a recording run, resolve the config, run the seeds."""
+    given = [f"--config {args.config}"] * bool(args.config) + [f"--set {text}" for text in args.set]
     if args.record:
+        # a fork's record (--out) also names its overrides and the code of its chapter's and environments' modules
+        extra = {"overrides": given, "code": recorded.code_version([_module(chapter.run), *args.env_module])}
         try:
-            recorded.begin()  # the code and machine, stamped before anything runs
+            recorded.begin(extra if args.out else None)  # the code and machine, stamped before anything runs
         except recorded.DirtyTree as error:
             parser.error(str(error))
     if configure is not None:
@@ -269,7 +321,6 @@ def main(
         except ValueError as error:
             parser.error(str(error))
         chapter = dataclasses.replace(chapter, run=functools.partial(chapter.run, config=config))
-        given = [f"--config {args.config}"] * bool(args.config) + [f"--set {text}" for text in args.set]
         print(f"{chapter.id} with {' '.join(given)}", flush=True)
 
     def observe(seed: int) -> list[tracking.Observer]:
@@ -279,10 +330,40 @@ def main(
             print(f"seed {seed}: {', '.join(args.report_to)} under {folder}", flush=True)
         return [tracking.Progress(), *tracking.trackers(args.report_to, args.run_dir, chapter.id, seed)]
 
-    outputs = run_seeds(chapter, args.seeds, args.record, print_claims, config, observe)
+    checkpoints = None
+    if args.checkpoint_dir:
+        from course_lib import train
+
+        # the resolved config goes into every checkpoint's fingerprint: a resume with other settings is refused
+        settings = config if config is not None else resolved_config(chapter)
+
+        def checkpoints(seed: int):
+            return train.checkpointing(Path(args.checkpoint_dir) / f"{chapter.id}-seed{seed}", args.resume, settings)
+
+    try:
+        outputs = run_seeds(chapter, args.seeds, args.record, print_claims, config, observe, checkpoints)
+    except KeyboardInterrupt as stop:
+        seed = getattr(stop, "seed", None)
+        during = f" during seed {seed}" if seed is not None else ""
+        if args.checkpoint_dir:
+            hint = (
+                f"to continue, run the same command and add --resume (its checkpoints are under {args.checkpoint_dir})"
+            )
+        else:
+            hint = "nothing was checkpointed: run with --checkpoint-dir DIR to make a run resumable (then --resume)"
+        recorded_seeds = " (the seeds recorded before it are kept)" if args.record else ""
+        print(f"\n{chapter.id} interrupted{during}{recorded_seeds}; {hint}", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
     if finish is not None:
         finish(args, outputs)
     return outputs
+
+
+def _module(run: Callable) -> object:
+    """The module that defines a chapter's `run` (through the `functools.partial`s a command wraps it in)."""
+    while isinstance(run, functools.partial):
+        run = run.func
+    return inspect.getmodule(run)
 
 
 def by_scale(cpu, gpu, scale: str | None = None):
