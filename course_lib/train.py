@@ -557,13 +557,18 @@ def observing_runs(observer: RunObserver) -> Iterator[None]:
 
 
 def method_label(config: GRPOConfig) -> str:
-    """What a run trains with, for its progress bar: the advantage estimator's name, then each seam or mode that
-    differs from chapter 00's GRPO, e.g. `grpo`, `gigpo [step mode]`, `grpo [tree, snr_top_p, entropy_balanced]`."""
+    """What a run trains with, for its progress bar, tracker run and checkpoint folder: the advantage estimator's
+    name, then each seam or mode that differs from chapter 00's GRPO and, for the estimator, a discount other than
+    GiGPO's default and mean-only normalisation, e.g. `grpo`, `gigpo [step mode]`, `gigpo [step mode, gamma 1]`,
+    `gigpo [no std]`, `grpo [tree, snr_top_p, entropy_balanced]`."""
+    gamma = config.gigpo.gamma
     extras = [
         config.sampler if config.sampler != "groups" else "",
         f"{config.rollout_mode} mode" if config.rollout_mode != "trajectory" else "",
         config.batch_filter if config.batch_filter != "none" else "",
         config.policy_loss if config.policy_loss != "clipped" else "",
+        f"gamma {gamma:g}" if config.advantage == "gigpo" and gamma != GiGPOConfig.gamma else "",
+        "no std" if not config.scale_by_std else "",
     ]
     extras = [extra for extra in extras if extra]
     return f"{config.advantage} [{', '.join(extras)}]" if extras else config.advantage

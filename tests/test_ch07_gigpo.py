@@ -182,7 +182,8 @@ def test_the_command_prints_not_applicable_for_a_fork(number_line_base, capsys):
             "grpo.prompts_per_iteration=2", "grpo.group_size=4", "grpo.eval_every=1", "eval_tasks=8"]  # fmt: skip
     argv = ["--seeds", "0", *[part for text in sets for part in ("--set", text)]]
     skeleton.main(ch.CHAPTER, argv)
-    assert "C7.2 not applicable: the noisy view is key_door's; number_line has none" in capsys.readouterr().out
+    line = "  C7.2 not applicable (the noisy view is key_door's; number_line has none): when no observation repeats"
+    assert line in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("mode", ["step", "trajectory"])
@@ -212,3 +213,17 @@ def test_a_fork_takes_its_environments_stop_tags(number_line_base, capsys):
     fork = dataclasses.replace(own, env_name="number_line", base=number_line_base)
     assert ch.on_environment(fork).sampling == dataclasses.replace(own.sampling, stop_tags=("</move>",))
     assert "number_line's stop_tags" in capsys.readouterr().out
+
+
+def test_every_arm_reaches_the_trackers_under_a_name_of_its_own():
+    """Issue 42, item 16: `gigpo_gamma1` and `gigpo_mean` reached trackers as `3-gigpo` and `4-gigpo`, the same method
+    as `gigpo`; the method's label names what they change (progress bars, tracker runs, checkpoint folders)."""
+    from course_lib.train import method_label
+
+    labels = {arm: method_label(ch.arm_config(ch.Chapter07Config(), arm)) for arm in ch.ARMS}
+    assert labels == {
+        "grpo": "grpo [step mode]",
+        "gigpo": "gigpo [step mode]",
+        "gigpo_gamma1": "gigpo [step mode, gamma 1]",
+        "gigpo_mean": "gigpo [step mode, no std]",
+    }

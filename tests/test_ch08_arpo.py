@@ -499,3 +499,23 @@ def test_a_fork_takes_its_environments_stop_tags_or_is_refused_naming_what_to_se
                                      "--set", f"base={number_line_base}"])  # fmt: skip
     error = capsys.readouterr().err
     assert "set sampling.stop_tags" in error and "Untagged.stop_tags" in error and seen == [("</move>",)]
+
+
+def test_a_fork_without_ambiguity_prints_no_ambiguous_nan():
+    """Issue 42, item 16: on an environment without two_hop_qa's planted ambiguity (C8.1 not applicable), the summary
+    leaves the ambiguous and unambiguous numbers out instead of printing `ambiguous nan`; the chapter's own keeps
+    them."""
+    nan = float("nan")
+    base = {"success": 0.5, "success_ambiguous": nan, "success_unambiguous": nan, "entropy_initial": 0.1,
+            "entropy_after_tool_1_ambiguous": nan, "entropy_after_tool_1_unambiguous": nan}  # fmt: skip
+    final = {"eval_success": 0.6, "eval_success_ambiguous": nan, "eval_tool_calls_per_solved": 0.0,
+             "eval_precise_first_search": 0.0}  # fmt: skip
+    credit = {"credit_leaves": 0.0, "credit_gap_token_mean": nan, "credit_gap_seq_mean": nan}
+    fork = dataclasses.replace(ch08.Chapter08Config(), env_name="x")
+    results = {"base": base, "samplers": {}, "final": {"grpo": final}, "credit": credit,
+               "not_applicable": ch08.not_applicable(fork)}  # fmt: skip
+    lines = ch08.summary_lines(results)
+    assert not any("ambiguous" in line for line in lines), lines
+    assert lines[0] == "base success 0.500; entropy initial 0.100"
+    own = dict(results, not_applicable={})
+    assert "ambiguous nan" in ch08.summary_lines(own)[0], "the chapter's own lines are unchanged"

@@ -240,3 +240,11 @@ def test_an_interrupted_command_ends_with_a_resume_hint(tmp_path, capsys):
         assert exit_info.value.code == 130
         error = capsys.readouterr().err
         assert "ch99 interrupted during seed 3" in error and hint in error, error
+
+
+def test_a_not_applicable_claim_prints_its_reason_apart_from_its_statement(capsys):
+    """Issue 42, item 16: the reason a claim does not apply ran into the claim's statement (`... number_line has
+    none the number is positive`); it is printed in parentheses, the statement after a colon."""
+    chapter = toy(run=lambda seed: {"x": 1, "minutes": 0.0, "not_applicable": {"C9.1": "toy has no number"}})
+    skeleton.main(chapter, ["--seeds", "0"])
+    assert "  C9.1 not applicable (toy has no number): the number is positive" in capsys.readouterr().out.splitlines()

@@ -637,6 +637,11 @@ def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
 def summary_lines(results: Mapping) -> list[str]:
     """What the command line prints for a seed, before its claims."""
     base, samplers = results["base"], results["samplers"]
+    if "C8.1" in (results.get("not_applicable") or {}):  # a fork: no planted ambiguity to split the numbers by
+        lines = [f"base success {base['success']:.3f}; entropy initial {base['entropy_initial']:.3f}"]
+        lines += sampler_lines(samplers)
+        lines += [f"{arm} after RL: success {final['eval_success']:.3f}" for arm, final in results["final"].items()]
+        return [*lines, credit_line(results["credit"])]
     lines = [
         f"base success {base['success']:.3f} (ambiguous {base['success_ambiguous']:.3f}, unambiguous "
         f"{base['success_unambiguous']:.3f}); entropy initial {base['entropy_initial']:.3f}, after an ambiguous "

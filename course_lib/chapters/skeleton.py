@@ -32,7 +32,7 @@ from pathlib import Path
 from course_lib import config as course_config
 from course_lib import data, envs, overrides, tracking
 from course_lib import results as recorded
-from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.claims import NOT_APPLICABLE, Claim, ClaimSpec, evaluate_all
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,14 @@ def run_seed(chapter: Chapter, seed: int) -> dict:
     return results
 
 
+def claim_line(claim: Claim) -> str:
+    """`C7.1 PASS <statement>`; a claim that does not apply gives its reason apart from its statement:
+    `C7.2 not applicable (<reason>): <statement>`."""
+    if claim.not_applicable:
+        return f"{claim.id} {NOT_APPLICABLE} ({claim.not_applicable}): {claim.name}"
+    return f"{claim.id} {claim.status} {claim.name}"
+
+
 def check(chapter: Chapter, results: Mapping) -> list[Claim]:
     """The chapter's claims evaluated on one seed's results (those its run says do not apply, not checked)."""
     return evaluate_all(chapter.claims, chapter.claim_numbers(results), not_applicable=results.get("not_applicable"))
@@ -141,7 +149,7 @@ def run_seeds(
             print(f"  {line}")
         numbers = chapter.claim_numbers(results)
         for claim in check(chapter, results) if print_claims else []:
-            print(f"  {claim.id} {claim.status} {claim.name}")
+            print(f"  {claim_line(claim)}")
         sys.stdout.flush()
         if record and results.get("not_applicable"):
             raise SystemExit(f"--record: {sorted(results['not_applicable'])} do not apply to this setting; a record "
