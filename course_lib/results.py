@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from course_lib.claims import ClaimSpec
+from course_lib.claims import ClaimSpec, evaluate_all
 from course_lib.overrides import as_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,11 +87,13 @@ def make_record(
     numbers: Mapping[str, float],
     minutes: float,
     curves: Curves | None = None,
+    not_applicable: Mapping[str, str] | None = None,
 ) -> dict:
     """One seed's record: its numbers, each claim's verdict and whether it passed, and the minutes it took;
     with `curves`, also its learning curves (stored as `[[x, y], ...]` lists under `"curves"`), so notebooks
-    can draw seed bands from the recorded seeds instead of re-running them."""
-    claims = [spec.evaluate(numbers) for spec in specs]
+    can draw seed bands from the recorded seeds instead of re-running them. The claims of `not_applicable` (id ->
+    reason; a fork's record) are not checked: their verdict says so, with the reason, kept under `not_applicable`."""
+    claims = evaluate_all(specs, numbers, not_applicable=not_applicable)
     made = {
         "seed": seed,
         "numbers": {key: float(value) for key, value in numbers.items()},
@@ -99,6 +101,8 @@ def make_record(
         "passed": {claim.id: claim.passed for claim in claims},
         "minutes": float(minutes),
     }
+    if not_applicable:
+        made["not_applicable"] = dict(not_applicable)
     if curves is not None:
         made["curves"] = {name: [[float(x), float(y)] for x, y in points] for name, points in curves.items()}
     return made
@@ -263,10 +267,12 @@ def record(
     minutes: float,
     curves: Curves | None = None,
     config: object | None = None,
+    not_applicable: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write one seed's record (a chapter CLI's `--record`), with its curves and the run's config (into its
-    provenance) if given, and say where it went. `begin` must have run before the first seed."""
-    target = write(chapter, [make_record(seed, specs, numbers, minutes, curves)], config=config)
+    """Write one seed's record (a chapter CLI's `--record`), with its curves, the run's config (into its
+    provenance) and the claims that do not apply to it (a fork's) if given, and say where it went. `begin` must have
+    run before the first seed."""
+    target = write(chapter, [make_record(seed, specs, numbers, minutes, curves, not_applicable)], config=config)
     print(f"  recorded seed {seed} in {target}")
     return target
 

@@ -248,3 +248,23 @@ def test_a_not_applicable_claim_prints_its_reason_apart_from_its_statement(capsy
     chapter = toy(run=lambda seed: {"x": 1, "minutes": 0.0, "not_applicable": {"C9.1": "toy has no number"}})
     skeleton.main(chapter, ["--seeds", "0"])
     assert "  C9.1 not applicable (toy has no number): the number is positive" in capsys.readouterr().out.splitlines()
+
+
+def test_a_forks_record_keeps_the_claims_that_do_not_apply_with_their_reason(tmp_path, monkeypatch):
+    """Issue 42, item 14: a fork on another environment has claims that do not apply (chapter 07's C7.2); its record
+    in its own folder says so, with the reason, instead of a FAIL computed from NaN; the course's own results/ still
+    refuses such a run, since its records hold every claim of their chapter."""
+    import json
+
+    from course_lib import results as recorded
+
+    monkeypatch.setattr(recorded, "_run_provenance", None)
+    chapter = toy(run=lambda seed: {"x": 1, "minutes": 0.0, "not_applicable": {"C9.1": "toy has no number"}})
+    skeleton.main(chapter, ["--seeds", "0", "--record", "--out", str(tmp_path)])
+    record = json.loads((tmp_path / "ch99.json").read_text())["seeds"]["0"]
+    assert record["verdicts"] == {"C9.1": "not applicable: toy has no number"} and record["passed"] == {"C9.1": False}
+    assert record["not_applicable"] == {"C9.1": "toy has no number"}
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path / "course")  # stands for the course's results/
+    with pytest.raises(SystemExit, match="do not apply to this setting"):
+        skeleton.main(chapter, ["--seeds", "0", "--record"])
+    assert not (tmp_path / "course").exists()

@@ -123,13 +123,16 @@ def run_seeds(
     config: object | None = None,
     observe: Callable[[int], Sequence[tracking.Observer]] | None = None,
     checkpoints: Callable[[int], contextlib.AbstractContextManager] | None = None,
+    fork: bool = False,
 ) -> list[dict]:
     """The command line's loop: run, print and (with `record`) write each seed in turn. With `print_claims`
     False a seed's verdicts are not printed (a chapter whose claims pool over seeds prints them at the end).
     `config`, the config the runs use, goes into each record's provenance (as plain data). `observe(seed)`, if
     given, returns the observers (`tracking`: progress lines, trackers) that watch the seed's training runs;
     `checkpoints(seed)`, if given, the block its training runs checkpoint in (`train.checkpointing`). A
-    KeyboardInterrupt leaves with the seed it stopped (its `seed` attribute)."""
+    KeyboardInterrupt leaves with the seed it stopped (its `seed` attribute). A seed whose claims do not all apply
+    (a chapter forked onto another environment) is recorded only in a `fork`'s own folder (`--out`), with the
+    reasons; the course's records hold every claim of their chapter."""
     if record:
         recorded.begin()  # stamp the code and machine before the first seed runs
     outputs = []
@@ -151,12 +154,13 @@ def run_seeds(
         for claim in check(chapter, results) if print_claims else []:
             print(f"  {claim_line(claim)}")
         sys.stdout.flush()
-        if record and results.get("not_applicable"):
+        if record and results.get("not_applicable") and not fork:
             raise SystemExit(f"--record: {sorted(results['not_applicable'])} do not apply to this setting; a record "
                              "holds every claim of its chapter")  # fmt: skip
         if record:
             curves = chapter.curves(results) if chapter.curves else None
-            recorded.record(chapter.id, seed, chapter.claims, numbers, results["minutes"], curves, config=config)
+            recorded.record(chapter.id, seed, chapter.claims, numbers, results["minutes"], curves, config=config,
+                            not_applicable=results.get("not_applicable"))  # fmt: skip
         outputs.append(results)
     return outputs
 
@@ -349,7 +353,9 @@ def _run_command(
             return train.checkpointing(Path(args.checkpoint_dir) / f"{chapter.id}-seed{seed}", args.resume, settings)
 
     try:
-        outputs = run_seeds(chapter, args.seeds, args.record, print_claims, config, observe, checkpoints)
+        outputs = run_seeds(
+            chapter, args.seeds, args.record, print_claims, config, observe, checkpoints, fork=bool(args.out)
+        )
     except KeyboardInterrupt as stop:
         seed = getattr(stop, "seed", None)
         during = f" during seed {seed}" if seed is not None else ""
