@@ -226,10 +226,12 @@ def code_version(modules: Sequence[object]) -> list[dict]:
     versions = []
     for module in modules:
         module = sys.modules[module] if isinstance(module, str) else module
+        # a module run with `python -m` is `__main__`; its spec keeps the name it was run by
+        name = getattr(getattr(module, "__spec__", None), "name", None) or module.__name__
         path = Path(module.__file__).resolve()
         commit = _git_in(path.parent, "rev-parse", "HEAD")
         dirty = bool(_git_in(path.parent, "status", "--porcelain", "--", path.name)) if commit else None
-        versions.append({"module": module.__name__, "file": str(path),
+        versions.append({"module": name, "file": str(path),
                          "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "git_commit": commit,
                          "git_dirty": dirty})  # fmt: skip
     return versions

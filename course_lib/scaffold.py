@@ -5,14 +5,17 @@ claims read, its claims, a command), a notebook that follows the course's templa
 seconds. The scaffold writes the three into a folder of yours (not into the course), for an environment registered
 by name, with GRPO and GiGPO as its two arms and two claims to replace with your paper's:
 
-    python -m course_lib.scaffold --number 20 --name my_line --env number_line --base path/to/base --out my_fork
+    python -m course_lib.scaffold --number 20 --name my_line --env my_line --env-module my_package.my_env \
+        --base base --stop "</move>" --out my_fork       # --base as the chapter's command sees it, run from my_fork
     cd my_fork && python -m ch20_my_line --seeds 0 --set grpo.iterations=5      # the chapter's command
-    pytest test_ch20_my_line.py                                                  # its test, in seconds
+    python -m pytest test_ch20_my_line.py                                       # its test, in seconds
 
-The chapter's id (`ch20`) names its results file (`results/ch20.json` on `--record`), so a fork never writes over
-the course's records. Its config has `checkpoint_dir` and `resume`, so a run can be interrupted and resumed bit for
-bit (`--set checkpoint_dir=runs/ckpt --set resume=true`), and the command takes every flag the course's chapters
-take (`--set`, `--config`, `--report-to`).
+The chapter's id (`ch20`) names its results file (`--record --out results` writes `results/ch20.json` in the fork's
+folder), so a fork never writes over the course's records. Its config has `checkpoint_dir` and `resume`, so a run can
+be interrupted and resumed bit for bit (`--set checkpoint_dir=runs/ckpt --set resume=true`; the checkpoint's
+fingerprint covers the whole config, so a resume with other settings is refused), and the command takes every flag
+the course's chapters take (`--set`, `--config`, `--report-to`, `--checkpoint-dir`, `--resume`, `--record --out`).
+docs/extending.md, sections 6 and 7, runs all of it.
 """
 
 from __future__ import annotations

@@ -227,3 +227,15 @@ def test_every_arm_reaches_the_trackers_under_a_name_of_its_own():
         "gigpo_gamma1": "gigpo [step mode, gamma 1]",
         "gigpo_mean": "gigpo [step mode, no std]",
     }
+
+
+@pytest.mark.parametrize("scale", ["cpu", "gpu"])
+def test_the_chapters_own_sampling_resolves_to_todays(scale):
+    """Issue 42: chapter 07's own config resolves to itself, with today's stop tag and caps."""
+    from course_lib.rollout import SamplingConfig
+
+    own = ch.preset(scale)
+    assert ch.on_environment(own) is own
+    assert own.sampling == SamplingConfig(
+        temperature=1.0, max_turn_tokens=3, max_total_tokens=40, stop_tags=("</action>",)
+    )

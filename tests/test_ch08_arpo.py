@@ -519,3 +519,15 @@ def test_a_fork_without_ambiguity_prints_no_ambiguous_nan():
     assert lines[0] == "base success 0.500; entropy initial 0.100"
     own = dict(results, not_applicable={})
     assert "ambiguous nan" in ch08.summary_lines(own)[0], "the chapter's own lines are unchanged"
+
+
+@pytest.mark.parametrize("scale", ["cpu", "gpu"])
+def test_the_chapters_own_sampling_resolves_to_todays(scale):
+    """Issue 42: the resolution of a fork's sampling leaves the chapter's own config as it is, object and values:
+    today's stop tags and caps, on both presets."""
+    from course_lib.rollout import SamplingConfig
+
+    own = ch08.preset(scale)
+    assert ch08.on_environment(own) is own
+    assert own.sampling == SamplingConfig(temperature=1.0, max_turn_tokens=10, max_total_tokens=96,
+                                          stop_tags=("</tool_call>", "</answer>"))  # fmt: skip

@@ -386,3 +386,19 @@ def test_the_fingerprint_covers_the_whole_resolved_config_given(warm_model, toke
     moved = {**settings, "grpo": {"iterations": 2}, "checkpoint_dir": "b", "resume": True}
     history = _run(copy.deepcopy(warm_model), tokenizer, two, checkpoint_dir=tmp_path, resume=True, settings=moved)
     assert len(history) == 3
+
+
+def test_a_fingerprint_without_settings_is_todays():
+    """Issue 42: with no `settings` the fingerprint is the one checkpoints written before it carry (a course run
+    resumes from them as before)."""
+    import json
+
+    from course_lib import run_state
+    from course_lib.rollout import SamplingConfig
+
+    config, sampling = GRPOConfig(iterations=7, learning_rate=1e-3), SamplingConfig(max_turn_tokens=8)
+    plain = dataclasses.asdict(config)
+    plain.pop("iterations")
+    today = json.dumps({"config": plain, "sampling": dataclasses.asdict(sampling), "seed": 3}, sort_keys=True)
+    assert run_state.fingerprint(config, sampling, 3) == today
+    assert run_state.fingerprint(config, sampling, 3, {"eval_tasks": 4}) != today

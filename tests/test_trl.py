@@ -211,6 +211,7 @@ def test_prompts_are_keyed_by_problem_not_by_text():
     assert len(keys) == 32, "no two prompts pose one problem"
     with pytest.raises(ValueError, match=r"only 40 distinct problems \(by problem_key\(\)\) in 4100 seeds, 41 asked"):
         course_trl.training_prompts(task, 41)
+    assert len(course_trl.training_prompts(task, 41, at_most=True)) == 40, "the budget measure takes what there is"
 
 
 @pytest.mark.parametrize("chapter", ["00", "03", "04", "05", "06", "07", "08"])

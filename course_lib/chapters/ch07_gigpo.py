@@ -303,11 +303,11 @@ def run(seed: int, config: Chapter07Config | None = None) -> dict:
     return results
 
 
-def on_environment(config: Chapter07Config) -> Chapter07Config:
+def on_environment(config: Chapter07Config, say: bool = True) -> Chapter07Config:
     """`config` with the stop tags of the environment it runs on (`skeleton.on_environment`): itself on key_door; a
     fork still stopping at key_door's `</action>` takes its environment's, or is refused naming what to set."""
     return skeleton.on_environment(
-        config, ENV_NAME, Chapter07Config().sampling, EnvFactory("train", config), "chapter 07"
+        config, ENV_NAME, Chapter07Config().sampling, EnvFactory("train", config), "chapter 07", say
     )
 
 

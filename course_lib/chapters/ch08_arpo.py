@@ -514,11 +514,11 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
     return results
 
 
-def on_environment(config: Chapter08Config) -> Chapter08Config:
+def on_environment(config: Chapter08Config, say: bool = True) -> Chapter08Config:
     """`config` with the stop tags of the environment it runs on (`skeleton.on_environment`): itself on two_hop_qa; a
     fork still stopping at two_hop_qa's tags takes its environment's, or is refused naming what to set."""
     return skeleton.on_environment(
-        config, ENV_NAME, Chapter08Config().sampling, lambda: make_env("train", config), "chapter 08"
+        config, ENV_NAME, Chapter08Config().sampling, lambda: make_env("train", config), "chapter 08", say
     )
 
 

@@ -6,9 +6,13 @@ which curves it records, what to print) and gets, from here, the command line ev
     python -m course_lib.chapters.<module> --seeds 0 1 2 [--record] [--set grpo.learning_rate=1e-3] [--config f.yaml]
 
 which runs each seed, prints the claims, and with `--record` writes `results/<id>.json`. `--set` and `--config`
-override the chapter's config (`course_lib.overrides`; a run with overrides is printed, never recorded). The notebook
-calls the same `run_seed`, so what it shows and what the command records come from one function. A chapter
-with options of its own passes `main` hooks (`arguments`, `configure`, `finish`).
+override the chapter's config (`course_lib.overrides`; a run with overrides is never recorded into the course's
+`results/`, but `--record --out DIR` records a fork's runs into a folder of its own, with the resolved config, the
+overrides and the code version in each record's provenance). `--env-module` imports the module that registers a
+fork's environment, `--checkpoint-dir` and `--resume` make every training run of a seed resumable
+(`train.checkpointing`), `--report-to` tracks them (`course_lib.tracking`), and `--model` puts a checkpoint in place
+of the chapter's base. The notebook calls the same `run_seed`, so what it shows and what the command records come
+from one function. A chapter with options of its own passes `main` hooks (`arguments`, `configure`, `finish`).
 
 It also holds the glue the chapters' data builders share: `task_splits` (a task set's columns),
 `warm_start_base` (a base warm-started on demonstrations), `write_base` (that base as a `data/` artifact)
@@ -57,8 +61,9 @@ class Chapter:
     preset: Callable[[], object] | None = None
     """() -> its config for `COURSE_SCALE`, which `run(seed, config=...)` takes (`--set`, `--config`). None: the
     `preset` of the module that defines `run`, if `run` takes `config` (every course chapter does)."""
-    validate: Callable[[object], object] | None = None
-    """Config -> the config its run will use, or a ValueError naming what to set: the command calls it on an
+    validate: Callable[..., object] | None = None
+    """`(config, say=False)` -> the config its run will use, or a ValueError naming what to set: the command calls it
+    (quietly) on an
     overridden config before any seed runs (chapters 07 and 08: `on_environment`), so that a combination the run
     would refuse stops the command first."""
 
@@ -233,8 +238,9 @@ def main(
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override one field of the chapter's config, dotted into nested configs (grpo.learning_rate=1e-3, "
-        "eval_tasks=50, sampling.stop_tags=a,b); repeatable, applied after --config. A run with overrides is printed, "
-        "not recorded: --record refuses them, so results/ holds the course's own settings only",
+        "eval_tasks=50, sampling.stop_tags=a,b); repeatable, applied after --config. A run with overrides is not "
+        "recorded into the course's results/ (--record refuses them there, so it holds the course's own settings "
+        "only); --record --out DIR records it into a folder of yours",
     )  # fmt: skip
     parser.add_argument(
         "--config", metavar="FILE",
@@ -329,7 +335,7 @@ def _run_command(
             if isinstance(getattr(config, "env_name", None), str):
                 envs.check_name(config.env_name)  # here, not after the base loads and the first evaluation runs
             if chapter.validate is not None:
-                chapter.validate(config)
+                chapter.validate(config, say=False)  # the run says what it resolves
         except ValueError as error:
             parser.error(str(error))
         chapter = dataclasses.replace(chapter, run=functools.partial(chapter.run, config=config))
@@ -546,15 +552,15 @@ def base_for(
     return model, tokenizer, dataclasses.replace(config, sampling=sampling)
 
 
-def on_environment(config, own_env: str, own_sampling, make_env: Callable[[], object], chapter: str):
+def on_environment(config, own_env: str, own_sampling, make_env: Callable[[], object], chapter: str, say: bool = True):
     """`config` (a chapter's, with `env_name` and `sampling`) with the stop tags of the environment it runs on.
 
     A chapter's sampling is sized for its own environment: its stop tags end that environment's actions. On its own
     environment `config` comes back as it is. Forked onto another (`env_name`), stop tags other than the chapter's
     own (`own_sampling.stop_tags`) were set for the fork and are kept; the chapter's own are replaced by the
-    environment's `TextEnv.stop_tags` (said in a printed line), or, when it declares none, refused with a ValueError
-    naming what to set: turns would otherwise run to the turn cap, never stopping where the environment's actions
-    end. The caps (`max_turn_tokens`, `max_total_tokens`) stay the config's."""
+    environment's `TextEnv.stop_tags` (said in a printed line, unless `say` is False), or, when it declares none,
+    refused with a ValueError naming what to set: turns would otherwise run to the turn cap, never stopping where the
+    environment's actions end. The caps (`max_turn_tokens`, `max_total_tokens`) stay the config's."""
     if config.env_name == own_env:
         return config
     tags = tuple(config.sampling.stop_tags)
@@ -573,9 +579,10 @@ def on_environment(config, own_env: str, own_sampling, make_env: Callable[[], ob
             f"{type(env).__name__}.stop_tags"
         )
     sampling = dataclasses.replace(config.sampling, stop_tags=declared)
-    print(f"{chapter} on {config.env_name}: turns stop at {declared}, {config.env_name}'s stop_tags, not {own_env}'s "
-          f"{tags}; turns of up to {sampling.max_turn_tokens} tokens and episodes of up to {sampling.max_total_tokens} "
-          "as the chapter's config says (sampling.*)", flush=True)  # fmt: skip
+    if say:
+        print(f"{chapter} on {config.env_name}: turns stop at {declared}, {config.env_name}'s stop_tags, not "
+              f"{own_env}'s {tags}; turns of up to {sampling.max_turn_tokens} tokens and episodes of up to "
+              f"{sampling.max_total_tokens} as the chapter's config says (sampling.*)", flush=True)  # fmt: skip
     return dataclasses.replace(config, sampling=sampling)
 
 

@@ -114,7 +114,7 @@ PROMPT_MARK = "\u2063#"
 (`training_prompts`): invisible separator, `#`."""
 
 
-def training_prompts(task: ToolTask, count: int, first_seed: int = 0) -> dict[str, int]:
+def training_prompts(task: ToolTask, count: int, first_seed: int = 0, at_most: bool = False) -> dict[str, int]:
     """`count` distinct problems of the task's training split (by `problem_key()`), each as a prompt text with the
     first seed that poses it: the seeds `envs.base.distinct_seeds` picks.
 
@@ -123,12 +123,14 @@ def training_prompts(task: ToolTask, count: int, first_seed: int = 0) -> dict[st
     observation, unless a problem already taken shows the same observation (a hidden goal, which `problem_key`
     names and the text does not): then `PROMPT_MARK` and the seed are appended, so that no problem is lost to
     another's text. Seeds are scanned upward from `first_seed` and repeated problems skipped; a task with fewer than
-    `count` problems in `100 * count` seeds is a ValueError saying so."""
+    `count` problems in `100 * count` seeds is a ValueError saying so, or, with `at_most`, gives the ones it has."""
     prompts: dict[str, int] = {}
     problems: set = set()
     env, seed = task.make_env(), first_seed
     while len(prompts) < count:
         if seed - first_seed >= 100 * count:
+            if at_most:
+                break
             raise ValueError(
                 f"the task has only {len(prompts)} distinct problems (by problem_key()) in {100 * count} seeds, "
                 f"{count} asked for: ask for fewer prompts or steps, or check that the environment's problem_key() "
@@ -358,7 +360,8 @@ def checkpoint_task(
         task = ToolTask(env, base=str(path), sampling=sampling, make_env=lambda: envs.make(env, split="train"))
     else:
         task = chapter_task(chapter or "00")
-    prompts = [text.split(PROMPT_MARK)[0] for text in training_prompts(task, 32)]  # the texts the model sees
+    # the budgets are measured on up to 32 problems' first observations (the texts the model sees)
+    prompts = [text.split(PROMPT_MARK)[0] for text in training_prompts(task, 32, at_most=True)]
     sampling = checkpoint.measured_sampling(task.sampling, tokenizer, prompts, observation_role)
     needed = f"the task's episodes of up to {sampling.max_total_tokens} tokens in this tokenizer"
     checkpoint.check_context(model, sampling.max_total_tokens, needed, path)
