@@ -22,15 +22,16 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from course_lib.prompt_format import ChatFormat
+from course_lib.prompt_format import ChatFormat, chat_name
 from course_lib.rollout import SamplingConfig, pad_id
 from course_lib.tokenizer import encode
-from course_lib.train import TOOL_RESPONSE, SFTConfig, supervised_warm_start
+from course_lib.train import TOOL_RESPONSE, SFTConfig, Turns, _turns, completion_text, supervised_warm_start
 
 ENV_VARIABLE = "COURSE_MODEL"
 FULL_FINETUNE_VARIABLE = "COURSE_MODEL_FULL_FINETUNE"
+OBSERVATION_ROLE_VARIABLE = "COURSE_MODEL_OBSERVATION_ROLE"
 
 
 def model_path() -> Path | None:
@@ -54,14 +55,22 @@ def full_finetune() -> bool:
     return os.environ.get(FULL_FINETUNE_VARIABLE, "") == "1"
 
 
+def observation_role() -> str:
+    """`COURSE_MODEL_OBSERVATION_ROLE` (a chapter command's `--observation-role`): the chat role the environment's
+    observations take in the checkpoint's template, `tool` by default; `user` for a template without a tool role."""
+    return os.environ.get(OBSERVATION_ROLE_VARIABLE) or "tool"
+
+
 @contextlib.contextmanager
-def using(path: str | Path, full_finetune: bool = False) -> Iterator[Path]:
-    """Run chapters on the checkpoint at `path` inside the block, as `--model path` (and `--full-finetune`) do on
-    the command line: `with checkpoint.using(folder): results = ch00.run(0)`. The two environment variables are
-    restored on leaving, whatever they held."""
-    saved = {name: os.environ.get(name) for name in (ENV_VARIABLE, FULL_FINETUNE_VARIABLE)}
+def using(path: str | Path, full_finetune: bool = False, observation_role: str = "tool") -> Iterator[Path]:
+    """Run chapters on the checkpoint at `path` inside the block, as `--model path` (and `--full-finetune`,
+    `--observation-role`) do on the command line: `with checkpoint.using(folder): results = ch00.run(0)`. The
+    environment variables are restored on leaving, whatever they held."""
+    names = (ENV_VARIABLE, FULL_FINETUNE_VARIABLE, OBSERVATION_ROLE_VARIABLE)
+    saved = {name: os.environ.get(name) for name in names}
     os.environ[ENV_VARIABLE] = str(path)
     os.environ[FULL_FINETUNE_VARIABLE] = "1" if full_finetune else ""
+    os.environ[OBSERVATION_ROLE_VARIABLE] = observation_role
     try:
         yield model_path()
     finally:
@@ -72,14 +81,51 @@ def using(path: str | Path, full_finetune: bool = False) -> Iterator[Path]:
                 os.environ[name] = value
 
 
-def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"):
-    """`(model, tokenizer)` of a saved causal LM, from disk (`local_files_only`). A tokenizer without a chat template
-    cannot render the chapter's turns: that is an error, with what to do."""
+def load_tokenizer(path: str | Path):
+    """The tokenizer of the checkpoint at `path`, from disk, its pad token EOS when it has none. A tokenizer without a
+    chat template cannot render the chapter's turns: that is an error, with what to do."""
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"{path}: the tokenizer has no chat template; set `tokenizer.chat_template` and save it")
     if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
         tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+POSITION_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length")
+"""Where a `transformers` config names its position table's size (Llama, Qwen: the first; GPT-2: `n_positions`)."""
+
+
+def context_length(model_or_path) -> int | None:
+    """How many positions the model (or the checkpoint at a path) has: its config's `max_position_embeddings`
+    (`POSITION_FIELDS`), or None when its config names none."""
+    if isinstance(model_or_path, (str, Path)):
+        config = AutoConfig.from_pretrained(model_or_path, local_files_only=True)
+    else:
+        config = getattr(model_or_path, "config", None)
+    for name in POSITION_FIELDS:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def check_context(model_or_path, tokens: int, needed: str, where: str | Path) -> None:
+    """Refuse (ValueError, both numbers named) a model with fewer positions than `tokens`, what a run's longest
+    sequence may take (`needed` says what it is): past its table a learned position embedding raises an IndexError
+    deep inside the model (GPT-2) and a rotary one runs on, untrained, without a word (Llama)."""
+    limit = context_length(model_or_path)
+    if limit is not None and tokens > limit:
+        raise ValueError(
+            f"{where} has {limit} positions (its config's max_position_embeddings), fewer than {needed}, which a "
+            "sequence would run past; use a checkpoint with more positions, or a smaller episode budget (a chapter's "
+            "--set sampling.max_total_tokens=..., counted in the course's words)"
+        )
+
+
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"):
+    """`(model, tokenizer)` of a saved causal LM, from disk (`local_files_only`): `load_tokenizer`'s tokenizer."""
+    tokenizer = load_tokenizer(path)
     # Full fine-tuning trains every weight and Adam's states in the checkpoint's dtype: float32, not a bfloat16
     # checkpoint's own (LoRA keeps the base as saved; peft holds the adapter in float32).
     dtype = torch.float32 if full_finetune() else "auto"
@@ -88,9 +134,13 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"):
     return model, tokenizer
 
 
-def split_turns(completion: str) -> list[tuple[str, str]]:
-    """A demonstration's completion (actions and `<tool_response>` observations joined by spaces, as the chapters
-    write them) as `(action, observation)` turns; the last turn's observation is empty."""
+def split_turns(completion: str | Turns) -> list[tuple[str, str]]:
+    """A demonstration's completion as `(action, observation)` turns. Turns (`train.Turns`: the environment's own,
+    `env.demonstration()`) are returned as they are; a text (actions and `<tool_response>` observations
+    joined by spaces, as the tool chapters write them) is cut at its tool responses, the only observations a text can
+    show, and the last turn's observation is empty."""
+    if not isinstance(completion, str):
+        return _turns(completion)
     turns, start = [], 0
     for match in TOOL_RESPONSE.finditer(completion):
         turns.append((completion[start : match.start()].strip(), match.group(0)))
@@ -102,11 +152,12 @@ def split_turns(completion: str) -> list[tuple[str, str]]:
 
 
 def demonstration_examples(
-    tokenizer, texts: Sequence[tuple[str, str]], prompt_format: ChatFormat | None = None
+    tokenizer, texts: Sequence[tuple[str, str | Turns]], prompt_format: ChatFormat | None = None
 ) -> list[tuple[list[int], list[int]]]:
     """`(ids, loss mask)` of each `(prompt, completion)` demonstration, built as the rollout engine builds an
-    episode in the chat format: the format's prompt ids, then per turn the action's ids (mask 1) and the format's
-    ids of the observation (mask 0: the assistant turn's close, the tool turn and the next opening)."""
+    episode in the chat format: the format's prompt ids, then per turn (`split_turns`: the completion's own turns,
+    or a text's tool responses) the action's ids (mask 1) and the format's ids of the observation (mask 0: the
+    assistant turn's close, the observation's turn and the next opening)."""
     prompt_format = prompt_format or ChatFormat()
     examples = []
     for prompt, completion in texts:
@@ -136,48 +187,57 @@ def add_adapter(model: torch.nn.Module, rank: int = 16, alpha: int = 32) -> torc
 
 def warm_start(
     path: str | Path,
-    texts: Sequence[tuple[str, str]],
+    texts: Sequence[tuple[str, str | Turns]],
     sft: SFTConfig,
     seed: int,
     lora: bool = True,
     device: torch.device | str = "cpu",
+    prompt_format: ChatFormat | None = None,
 ):
     """`(model, tokenizer, history)`: the checkpoint at `path`, with a LoRA adapter (or fully, `lora=False`) fitted on
-    the chapter's demonstrations `texts` in the chat format. Seeded, so a rerun gives the same adapter."""
+    the chapter's demonstrations `texts` in the chat format (`prompt_format`, `ChatFormat()` by default). Seeded, so a
+    rerun gives the same adapter."""
     from course_lib import config as course_config
 
     generator = course_config.seed_everything(seed)
     model, tokenizer = load_checkpoint(path, device)
     if lora:
         model = add_adapter(model)
-    examples = demonstration_examples(tokenizer, texts)
+    examples = demonstration_examples(tokenizer, texts, prompt_format)
+    longest = max((len(ids) for ids, _ in examples), default=0)
+    check_context(model, longest, f"the longest demonstration, {longest} tokens in its chat format", path)
     history = supervised_warm_start(model, examples, pad_id(tokenizer), sft, generator)
     return model, tokenizer, history
 
 
-def chat_sampling(sampling: SamplingConfig, tokenizer, texts: Sequence[tuple[str, str]]) -> SamplingConfig:
-    """The chapter's sampling in the chat format, its token budgets scaled to this tokenizer.
+def chat_sampling(
+    sampling: SamplingConfig, tokenizer, texts: Sequence[tuple[str, str | Turns]], observation_role: str = "tool"
+) -> SamplingConfig:
+    """The chapter's sampling in the chat format (observations in `observation_role`'s turns:
+    `prompt_format.chat_name`), its token budgets scaled to this tokenizer.
 
     The chapter's budgets count the course's word-level tokens, one per whitespace-separated word (plus BOS). A BPE
     tokenizer spends several tokens per word and the template adds its glue, so each budget is multiplied by the
     most tokens per word measured on the chapter's demonstrations `texts`: for a turn, on the actions alone; for a
     sequence, on whole demonstrations rendered as the engine renders them (`demonstration_examples`). Step-mode
     prompts that carry a history window grow in words, and the budget grows with them."""
-    examples = demonstration_examples(tokenizer, texts)
-    words = [len(prompt.split()) + len(completion.split()) + 1 for prompt, completion in texts]  # + BOS
+    examples = demonstration_examples(tokenizer, texts, ChatFormat(observation_role=observation_role))
+    words = [len(prompt.split()) + len(completion_text(completion).split()) + 1 for prompt, completion in texts]
     per_word = max(len(ids) / count for (ids, _), count in zip(examples, words, strict=True))
     actions = [action for _, completion in texts for action, _ in split_turns(completion) if action.strip()]
     per_action_word = max((len(encode(tokenizer, a)) / len(a.split()) for a in actions), default=per_word)
     return dataclasses.replace(
         sampling,
-        prompt_format="chat",
+        prompt_format=chat_name(observation_role),
         max_turn_tokens=math.ceil(sampling.max_turn_tokens * max(per_action_word, 1.0)),
         max_total_tokens=math.ceil(sampling.max_total_tokens * max(per_word, 1.0)),
     )
 
 
-def measured_sampling(sampling: SamplingConfig, tokenizer, texts: Sequence[str]) -> SamplingConfig:
+def measured_sampling(
+    sampling: SamplingConfig, tokenizer, texts: Sequence[str], observation_role: str = "tool"
+) -> SamplingConfig:
     """`chat_sampling` for a task with no demonstrations at hand (TRL's `--env`): the task's prompts `texts` as
     demonstrations with empty completions, and half again as margin on the turn budget (actions were not seen)."""
-    scaled = chat_sampling(sampling, tokenizer, [(text, "") for text in texts])
+    scaled = chat_sampling(sampling, tokenizer, [(text, "") for text in texts], observation_role)
     return dataclasses.replace(scaled, max_turn_tokens=math.ceil(1.5 * scaled.max_turn_tokens))

@@ -224,6 +224,10 @@ def report(claims: list[Claim], course: Mapping[str, str] | None = None, origin:
         print(origin)
     for claim in claims:
         beside = f"; {course[claim.id]}" if course and claim.id in course else ""
+        if claim.not_applicable:  # the reason in parentheses, apart from the statement
+            print(f"{claim.id:<6} {claim.kind:<9} this run {NOT_APPLICABLE} ({claim.not_applicable}){beside}: "
+                  f"{claim.name}")  # fmt: skip
+            continue
         print(f"{claim.id:<6} {claim.kind:<9} this run {claim.status}{beside}  {claim.name}")
     failed = [claim.id for claim in claims if claim.required and claim.measured and not claim.passed]
     if failed:

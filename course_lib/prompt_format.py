@@ -88,12 +88,21 @@ class ChatFormat:
         ended = tokenizer.apply_chat_template(
             [*base, {"role": "assistant", "content": PLACEHOLDER}], tokenize=False, add_generation_prompt=False
         )
-        full = tokenizer.apply_chat_template(
-            [*base, {"role": "assistant", "content": PLACEHOLDER},
-             {"role": self.observation_role, "content": observation}],
-            tokenize=False,
-            add_generation_prompt=True,
-        )  # fmt: skip
+        try:
+            full = tokenizer.apply_chat_template(
+                [*base, {"role": "assistant", "content": PLACEHOLDER},
+                 {"role": self.observation_role, "content": observation}],
+                tokenize=False,
+                add_generation_prompt=True,
+            )  # fmt: skip
+        except Exception as error:  # jinja's TemplateError (a template's raise_exception), or a missing role's KeyError
+            other = "user" if self.observation_role != "user" else "tool"
+            raise ValueError(
+                f"the chat template cannot render a {self.observation_role!r} message ({type(error).__name__}: "
+                f"{error}), the role observations take: give them another, e.g. --observation-role {other} on a "
+                f"chapter command or TRL's (sampling.prompt_format='chat:{other}', "
+                f"ChatFormat(observation_role={other!r}))"
+            ) from error
         if ended.count(PLACEHOLDER) != 1 or full.count(PLACEHOLDER) != 1:
             raise ValueError("the chat template does not render an assistant message's content verbatim")
         close = ended.split(PLACEHOLDER, 1)[1]
@@ -109,13 +118,26 @@ class ChatFormat:
 
 
 FORMATS = {"plain": PlainFormat, "chat": ChatFormat}
-"""`SamplingConfig.prompt_format`'s names."""
+"""`SamplingConfig.prompt_format`'s names; `chat:<role>` is `chat` with observations in `<role>` turns."""
+
+
+def chat_name(observation_role: str = "tool") -> str:
+    """The format name of `ChatFormat(observation_role=...)`: `chat` for the tool role, else `chat:<role>`."""
+    return "chat" if observation_role == "tool" else f"chat:{observation_role}"
+
+
+def is_name(prompt_format: str) -> bool:
+    """Whether `prompt_format` names a format: one of `FORMATS`, or `chat:<role>` with a role of word characters."""
+    kind, sep, role = prompt_format.partition(":")
+    return prompt_format in FORMATS or (kind == "chat" and bool(sep) and role.replace("_", "").isalnum())
 
 
 def resolve(prompt_format) -> PlainFormat | ChatFormat:
-    """A format object from a name of `FORMATS` (or a format object, returned as is)."""
+    """A format object from a name (`FORMATS`, or `chat:<role>`: a chat template whose observations are `<role>`
+    messages, for a template without a `tool` role), or a format object, returned as is."""
     if not isinstance(prompt_format, str):
         return prompt_format
-    if prompt_format not in FORMATS:
-        raise ValueError(f"unknown prompt format {prompt_format!r}; choose from {sorted(FORMATS)}")
-    return FORMATS[prompt_format]()
+    if not is_name(prompt_format):
+        raise ValueError(f"unknown prompt format {prompt_format!r}; choose from {sorted(FORMATS)} or chat:<role>")
+    kind, _, role = prompt_format.partition(":")
+    return ChatFormat(observation_role=role) if role else FORMATS[kind]()

@@ -9,17 +9,19 @@ where they came from (git commit, library versions, CPU, threads, command line).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
 import platform
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from course_lib.claims import ClaimSpec
+from course_lib.claims import ClaimSpec, evaluate_all
 from course_lib.overrides import as_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,11 +88,13 @@ def make_record(
     numbers: Mapping[str, float],
     minutes: float,
     curves: Curves | None = None,
+    not_applicable: Mapping[str, str] | None = None,
 ) -> dict:
     """One seed's record: its numbers, each claim's verdict and whether it passed, and the minutes it took;
     with `curves`, also its learning curves (stored as `[[x, y], ...]` lists under `"curves"`), so notebooks
-    can draw seed bands from the recorded seeds instead of re-running them."""
-    claims = [spec.evaluate(numbers) for spec in specs]
+    can draw seed bands from the recorded seeds instead of re-running them. The claims of `not_applicable` (id ->
+    reason; a fork's record) are not checked: their verdict says so, with the reason, kept under `not_applicable`."""
+    claims = evaluate_all(specs, numbers, not_applicable=not_applicable)
     made = {
         "seed": seed,
         "numbers": {key: float(value) for key, value in numbers.items()},
@@ -98,6 +102,8 @@ def make_record(
         "passed": {claim.id: claim.passed for claim in claims},
         "minutes": float(minutes),
     }
+    if not_applicable:
+        made["not_applicable"] = dict(not_applicable)
     if curves is not None:
         made["curves"] = {name: [[float(x), float(y)] for x, y in points] for name, points in curves.items()}
     return made
@@ -117,8 +123,13 @@ def history_curves(
 
 
 def _git(*args: str) -> str:
+    return _git_in(ROOT, *args)
+
+
+def _git_in(folder: Path, *args: str) -> str:
+    """`git args` run in `folder`, its output stripped; "" when git fails (no repository there, no git)."""
     try:
-        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True)
+        done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=30, check=True)
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout.strip()
@@ -160,31 +171,71 @@ class DirtyTree(RuntimeError):
 
 _run_provenance: dict | None = None
 """The provenance of this process's recording run, captured by `begin` before its first seed ran."""
+_run_extra: dict = {}
+"""What the last `begin(extra)` added for its run (a fork's overrides and code version)."""
 
 
-def begin() -> dict:
+def begin(extra: Mapping | None = None) -> dict:
     """Capture this process's provenance (commit, dirty flag, libraries, CPU, threads, command) before its first
     seed runs, once: every seed the process records carries this snapshot, so a file edited or committed while the
-    seeds run cannot change what they say they ran on (the code a process runs is the code it loaded). Refuses
-    (`DirtyTree`) to record into the course's own `results/` from a tree with uncommitted changes, since such a
-    record names a commit its numbers did not come from; a fork's or a test's folder is not refused."""
-    global _run_provenance
+    seeds run cannot change what they say they ran on (the code a process runs is the code it loaded). `extra`, when
+    given, is added to every record of this run (a fork's command: its overrides, `code_version` of its modules),
+    taken now too. Refuses (`DirtyTree`) to record into the course's own `results/` from a tree with uncommitted
+    changes, since such a record names a commit its numbers did not come from; a fork's or a test's folder is not
+    refused."""
+    global _run_provenance, _run_extra
     if _run_provenance is None:
         _run_provenance = provenance()
+    if extra is not None:
+        _run_extra = dict(extra)
     if _run_provenance["git_dirty"] and RESULTS_DIR.resolve() == (ROOT / "results").resolve():
         raise DirtyTree(
             "--record writes the course's results/ and the tree has uncommitted changes (git status): commit them "
             "first, so that each record names the code its numbers came from"
         )
-    return dict(_run_provenance)
+    return dict(_run_provenance) | _run_extra
 
 
 def _started(config: object | None) -> dict:
-    """The provenance `begin` captured (with `config` added), or a RuntimeError when no run has begun."""
+    """The provenance `begin` captured (with its extra and `config` added), or a RuntimeError when no run has
+    begun."""
     if _run_provenance is None:
         raise RuntimeError("results.begin() must run before the first seed of a recording run: it stamps the code "
                            "and machine the seeds run on")  # fmt: skip
-    return _run_provenance | ({"config": as_dict(config)} if config is not None else {})
+    return _run_provenance | _run_extra | ({"config": as_dict(config)} if config is not None else {})
+
+
+@contextlib.contextmanager
+def recording_into(folder: str | Path) -> Iterator[Path]:
+    """Within the block, records are written into (and read from) `folder` instead of the course's `results/`: a
+    fork's command (`--record --out my_fork/results`) records its own runs there, through the same `begin`, `record`
+    and `write` as the course's. A run that begins its recording in the block ends it there too: its extra is
+    cleared on leaving. `RESULTS_DIR` is restored whatever happens."""
+    global RESULTS_DIR, _run_extra
+    saved, RESULTS_DIR = RESULTS_DIR, Path(folder)
+    try:
+        yield RESULTS_DIR
+    finally:
+        RESULTS_DIR, _run_extra = saved, {}
+
+
+def code_version(modules: Sequence[object]) -> list[dict]:
+    """What code a fork's record came from, per module (a module object or an imported module's name): its name,
+    its file, the file's SHA-256, and the commit and dirty flag of the git repository holding it ("" and None when
+    it is in none). A fork's chapter or environment may live outside the course's repository, whose commit
+    (`provenance`'s `git_commit`) does not name it."""
+    versions = []
+    for module in modules:
+        module = sys.modules[module] if isinstance(module, str) else module
+        # a module run with `python -m` is `__main__`; its spec keeps the name it was run by
+        name = getattr(getattr(module, "__spec__", None), "name", None) or module.__name__
+        path = Path(module.__file__).resolve()
+        commit = _git_in(path.parent, "rev-parse", "HEAD")
+        dirty = bool(_git_in(path.parent, "status", "--porcelain", "--", path.name)) if commit else None
+        versions.append({"module": name, "file": str(path),
+                         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "git_commit": commit,
+                         "git_dirty": dirty})  # fmt: skip
+    return versions
 
 
 def write(chapter: str, records: list[dict], scale: str | None = None, config: object | None = None) -> Path:
@@ -219,10 +270,12 @@ def record(
     minutes: float,
     curves: Curves | None = None,
     config: object | None = None,
+    not_applicable: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write one seed's record (a chapter CLI's `--record`), with its curves and the run's config (into its
-    provenance) if given, and say where it went. `begin` must have run before the first seed."""
-    target = write(chapter, [make_record(seed, specs, numbers, minutes, curves)], config=config)
+    """Write one seed's record (a chapter CLI's `--record`), with its curves, the run's config (into its
+    provenance) and the claims that do not apply to it (a fork's) if given, and say where it went. `begin` must have
+    run before the first seed."""
+    target = write(chapter, [make_record(seed, specs, numbers, minutes, curves, not_applicable)], config=config)
     print(f"  recorded seed {seed} in {target}")
     return target
 

@@ -40,7 +40,7 @@ import torch
 
 from course_lib.envs.base import TextEnv
 from course_lib.hf_decoder import make_decoder
-from course_lib.prompt_format import FORMATS, PlainFormat
+from course_lib.prompt_format import FORMATS, PlainFormat, is_name
 from course_lib.prompt_format import resolve as resolve_format
 from course_lib.tokenizer import decode, encode, is_word_level, single_token_id, tag_id
 
@@ -66,7 +66,8 @@ class SamplingConfig:
     """Keep a copy of the environment after every step, which `branch` needs."""
     prompt_format: str = "plain"
     """How the prompt and observations become ids (`course_lib.prompt_format.FORMATS`): `plain` for the course's
-    bases, `chat` for a checkpoint with a chat template."""
+    bases, `chat` for a checkpoint with a chat template (`chat:user` and the like: observations in that role's turns,
+    for a template without a `tool` role)."""
 
     def __post_init__(self) -> None:
         """Refuse a configuration that cannot mean what it says, when it is made (also by `dataclasses.replace`),
@@ -92,9 +93,10 @@ class SamplingConfig:
         if self.end_at_eos not in (None, True, False):
             raise ValueError(f"SamplingConfig.end_at_eos must be None, True or False, got {self.end_at_eos!r}")
         # A format object (as `RolloutEngine(prompt_format=...)` takes) is used as is; a name must be a known one.
-        if isinstance(self.prompt_format, str) and self.prompt_format not in FORMATS:
+        if isinstance(self.prompt_format, str) and not is_name(self.prompt_format):
             raise ValueError(
-                f"SamplingConfig.prompt_format must be one of {sorted(FORMATS)}, got {self.prompt_format!r}"
+                f"SamplingConfig.prompt_format must be one of {sorted(FORMATS)}, got {self.prompt_format!r} (or "
+                "chat:<role>, a chat template's observations in that role's turns, e.g. chat:user)"
             )
 
 

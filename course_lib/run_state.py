@@ -12,7 +12,9 @@ aside to `.latest.previous/` and the new folder renamed into its place. A proces
 complete checkpoint under `latest/` or (between the two renames) `.latest.previous/`, which `load` falls back on.
 
 The fingerprint is the run's settings as canonical JSON: the `GRPOConfig` without `iterations` (so a finished run
-can be extended: the task seeds of iteration i depend only on the seed and i), the `SamplingConfig` and the seed.
+can be extended: the task seeds of iteration i depend only on the seed and i), the `SamplingConfig`, the seed, and
+the chapter's whole resolved config when the caller gives it (`train_grpo(settings=...)`: its environment's kwargs
+and its evaluation change what a history says, so two of them must not mix in one).
 A checkpoint from other settings is refused, naming the fields that differ. What cannot be fingerprinted is the
 caller's: the same model (architecture; its weights are restored), `make_env`, and `evaluate` and `stop` callbacks
 that are functions of the model (the course's evaluators seed their own generators).
@@ -37,12 +39,33 @@ _PARTIAL = ".latest.partial"
 _PREVIOUS = ".latest.previous"
 
 
-def fingerprint(config: Any, sampling: Any, seed: int) -> str:
+UNFINGERPRINTED = ("iterations", "checkpoint_dir", "resume")
+"""Keys left out of a chapter's settings in the fingerprint (at any depth): how long a run goes (so a finished run
+can be extended) and where and whether it resumes (so a checkpoint can move), none of which changes a step."""
+
+
+def fingerprint(config: Any, sampling: Any, seed: int, settings: Any = None) -> str:
     """Canonical JSON of what determines a run's iterations: `config` (a dataclass) less `iterations`, `sampling`
-    and `seed`. Two runs with equal fingerprints take the same steps from the same state."""
-    settings = dataclasses.asdict(config)
-    settings.pop("iterations", None)
-    return json.dumps({"config": settings, "sampling": dataclasses.asdict(sampling), "seed": seed}, sort_keys=True)
+    and `seed`, and, when given, `settings`: the chapter's whole resolved config (a dataclass or mapping; its
+    environment's kwargs, its evaluation's size, ...) less `UNFINGERPRINTED`. Two runs with equal fingerprints take
+    the same steps from the same state and measure them alike."""
+    from course_lib.overrides import as_dict
+
+    plain = dataclasses.asdict(config)
+    plain.pop("iterations", None)
+    fields = {"config": plain, "sampling": dataclasses.asdict(sampling), "seed": seed}
+    if settings is not None:
+        fields["settings"] = _without(as_dict(settings), UNFINGERPRINTED)
+    return json.dumps(fields, sort_keys=True)
+
+
+def _without(value: Any, keys: tuple[str, ...]) -> Any:
+    """`value` (plain data) with every mapping's `keys` removed, at any depth."""
+    if isinstance(value, dict):
+        return {k: _without(v, keys) for k, v in value.items() if k not in keys}
+    if isinstance(value, list):
+        return [_without(item, keys) for item in value]
+    return value
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -119,9 +142,34 @@ def save(folder: str | Path, model: torch.nn.Module, tokenizer, state: dict[str,
 
 
 def load(folder: str | Path) -> dict[str, Any] | None:
-    """The newest complete training state under `folder`, or None when it holds none (a fresh run)."""
+    """The newest complete training state under `folder`, or None when it holds none (a fresh run). A state file
+    that cannot be read (truncated, overwritten) is a ValueError naming it: resuming from it is impossible, and
+    starting over in its place would throw away the run it belongs to."""
     folder = Path(folder)
     for candidate in (folder / LATEST, folder / _PREVIOUS):
-        if (candidate / STATE_FILE).exists():
-            return torch.load(candidate / STATE_FILE, map_location="cpu", weights_only=True)
+        path = candidate / STATE_FILE
+        if path.exists():
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as error:  # torch raises OSError, RuntimeError or an unpickling error by the damage
+                raise ValueError(
+                    f"{path} cannot be read ({type(error).__name__}: {str(error).splitlines()[0][:200]}): the "
+                    "checkpoint is damaged; resume from a copy of the folder, or start over with a fresh "
+                    "checkpoint_dir"
+                ) from error
     return None
+
+
+def check_resumable(folder: str | Path) -> None:
+    """Refuse (ValueError) to resume from `folder` when it cannot hold this run's checkpoint: a folder that does not
+    exist (a mistyped path would otherwise start a fresh run and write there), or a `latest/` without its training
+    state (a model copied there, a save from another tool), which a fresh run would overwrite."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"resume=True: {folder} does not exist, so there is no checkpoint to resume from; check the "
+                         "path, or start a fresh run with resume=False")  # fmt: skip
+    latest = folder / LATEST
+    if latest.is_dir() and not (latest / STATE_FILE).exists() and not (folder / _PREVIOUS / STATE_FILE).exists():
+        raise ValueError(f"resume=True: {latest} holds no {STATE_FILE} (the optimizer, history and random states a "
+                         "resume needs), so it is not a checkpoint of train_grpo's; move it aside or pass another "
+                         "checkpoint_dir")  # fmt: skip

@@ -5,14 +5,17 @@ claims read, its claims, a command), a notebook that follows the course's templa
 seconds. The scaffold writes the three into a folder of yours (not into the course), for an environment registered
 by name, with GRPO and GiGPO as its two arms and two claims to replace with your paper's:
 
-    python -m course_lib.scaffold --number 20 --name my_line --env number_line --base path/to/base --out my_fork
+    python -m course_lib.scaffold --number 20 --name my_line --env my_line --env-module my_package.my_env \
+        --base base --stop "</move>" --out my_fork       # --base as the chapter's command sees it, run from my_fork
     cd my_fork && python -m ch20_my_line --seeds 0 --set grpo.iterations=5      # the chapter's command
-    pytest test_ch20_my_line.py                                                  # its test, in seconds
+    python -m pytest test_ch20_my_line.py                                       # its test, in seconds
 
-The chapter's id (`ch20`) names its results file (`results/ch20.json` on `--record`), so a fork never writes over
-the course's records. Its config has `checkpoint_dir` and `resume`, so a run can be interrupted and resumed bit for
-bit (`--set checkpoint_dir=runs/ckpt --set resume=true`), and the command takes every flag the course's chapters
-take (`--set`, `--config`, `--report-to`).
+The chapter's id (`ch20`) names its results file (`--record --out results` writes `results/ch20.json` in the fork's
+folder), so a fork never writes over the course's records. Its config has `checkpoint_dir` and `resume`, so a run can
+be interrupted and resumed bit for bit (`--set checkpoint_dir=runs/ckpt --set resume=true`; the checkpoint's
+fingerprint covers the whole config, so a resume with other settings is refused), and the command takes every flag
+the course's chapters take (`--set`, `--config`, `--report-to`, `--checkpoint-dir`, `--resume`, `--record --out`).
+docs/extending.md, sections 6 and 7, runs all of it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from course_lib import config as course_config
 from course_lib import data, envs, results
@@ -95,16 +99,22 @@ def run(seed: int, config: Config | None = None) -> dict:
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
+    if config.resume and not (config.checkpoint_dir and Path(config.checkpoint_dir).is_dir()):
+        raise ValueError(f"resume=true: checkpoint_dir {{config.checkpoint_dir!r}} does not exist, so there is no "
+                         "checkpoint to resume from; check the path, or start a fresh run with resume=false")
     base, tokenizer = data.load_base(config.base, course_config.device())
     out: dict = {{"base": evaluate(base, tokenizer, config, seed + 1), "histories": {{}}}}
     for arm, settings in ARMS.items():
         model = copy.deepcopy(base)
         course_config.seed_everything(seed)
-        folder = f"{{config.checkpoint_dir}}/{{arm}}-seed{{seed}}" if config.checkpoint_dir else None
+        folder = Path(config.checkpoint_dir) / f"{{arm}}-seed{{seed}}" if config.checkpoint_dir else None
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)  # an arm the interrupted run never reached starts fresh
         out["histories"][arm] = train_grpo(
             model, tokenizer, lambda: make_env("train", config), config.sampling,
             dataclasses.replace(config.grpo, **settings), seed,
             evaluate=lambda m: evaluate(m, tokenizer, config, seed + 1), checkpoint_dir=folder, resume=config.resume,
+            settings=config,  # the whole config in the checkpoint's fingerprint: a resume with others is refused
         )  # fmt: skip
     out["minutes"] = (time.perf_counter() - start) / 60
     return out

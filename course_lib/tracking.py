@@ -42,6 +42,9 @@ class TrainingRun:
     iterations: int
     config: Mapping
     """The run's `GRPOConfig` (and `sampling`) as plain data."""
+    start: int = 0
+    """The first iteration this process trains: 0, or k + 1 for a run resumed from iteration k's checkpoint (its
+    earlier records were logged by the process that made them)."""
 
     @property
     def name(self) -> str:
@@ -79,11 +82,11 @@ def observing(chapter: str, seed: int, observers: Sequence[Observer]) -> Iterato
 
     calls = 0
 
-    def observer(config, sampling):
+    def observer(config, sampling, start=0):
         nonlocal calls
         calls += 1
         plain = {"grpo": overrides.as_dict(config), "sampling": overrides.as_dict(sampling)}
-        run = TrainingRun(chapter, seed, calls, train.method_label(config), config.iterations, plain)
+        run = TrainingRun(chapter, seed, calls, train.method_label(config), config.iterations, plain, start)
         for each in observers:
             each.start(run)
 
@@ -159,15 +162,31 @@ def run_folder(run_dir: str | Path, chapter: str, seed: int) -> Path:
 
 class JsonlTracker:
     """`<folder>/metrics.jsonl`: one JSON object per history record, `{"run": "2-gigpo", "method": "gigpo",
-    "iteration": 3, ...metrics}`, flushed as written (so `tail -f` follows a run). The file is rewritten per seed."""
+    "iteration": 3, ...metrics}`, flushed as written (so `tail -f` follows a run).
+
+    A seed whose first run starts fresh rewrites the file. A resumed run (`TrainingRun.start` > 0) keeps what the
+    processes before it logged and appends; rows of that run from its `start` on (logged after the checkpoint it
+    resumes from was written, then killed) are dropped first, since the run logs those iterations again, so the file
+    holds the records of an uninterrupted run. A fresh run drops its own earlier rows likewise."""
 
     def __init__(self, folder: Path, chapter: str, seed: int):
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / "metrics.jsonl"
-        self.file = self.path.open("w")
+        self.file = None
 
     def start(self, run: TrainingRun) -> None:
-        pass
+        kept = []
+        if (self.file is not None or run.start > 0) and self.path.exists():
+            for line in self.path.read_text().splitlines():
+                row = json.loads(line)
+                if row.get("run") != run.name or row.get("iteration", 0) < run.start:
+                    kept.append(line + "\n")
+        if self.file is not None:
+            self.file.close()
+        scratch = self.path.with_suffix(".jsonl.tmp")
+        scratch.write_text("".join(kept))
+        scratch.replace(self.path)  # never a half-written file
+        self.file = self.path.open("a")
 
     def log(self, run: TrainingRun, record: Mapping[str, float]) -> None:
         line = {"run": run.name, "method": run.method, "iteration": record["iteration"], **metrics(record)}
@@ -178,12 +197,15 @@ class JsonlTracker:
         pass
 
     def close(self) -> None:
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
 
 
 class TensorBoardTracker:
     """`<folder>/tensorboard/<run name>/`: one TensorBoard run per training run, a scalar per metric at step
-    `iteration`, the run's config as text (`tensorboard --logdir <folder>/tensorboard` compares the arms)."""
+    `iteration`, the run's config as text (`tensorboard --logdir <folder>/tensorboard` compares the arms). A resumed
+    run writes on in the same run, its config not again, and hides the steps from its `start` on that an interrupted
+    process logged after its last checkpoint (`purge_step`): the run logs them again."""
 
     def __init__(self, folder: Path, chapter: str, seed: int):
         from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
@@ -191,8 +213,9 @@ class TensorBoardTracker:
         self.folder, self.writer_class, self.writer = folder / "tensorboard", SummaryWriter, None
 
     def start(self, run: TrainingRun) -> None:
-        self.writer = self.writer_class(log_dir=str(self.folder / run.name))
-        self.writer.add_text("config", "```\n" + json.dumps(run.config, indent=1) + "\n```")
+        self.writer = self.writer_class(log_dir=str(self.folder / run.name), purge_step=run.start or None)
+        if run.start == 0:
+            self.writer.add_text("config", "```\n" + json.dumps(run.config, indent=1) + "\n```")
 
     def log(self, run: TrainingRun, record: Mapping[str, float]) -> None:
         for key, value in metrics(record).items():

@@ -179,19 +179,42 @@ TOOL_RESPONSE = re.compile(r"<tool_response>.*?(?:</tool_response>|\Z)", re.DOTA
 """A tool response in a demonstration's text, tags included (an unclosed one runs to the end)."""
 
 
-def demonstration_examples(tokenizer, texts: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-    """Token ids and loss masks of `(prompt, completion)` demonstrations of a tool-using episode.
+Turns = Sequence[tuple[str, str]]
+"""A demonstration's completion as the environment's own turns: `(action, observation that answered it)` per step
+(`TextEnv.demonstration`), the last observation empty when the episode ended there."""
 
-    The mask is 1 on completion tokens the policy writes and 0 on the prompt and on everything
-    inside `<tool_response> ... </tool_response>`, exactly as in RL rollouts. The responses are found in the text
-    and each token's character span (the tokenizer's offsets) says whether it overlaps one, so the mask is right for
-    a tokenizer that splits the tags into pieces as well as for the course's, where each tag is one token.
+
+def completion_text(completion: str | Turns) -> str:
+    """A completion (text, or turns) as one text, actions and observations joined by spaces as the chapters write
+    them (for counting its words)."""
+    if isinstance(completion, str):
+        return completion
+    return " ".join(part for turn in completion for part in turn if part)
+
+
+def demonstration_examples(tokenizer, texts: Sequence[tuple[str, str | Turns]]) -> list[tuple[list[int], list[int]]]:
+    """Token ids and loss masks of `(prompt, completion)` demonstrations, BOS and the prompt first.
+
+    A completion given as turns (`Turns`, e.g. `env.demonstration()`) is laid out as the rollout engine
+    lays out an episode: each action's ids (mask 1), then its observation's ids (mask 0), whatever the observation's
+    text. A completion given as one text is a tool-using episode's: the mask is 1 on the tokens the policy writes and
+    0 on everything inside `<tool_response> ... </tool_response>`, exactly as in RL rollouts (the only observations a
+    text can show; another environment's observations need turns). The responses are found in the text and each
+    token's character span (the tokenizer's offsets) says whether it overlaps one, so the mask is right for a
+    tokenizer that splits the tags into pieces as well as for the course's, where each tag is one token.
     """
     bos = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
     examples = []
     for prompt, completion in texts:
         ids = [*bos, *encode(tokenizer, prompt)]
         mask = [0] * len(ids)
+        if not isinstance(completion, str):
+            for action, observation in _turns(completion):
+                action_ids, observation_ids = encode(tokenizer, action), encode(tokenizer, observation)
+                ids += action_ids + observation_ids
+                mask += [1] * len(action_ids) + [0] * len(observation_ids)
+            examples.append((ids, mask))
+            continue
         spans = [match.span() for match in TOOL_RESPONSE.finditer(completion)]
         completion_ids, offsets = encode_with_offsets(tokenizer, completion)
         for token, (start, end) in zip(completion_ids, offsets, strict=True):
@@ -200,6 +223,15 @@ def demonstration_examples(tokenizer, texts: Sequence[tuple[str, str]]) -> list[
             mask.append(0 if inside else 1)
         examples.append((ids, mask))
     return examples
+
+
+def _turns(completion: Turns) -> list[tuple[str, str]]:
+    """`completion`'s turns as a list, refused (ValueError naming the turn) unless each is two strings."""
+    turns = list(completion)
+    for number, turn in enumerate(turns):
+        if not (isinstance(turn, (tuple, list)) and len(turn) == 2 and all(isinstance(p, str) for p in turn)):
+            raise ValueError(f"turn {number} of a demonstration is {turn!r:.60}, not (action, observation) strings")
+    return [tuple(turn) for turn in turns]
 
 
 def warm_start_and_save(
@@ -376,6 +408,7 @@ def train_grpo(
     on_iteration: Callable[[dict[str, float]], None] | None = None,
     resume: bool = False,
     save_every: int = 1,
+    settings: object | None = None,
 ) -> list[dict[str, float]]:
     """Train `model` with GRPO on tasks from `make_env()`.
 
@@ -394,17 +427,25 @@ def train_grpo(
     `checkpoint_dir`, if given, receives a checkpoint after every `save_every`-th update and after the last one
     (`course_lib.run_state`: model and tokenizer with `save_pretrained` in `checkpoint_dir/latest`, plus the
     optimizer, the iteration, the history and every random state; written atomically). With `resume=True` the run
-    continues from the checkpoint found there, and its history and weights equal those of a run that was never
-    interrupted (the `time_*` keys aside); an empty folder starts a fresh run, and a checkpoint from another
-    config, sampling or seed is refused. `iterations` is not part of that check, so a finished run can be extended.
+    continues from the checkpoint found there (and says so: "resumed from iteration k"), and its history and weights
+    equal those of a run that was never interrupted (the `time_*` keys aside); an existing empty folder starts a
+    fresh run (and says so), while a folder that does not exist, a `latest/` without its training state, a damaged
+    state file and a checkpoint from another config, sampling, seed or `settings` (the chapter's whole resolved
+    config, when given: `run_state.fingerprint`) are refused. `iterations` is not part of that check, so a finished
+    run can be extended. Inside `checkpointing(folder, resume)` (a chapter command's `--checkpoint-dir` and
+    `--resume`) a call without a `checkpoint_dir` checkpoints into that block's folder for it.
+
     The callbacks are the caller's to keep deterministic: `evaluate` and `stop` should depend on the model only.
     `on_iteration` is called before the checkpoint is written, so a callback that draws random numbers leaves the
-    saved random states where the uninterrupted run has them; a run interrupted in between logs that record twice.
-    A resumed run calls it for its new records only (the restored ones were logged by the run that made them).
+    saved random states where the uninterrupted run has them; a run interrupted in between logs that record twice. A
+    resumed run calls it for its new records only (the restored ones were logged by the run that made them).
     """
     config.validate()  # again: a config may have been changed in place since it was made
     for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
         loop.resolve(seam, getattr(config, seam))  # an unknown name fails here, not after the first evaluation
+    if checkpoint_dir is None and _checkpointing:  # a chapter command's --checkpoint-dir: this run's own folder
+        checkpoint_dir, resume, given = _checkpointing[-1](config)
+        settings = given if settings is None else settings
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs the checkpoint_dir to resume from")
     _at_least("save_every", save_every, 1)
@@ -415,9 +456,13 @@ def train_grpo(
     engine = RolloutEngine(model, tokenizer, sampling)
     envs = [make_env() for _ in range(config.prompts_per_iteration * config.group_size)]
     history: list[dict[str, float]] = []
-    fingerprint = run_state.fingerprint(config, sampling, seed)
+    fingerprint = run_state.fingerprint(config, sampling, seed, settings)
     start = 0
+    if resume:
+        run_state.check_resumable(checkpoint_dir)
     saved = run_state.load(checkpoint_dir) if resume else None
+    if resume and saved is None:
+        print(f"no checkpoint in {checkpoint_dir} yet: a fresh run from iteration 0", flush=True)
     if saved is not None:
         run_state.check_fingerprint(saved["fingerprint"], fingerprint, Path(checkpoint_dir))
         if saved["iteration"] >= config.iterations:
@@ -427,7 +472,9 @@ def train_grpo(
         optimizer.load_state_dict(saved["optimizer"])
         run_state.restore_random_states(saved["random"], generator)
         history, start = saved["history"], saved["iteration"] + 1
-    hooks = [observer(config, sampling) for observer in _run_observers]
+        print(f"resumed from iteration {saved['iteration']} in {checkpoint_dir}: continuing at iteration {start} of "
+              f"{config.iterations}", flush=True)  # fmt: skip
+    hooks = [observer(config, sampling, start) for observer in _run_observers]
 
     def report(record: dict[str, float]) -> None:
         if on_iteration is not None:
@@ -462,9 +509,38 @@ def train_grpo(
     return history
 
 
-RunObserver = Callable[[GRPOConfig, SamplingConfig], tuple[Callable[[dict[str, float]], None], Callable[[], None]]]
-"""Told of every `train_grpo` run as it starts (its config and sampling), it returns `(log, end)`: `log` is called
-with each record as `on_iteration` is, `end` when the run ends."""
+_checkpointing: list[Callable[[GRPOConfig], tuple[Path, bool, object | None]]] = []
+
+
+@contextlib.contextmanager
+def checkpointing(folder: str | Path, resume: bool = False, settings: object | None = None) -> Iterator[None]:
+    """Within the block, every `train_grpo` run given no `checkpoint_dir` checkpoints into a folder of its own under
+    `folder`, `<k>-<method>` for the block's k-th run (`1-grpo`, `2-gigpo-step-mode`: a chapter's runs come in the
+    same order every time, so a new process finds each run's checkpoint where the interrupted one left it), and with
+    `resume` continues from it; `settings` (the chapter's resolved config) goes into each run's fingerprint. How a
+    chapter command's `--checkpoint-dir` and `--resume` reach the runs a chapter makes without the chapter passing
+    anything. A run whose folder holds no checkpoint yet starts fresh and says so."""
+    calls = 0
+
+    def place(config: GRPOConfig) -> tuple[Path, bool, object | None]:
+        nonlocal calls
+        calls += 1
+        name = f"{calls}-" + "-".join(re.findall(r"[A-Za-z0-9_.]+", method_label(config)))
+        run_folder = Path(folder) / name
+        run_folder.mkdir(parents=True, exist_ok=True)
+        return run_folder, resume, settings
+
+    _checkpointing.append(place)
+    try:
+        yield
+    finally:
+        _checkpointing.remove(place)
+
+
+RunObserver = Callable[[GRPOConfig, SamplingConfig, int], tuple[Callable[[dict[str, float]], None], Callable[[], None]]]
+"""Told of every `train_grpo` run as it starts (its config, sampling and first iteration: 0, or k + 1 when resumed
+from iteration k's checkpoint), it returns `(log, end)`: `log` is called with each record as `on_iteration` is,
+`end` when the run ends."""
 _run_observers: list[RunObserver] = []
 
 
@@ -481,13 +557,18 @@ def observing_runs(observer: RunObserver) -> Iterator[None]:
 
 
 def method_label(config: GRPOConfig) -> str:
-    """What a run trains with, for its progress bar: the advantage estimator's name, then each seam or mode that
-    differs from chapter 00's GRPO, e.g. `grpo`, `gigpo [step mode]`, `grpo [tree, snr_top_p, entropy_balanced]`."""
+    """What a run trains with, for its progress bar, tracker run and checkpoint folder: the advantage estimator's
+    name, then each seam or mode that differs from chapter 00's GRPO and, for the estimator, a discount other than
+    GiGPO's default and mean-only normalisation, e.g. `grpo`, `gigpo [step mode]`, `gigpo [step mode, gamma 1]`,
+    `gigpo [no std]`, `grpo [tree, snr_top_p, entropy_balanced]`."""
+    gamma = config.gigpo.gamma
     extras = [
         config.sampler if config.sampler != "groups" else "",
         f"{config.rollout_mode} mode" if config.rollout_mode != "trajectory" else "",
         config.batch_filter if config.batch_filter != "none" else "",
         config.policy_loss if config.policy_loss != "clipped" else "",
+        f"gamma {gamma:g}" if config.advantage == "gigpo" and gamma != GiGPOConfig.gamma else "",
+        "no std" if not config.scale_by_std else "",
     ]
     extras = [extra for extra in extras if extra]
     return f"{config.advantage} [{', '.join(extras)}]" if extras else config.advantage

@@ -182,4 +182,60 @@ def test_the_command_prints_not_applicable_for_a_fork(number_line_base, capsys):
             "grpo.prompts_per_iteration=2", "grpo.group_size=4", "grpo.eval_every=1", "eval_tasks=8"]  # fmt: skip
     argv = ["--seeds", "0", *[part for text in sets for part in ("--set", text)]]
     skeleton.main(ch.CHAPTER, argv)
-    assert "C7.2 not applicable: the noisy view is key_door's; number_line has none" in capsys.readouterr().out
+    line = "  C7.2 not applicable (the noisy view is key_door's; number_line has none): when no observation repeats"
+    assert line in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mode", ["step", "trajectory"])
+def test_evaluation_uses_the_rollout_mode_training_uses(monkeypatch, mode):
+    """Issue 42, item 2: a run trained in `grpo.rollout_mode` is evaluated in that mode too (`train.py`'s configs
+    refuse the split elsewhere); the chapter's own config evaluates in step mode, as before."""
+    seen = {}
+
+    def evaluate_policy(model, tokenizer, make_env, seeds, sampling, seed, rollout_mode="trajectory", **kwargs):
+        seen["mode"] = rollout_mode
+        return {"success": 0.0}, []
+
+    monkeypatch.setattr(ch, "evaluate_policy", evaluate_policy)
+    monkeypatch.setattr(ch, "test_seeds", lambda count, config: [0])
+    config = ch.Chapter07Config()
+    assert config.grpo.rollout_mode == "step"
+    config = dataclasses.replace(config, grpo=dataclasses.replace(config.grpo, rollout_mode=mode))
+    ch.evaluate(None, None, config, seed=1)
+    assert seen["mode"] == mode
+
+
+def test_a_fork_takes_its_environments_stop_tags(number_line_base, capsys):
+    """Issue 42, item 1, chapter 07's side: a fork whose sampling still stops at key_door's `</action>` takes its
+    environment's tags; the chapter's own config is unchanged."""
+    own = ch.preset("cpu")
+    assert ch.on_environment(own) == own
+    fork = dataclasses.replace(own, env_name="number_line", base=number_line_base)
+    assert ch.on_environment(fork).sampling == dataclasses.replace(own.sampling, stop_tags=("</move>",))
+    assert "number_line's stop_tags" in capsys.readouterr().out
+
+
+def test_every_arm_reaches_the_trackers_under_a_name_of_its_own():
+    """Issue 42, item 16: `gigpo_gamma1` and `gigpo_mean` reached trackers as `3-gigpo` and `4-gigpo`, the same method
+    as `gigpo`; the method's label names what they change (progress bars, tracker runs, checkpoint folders)."""
+    from course_lib.train import method_label
+
+    labels = {arm: method_label(ch.arm_config(ch.Chapter07Config(), arm)) for arm in ch.ARMS}
+    assert labels == {
+        "grpo": "grpo [step mode]",
+        "gigpo": "gigpo [step mode]",
+        "gigpo_gamma1": "gigpo [step mode, gamma 1]",
+        "gigpo_mean": "gigpo [step mode, no std]",
+    }
+
+
+@pytest.mark.parametrize("scale", ["cpu", "gpu"])
+def test_the_chapters_own_sampling_resolves_to_todays(scale):
+    """Issue 42: chapter 07's own config resolves to itself, with today's stop tag and caps."""
+    from course_lib.rollout import SamplingConfig
+
+    own = ch.preset(scale)
+    assert ch.on_environment(own) is own
+    assert own.sampling == SamplingConfig(
+        temperature=1.0, max_turn_tokens=3, max_total_tokens=40, stop_tags=("</action>",)
+    )

@@ -451,3 +451,83 @@ def test_a_fork_on_another_environment_runs_and_drops_the_claim_it_cannot_have(n
     verdicts = {claim.id: claim for claim in ch08.claims(results)}
     assert verdicts["C8.1"].status.startswith(NOT_APPLICABLE) and "number_line has none" in verdicts["C8.1"].status
     assert all(verdicts[i].measured for i in ("C8.2", "C8.3", "C8.4"))
+
+
+def test_a_fork_takes_its_environments_stop_tags_or_is_refused_naming_what_to_set(number_line_base, monkeypatch,
+                                                                                   capsys):  # fmt: skip
+    """Issue 42, item 1: `--set env_name=... --set base=...` kept chapter 08's stop tags, so turns ran to the 10-token
+    cap instead of stopping at `</move>`. A fork whose sampling still stops at two_hop_qa's tags takes its
+    environment's (`TextEnv.stop_tags`), and the run uses them; an environment that declares none is refused, by the
+    command before anything runs, naming what to set; tags set for the fork are kept. The chapter's own config
+    resolves to itself, unchanged."""
+    from course_lib import envs
+    from course_lib.chapters import skeleton
+    from course_lib.envs.template import NumberLineEnv
+    from course_lib.rollout import SamplingConfig
+
+    own = ch08.preset("cpu")
+    assert ch08.on_environment(own) == own and ch08.on_environment(own).sampling == ch08.Chapter08Config().sampling
+    fork = dataclasses.replace(own, env_name="number_line", base=number_line_base)
+    resolved = ch08.on_environment(fork)
+    assert resolved.sampling == dataclasses.replace(own.sampling, stop_tags=("</move>",))
+    assert "turns stop at ('</move>',), number_line's stop_tags" in capsys.readouterr().out
+    chosen = dataclasses.replace(fork, sampling=SamplingConfig(max_turn_tokens=4, stop_tags=("</move>", "!")))
+    assert ch08.on_environment(chosen) == chosen
+
+    class Stopped(Exception):
+        pass
+
+    def base_for(base, config, texts, **kwargs):
+        seen.append(config.sampling.stop_tags)
+        raise Stopped
+
+    seen = []
+    monkeypatch.setattr(skeleton, "base_for", base_for)
+    with pytest.raises(Stopped):
+        ch08.run(0, fork)
+    assert seen == [("</move>",)], "the run samples with the environment's stop tags"
+
+    class Untagged(NumberLineEnv):
+        stop_tags = ()
+
+    envs.register("untagged_line_08", Untagged)
+    untagged = dataclasses.replace(fork, env_name="untagged_line_08")
+    with pytest.raises(ValueError, match=r"would stop its turns at \('</tool_call>', '</answer>'\), two_hop_qa's"):
+        ch08.on_environment(untagged)
+    with pytest.raises(SystemExit):
+        skeleton.main(ch08.CHAPTER, ["--seeds", "0", "--set", "env_name=untagged_line_08",
+                                     "--set", f"base={number_line_base}"])  # fmt: skip
+    error = capsys.readouterr().err
+    assert "set sampling.stop_tags" in error and "Untagged.stop_tags" in error and seen == [("</move>",)]
+
+
+def test_a_fork_without_ambiguity_prints_no_ambiguous_nan():
+    """Issue 42, item 16: on an environment without two_hop_qa's planted ambiguity (C8.1 not applicable), the summary
+    leaves the ambiguous and unambiguous numbers out instead of printing `ambiguous nan`; the chapter's own keeps
+    them."""
+    nan = float("nan")
+    base = {"success": 0.5, "success_ambiguous": nan, "success_unambiguous": nan, "entropy_initial": 0.1,
+            "entropy_after_tool_1_ambiguous": nan, "entropy_after_tool_1_unambiguous": nan}  # fmt: skip
+    final = {"eval_success": 0.6, "eval_success_ambiguous": nan, "eval_tool_calls_per_solved": 0.0,
+             "eval_precise_first_search": 0.0}  # fmt: skip
+    credit = {"credit_leaves": 0.0, "credit_gap_token_mean": nan, "credit_gap_seq_mean": nan}
+    fork = dataclasses.replace(ch08.Chapter08Config(), env_name="x")
+    results = {"base": base, "samplers": {}, "final": {"grpo": final}, "credit": credit,
+               "not_applicable": ch08.not_applicable(fork)}  # fmt: skip
+    lines = ch08.summary_lines(results)
+    assert not any("ambiguous" in line for line in lines), lines
+    assert lines[0] == "base success 0.500; entropy initial 0.100"
+    own = dict(results, not_applicable={})
+    assert "ambiguous nan" in ch08.summary_lines(own)[0], "the chapter's own lines are unchanged"
+
+
+@pytest.mark.parametrize("scale", ["cpu", "gpu"])
+def test_the_chapters_own_sampling_resolves_to_todays(scale):
+    """Issue 42: the resolution of a fork's sampling leaves the chapter's own config as it is, object and values:
+    today's stop tags and caps, on both presets."""
+    from course_lib.rollout import SamplingConfig
+
+    own = ch08.preset(scale)
+    assert ch08.on_environment(own) is own
+    assert own.sampling == SamplingConfig(temperature=1.0, max_turn_tokens=10, max_total_tokens=96,
+                                          stop_tags=("</tool_call>", "</answer>"))  # fmt: skip

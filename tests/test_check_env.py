@@ -26,7 +26,8 @@ def test_every_course_environment_keeps_the_contract(name):
     is shared between splits, and every other check passes as is."""
     shared = [f"<question> {text} </question>" for text in CHITCHAT] if name == "function_calling" else []
     report = check_env(factory(name), seeds=20, shared_problems=shared)
-    assert {"reset", "anchor", "hostile", "termination"} <= set(report.passed) and not report.failed
+    assert {"reset", "anchor", "hostile", "termination", "valid"} <= set(report.passed) and not report.failed
+    assert "valid episodes" in report.passed["valid"], "each names a valid action, so whole episodes are played"
 
 
 def test_the_chit_chat_overlap_is_caught_when_not_disclosed():
@@ -63,11 +64,29 @@ class Walk(TextEnv):
     def anchor(self):
         return [self.position] if self.flaw == "unhashable" else self.position
 
+    def valid_action(self, rng):
+        return None if self.flaw == "nameless" else f"<move> {rng.choice([1, 2])} </move>"
+
+
+class Broken(Walk):
+    """A Walk whose `_step` returns a value of the wrong type on a valid action (issue 42, item 10): what hostile
+    actions never reach, since they take the invalid-action branch."""
+
+    def _step(self, action):
+        observation, reward, terminated, info = super()._step(action)
+        if self.flaw == "dict_observation":
+            return {"at": self.position}, reward, terminated, info
+        if self.flaw == "none_reward":
+            return observation, None, terminated, info
+        if self.flaw == "text_terminated":
+            return observation, reward, "no", info
+        return observation, reward, terminated, info
+
 
 def test_a_well_made_environment_passes_and_reports_each_check():
     report = check_env(lambda split="train": Walk(split), vocabulary=["goal", "at", "<feedback>", "</feedback>",
                        "write", "<move>", "n", "</move>", *map(str, range(40))])  # fmt: skip
-    assert list(report.passed) == ["reset", "anchor", "splits", "hostile", "termination", "vocabulary"]
+    assert list(report.passed) == ["reset", "anchor", "splits", "hostile", "termination", "valid", "vocabulary"]
     assert check_env(Walk()).passed["termination"] == "within max_turns=6"
 
 
@@ -101,3 +120,88 @@ def test_fork_is_an_independent_copy():
     copy.step("<move> 4 </move>")
     assert (env.position, copy.position) == (2, 6) and env.transcript.actions != copy.transcript.actions
     assert env.step("nonsense")[4]["is_action_valid"] is False
+
+
+@pytest.mark.parametrize(
+    ("flaw", "message"),
+    [
+        ("dict_observation", "Broken._step returned a dict observation at step 1 (seed 0), not str"),
+        ("none_reward", "Broken._step returned a NoneType reward at step 1 (seed 0), not a finite number"),
+        ("text_terminated", "Broken._step returned a str `terminated` at step 1 (seed 0), not bool"),
+    ],
+)
+def test_a_wrong_type_on_a_valid_action_is_caught_by_the_check_and_by_step_itself(flaw, message):
+    """Issue 42, item 10: `check_env` plays whole episodes of valid actions (hostile ones only reach the invalid-action
+    branch), so a dict observation or a None reward fails the contract instead of the tokenizer, later; and
+    `TextEnv.step` refuses it too, naming the environment, the step and the seed."""
+    report = check_env(lambda split="train": Broken(split, flaw), raise_on_failure=False)
+    assert set(report.failed) == {"valid"} and message in report.failed["valid"], report.failed
+    env = Broken("train", flaw)
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        env.step("<move> 1 </move>")
+    assert env.step("nonsense")[4]["valid"] is False, "an invalid action still gets feedback, never an exception"
+
+
+def test_reset_refuses_a_wrong_type_naming_the_environment():
+    class DictReset(Walk):
+        def _reset(self, seed, options):
+            super()._reset(seed, options)
+            return {"goal": self.goal}, {}
+
+    with pytest.raises(TypeError, match=r"DictReset._reset returned a dict observation \(seed 3\), not str"):
+        DictReset().reset(seed=3)
+
+
+def test_without_a_named_valid_action_candidates_are_tried_and_their_absence_is_a_failure():
+    """An environment that names no valid action (`valid_action` returns None) is played with the candidates given
+    (`actions=`, each kept only where `info["is_action_valid"]` says so); with none that is valid, the check fails
+    and says how to name one."""
+    nameless = lambda split="train": Walk(split, "nameless")  # noqa: E731
+    report = check_env(nameless, actions=["<move> 1 </move>", "hop"], raise_on_failure=False)
+    assert "valid" in report.passed and not report.failed, report.failed
+    report = check_env(nameless, actions=["hop"], raise_on_failure=False)
+    assert set(report.failed) == {"valid"} and "override TextEnv.valid_action" in report.failed["valid"]
+    assert "override TextEnv.valid_action" in check_env(nameless, raise_on_failure=False).failed["valid"]
+
+
+class HiddenGoal(TextEnv):
+    """The reset text shows the start only; the goal, which splits train from test, is hidden (issue 42, item 11)."""
+
+    max_turns = 4
+
+    def __init__(self, split: str = "train"):
+        super().__init__()
+        self.split = split
+
+    def _reset(self, seed, options):
+        self.goal = random.Random(f"{self.split}:{seed}").randrange(5) * 2 + (self.split == "test")
+        self.start = seed % 3
+        return f"at {self.start}", {}
+
+    def _step(self, action):
+        if action.strip() != "<move> wait </move>":
+            raise InvalidAction("write <move> wait </move>")
+        return f"at {self.start}", 0.0, False, {}
+
+    def anchor(self):
+        return (self.start, self.goal, self.turn)
+
+    def valid_action(self, rng):
+        return "<move> wait </move>"
+
+
+class KeyedHiddenGoal(HiddenGoal):
+    def problem_key(self):
+        return (self.start, self.goal)
+
+
+def test_a_split_leak_through_the_default_problem_key_says_the_key_is_the_reset_text():
+    """Issue 42, item 11: with `problem_key` left as TextEnv's (the reset text), a hidden goal makes test problems
+    look like training ones; the failure says that the key is the reset text and what to override. Keyed by its
+    start and goal, the same environment passes."""
+    report = check_env(lambda split="train": HiddenGoal(split), raise_on_failure=False)
+    assert "also in train" in report.failed["splits"]
+    assert "problem_key() is TextEnv's default, the reset text" in report.failed["splits"], report.failed
+    assert "override problem_key()" in report.failed["splits"]
+    assert not check_env(lambda split="train": KeyedHiddenGoal(split), raise_on_failure=False).failed

@@ -221,3 +221,138 @@ def test_a_chapter_that_cannot_take_a_checkpoint_refuses_it(tmp_path, capsys):
     with pytest.raises(SystemExit):
         ch09.main(["--model", str(tmp_path)])
     assert "always starts from its own base" in capsys.readouterr().err
+
+
+def test_demonstrations_given_as_the_transcripts_turns_mask_every_observation(tokenizer):
+    """Issue 42, item 3: a non-tool environment's observations (number_line's `<position> 4 </position>`) are not
+    `<tool_response>`s, so a joined completion cannot say where they are. Given as the transcript's own turns
+    (`TextEnv.demonstration()`), every observation is masked out, in the chat format (`checkpoint`) and in the
+    course's plain one (`train`), and the budgets are measured on the same turns."""
+    from course_lib.envs.template import NumberLineEnv, vocabulary
+    from course_lib.tokenizer import build_tokenizer
+
+    env = NumberLineEnv("train")
+    env.reset(seed=2)
+    for move in ("right", "left", "right"):
+        env.step(f"<move> {move} </move>")
+    assert not env.done
+    prompt, turns = env.demonstration()
+    assert prompt == env.transcript.observations[0] and turns == env.transcript.turns() and len(turns) == 3
+    assert turns[0] == ("<move> right </move>", env.transcript.observations[1])
+    assert checkpoint.split_turns(turns) == turns
+    [(ids, mask)] = checkpoint.demonstration_examples(tokenizer, [(prompt, turns)])
+    policy = decode(tokenizer, [i for i, m in zip(ids, mask, strict=True) if m])
+    assert policy == "<move> right </move><move> left </move><move> right </move>", policy
+    messages = [{"role": "user", "content": prompt}]
+    for action, observation in turns:
+        messages += [{"role": "assistant", "content": action}, {"role": "tool", "content": observation}]
+    template = encode(tokenizer, tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+    assert ids == template, "the last observation is followed by the next assistant turn's opening, as in a rollout"
+    while not env.done:
+        env.step("<move> right </move>")
+    assert env.demonstration()[1][-1] == ("<move> right </move>", ""), "a rollout never shows the last observation"
+    sampling = checkpoint.chat_sampling(SamplingConfig(max_turn_tokens=3, max_total_tokens=40), tokenizer,
+                                        [(prompt, turns)])  # fmt: skip
+    assert sampling.max_turn_tokens >= len(encode(tokenizer, "<move> right </move>"))
+    words = build_tokenizer(vocabulary())
+    [(plain, plain_mask)] = demonstration_examples(words, [(prompt, turns)])
+    masked_in = [words.convert_ids_to_tokens(i) for i, m in zip(plain, plain_mask, strict=True) if m]
+    assert masked_in == ["<move>", "right", "</move>", "<move>", "left", "</move>", "<move>", "right", "</move>"]
+    assert len(plain) == 1 + len(prompt.split()) + sum(len(f"{a} {o}".split()) for a, o in turns)
+
+
+@pytest.mark.parametrize(("family", "positions", "chapter"), [("gpt2", 64, "ch00"), ("llama", 256, "ch08")])
+def test_a_context_shorter_than_the_budget_is_refused_before_the_warm_start(family, positions, chapter, tmp_path,
+                                                                            monkeypatch):  # fmt: skip
+    """Issue 42, item 5: a GPT-2 with 64 positions crashed inside its embedding during the warm start, and a Llama
+    with 256 (rotary: no crash) ran chapter 08's episodes past its position table. The episode budget in this
+    tokenizer's tokens is compared with the checkpoint's positions up front, and the run refused with both numbers
+    before any warm-start step."""
+    import functools
+
+    from course_lib.chapters import ch08_arpo as ch08
+    from course_lib.chapters import skeleton
+
+    module = {"ch00": ch00, "ch08": ch08}[chapter]
+    folder = standins.build_standin(tmp_path / "model", family, max_positions=positions)
+    monkeypatch.setenv(checkpoint.ENV_VARIABLE, str(folder))
+    config = small(module.preset("cpu"))
+    if chapter == "ch00":
+        texts = functools.partial(ch00.demonstration_texts, config.demonstrations, 0, config.tool_share,
+                                  config.direct_correct)  # fmt: skip
+    else:
+        texts = functools.partial(ch08.demonstration_texts, config.demonstrations, 0, config)
+    steps = []
+    monkeypatch.setattr(checkpoint, "supervised_warm_start", lambda *args, **kwargs: steps.append(1) or [{"loss": 0.0}])
+    with pytest.raises(ValueError) as refused:
+        skeleton.base_for(module.BASE_NAME, config, texts)
+    message = str(refused.value)
+    budget = int(message.split("episodes of up to ")[1].split()[0])
+    assert f"{folder} has {positions} positions" in message and budget > positions, message
+    assert "sampling.max_total_tokens" in message and steps == [], "refused before the warm start"
+
+
+def _no_tool_role(tokenizer):
+    """A copy of `tokenizer` whose chat template, as many do, knows system, user and assistant only (jinja raises on
+    any other role)."""
+    import copy
+
+    without = copy.deepcopy(tokenizer)
+    template = standins.chat_template(bos=False).replace("'assistant', 'tool']", "'assistant']")
+    assert template != standins.chat_template(bos=False)
+    without.chat_template = template
+    return without
+
+
+def test_a_template_without_a_tool_role_says_which_option_gives_observations_another(tokenizer, tmp_path, capsys):
+    """Issue 42, item 12: a chat template without a `tool` role failed inside jinja. The error names the role and the
+    way to give observations another one, which is reachable from the command line (`--observation-role user`,
+    `sampling.prompt_format=chat:user`); with it, demonstrations and rollouts render observations as user turns."""
+    from course_lib.chapters import skeleton
+    from course_lib.prompt_format import resolve
+
+    without = _no_tool_role(tokenizer)
+    turns = [("<tool_call> 12 + 30 </tool_call>", "<tool_response> 42 </tool_response>"), ("<answer> 42 </answer>", "")]
+    with pytest.raises(ValueError, match=r"cannot render a 'tool' message .*--observation-role user"):
+        checkpoint.demonstration_examples(without, [("<question> 12 + 30 </question>", turns)])
+    assert resolve("chat:user") == ChatFormat(observation_role="user")
+    assert SamplingConfig(prompt_format="chat:user").prompt_format == "chat:user"
+    with pytest.raises(ValueError, match="prompt_format"):
+        SamplingConfig(prompt_format="chat:")
+    [(ids, mask)] = checkpoint.demonstration_examples(
+        without, [("<question> 12 + 30 </question>", turns)], ChatFormat(observation_role="user")
+    )
+    messages = [{"role": "user", "content": "<question> 12 + 30 </question>"},
+                {"role": "assistant", "content": turns[0][0]}, {"role": "user", "content": turns[0][1]},
+                {"role": "assistant", "content": turns[1][0]}]  # fmt: skip
+    assert ids == encode(without, without.apply_chat_template(messages, tokenize=False))[: len(ids)]
+    sampling = checkpoint.chat_sampling(SamplingConfig(), without, [("<question> 1 </question>", turns)], "user")
+    assert sampling.prompt_format == "chat:user"
+    (tmp_path / "config.json").write_text("{}")
+    with checkpoint.using(tmp_path, observation_role="user"):
+        assert checkpoint.observation_role() == "user"
+    assert checkpoint.observation_role() == "tool"
+    with pytest.raises(SystemExit):
+        skeleton.main(ch00.CHAPTER, ["--observation-role", "user"])
+    assert "--observation-role applies to a checkpoint: give --model" in capsys.readouterr().err
+
+
+def test_a_chapter_warm_starts_a_checkpoint_without_a_tool_role_given_another(tokenizer, tmp_path):
+    """The same through a chapter's `base_for` (what `--model` and `--observation-role` reach): refused with the
+    option's name without it, warm-started and sampled in `chat:user` with it."""
+    import functools
+
+    from course_lib.chapters import skeleton
+
+    folder = standins.build_standin(tmp_path / "model", "qwen2", tokenizer=_no_tool_role(tokenizer))
+    config = small(ch00.preset("cpu"))
+    config = dataclasses.replace(config, sft=dataclasses.replace(config.sft, steps=2))
+    texts = functools.partial(ch00.demonstration_texts, 32, 0, config.tool_share, config.direct_correct)
+    with checkpoint.using(folder), pytest.raises(ValueError, match="--observation-role user"):
+        skeleton.base_for(ch00.BASE_NAME, config, texts)
+    with checkpoint.using(folder, observation_role="user"):
+        model, loaded, resolved = skeleton.base_for(ch00.BASE_NAME, config, texts)
+    assert resolved.sampling.prompt_format == "chat:user"
+    engine = RolloutEngine(model, loaded, resolved.sampling)
+    [trajectory] = engine.rollout([ch00.make_env("train")], [0], generator=torch.Generator().manual_seed(0))
+    assert alignment_errors(trajectory, loaded, ChatFormat(observation_role="user")) == []

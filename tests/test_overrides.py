@@ -197,3 +197,43 @@ def test_chapter07_and_08_commands_run_with_overrides_only(tmp_path):
     path.write_text("ablations: {}\nvariance_prompts: 2\ngrpo: {group_size: 4}\n")
     [results] = skeleton.main(ch08.CHAPTER, ["--seeds", "0", "--config", str(path), *TINY])
     assert set(results["histories"]) == {"grpo", "arpo"} and len(results["histories"]["arpo"]) == 2
+
+
+def test_a_fork_records_into_its_own_folder_with_its_config_and_code_version(tmp_path, monkeypatch, capsys):
+    """Issue 42, item 14: `--record --out DIR` writes a fork's records into its own folder, overrides allowed, each
+    record's provenance holding the resolved config, the overrides given and the code version of the chapter's
+    module (its file's hash, and its repository's commit); the course's own `results/` still refuses overrides,
+    and `--out` without `--record` or at the course's `results/` is refused."""
+    import hashlib
+    from pathlib import Path
+
+    from course_lib import results as recorded
+
+    monkeypatch.setattr(recorded, "_run_provenance", None)
+    course = recorded.RESULTS_DIR
+    before = sorted(p.name for p in course.iterdir())
+    out = tmp_path / "my_fork" / "results"
+    skeleton.main(toy(), ["--seeds", "1", "2", "--record", "--out", str(out), "--set", "count=5"])
+    assert recorded.RESULTS_DIR == course, "the course's folder is the results folder again afterwards"
+    assert sorted(p.name for p in course.iterdir()) == before, "nothing written to the course's results/"
+    written = json.loads((out / "ch99.json").read_text())
+    assert sorted(written["seeds"]) == ["1", "2"]
+    provenance = written["seeds"]["1"]["provenance"]
+    assert provenance["config"] == overrides.as_dict(Outer(count=5))
+    assert provenance["overrides"] == ["--set count=5"]
+    [code] = provenance["code"]
+    assert code["module"] == __name__ and Path(code["file"]) == Path(__file__).resolve()
+    assert code["sha256"] == hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    assert code["git_commit"] == provenance["git_commit"], "this module lives in the course's repository"
+    assert f"recorded seed 1 in {out / 'ch99.json'}" in capsys.readouterr().out
+
+    def refused(argv):
+        with pytest.raises(SystemExit):
+            skeleton.main(toy(), argv)
+        return capsys.readouterr().err
+
+    assert "--out DIR records a fork's runs into a folder of its own" in refused(["--record", "--set", "count=2"])
+    assert "a run with --set or --config is printed, not recorded" in refused(
+        ["--record", "--out", str(course), "--set", "count=2"]
+    )
+    assert "--out names where --record writes: give --record" in refused(["--out", str(out)])

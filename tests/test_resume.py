@@ -255,6 +255,7 @@ def test_a_checkpoint_from_other_settings_is_refused_and_an_empty_folder_starts_
 
     config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2)
     fresh_model = copy.deepcopy(warm_model)
+    (tmp_path / "run").mkdir()  # an existing empty folder (one that does not exist is refused: issue 42, item 7)
     fresh = _run(fresh_model, tokenizer, config, checkpoint_dir=tmp_path / "run", resume=True)
     plain_model = copy.deepcopy(warm_model)
     assert _without_times(fresh) == _without_times(_run(plain_model, tokenizer, config))
@@ -322,3 +323,82 @@ def test_the_progress_bar_names_the_method(warm_model, tokenizer, capsys):
          evaluate=lambda m: {})  # fmt: skip
     stopped = capsys.readouterr().err
     assert "gigpo [step mode]:  25%|" in stopped and "1/4" in stopped and "2/4" not in stopped, "an early stop shows"
+
+
+def test_resume_refuses_a_missing_folder_or_a_checkpoint_without_its_state_and_says_where_it_resumed(
+    warm_model, tokenizer, tmp_path, capsys
+):
+    """Issue 42, item 7: `resume=True` never trains from scratch without a word. A folder that does not exist (a typo)
+    and a `latest/` without its training state are refused, naming them, and `latest/` is left as it was; an existing
+    empty folder starts a fresh run and says so; a resume says the iteration it resumed from."""
+    import copy
+
+    config = GRPOConfig(iterations=2, prompts_per_iteration=2, group_size=2)
+    with pytest.raises(ValueError, match=r"resume=True: .*nowhere does not exist"):
+        _run(copy.deepcopy(warm_model), tokenizer, config, checkpoint_dir=tmp_path / "nowhere", resume=True)
+    assert not (tmp_path / "nowhere").exists()
+    stateless = tmp_path / "stateless"
+    (stateless / "latest").mkdir(parents=True)
+    (stateless / "latest" / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"latest holds no training_state\.pt"):
+        _run(copy.deepcopy(warm_model), tokenizer, config, checkpoint_dir=stateless, resume=True)
+    assert sorted(p.name for p in (stateless / "latest").iterdir()) == ["config.json"], "left as it was"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    capsys.readouterr()
+    one = dataclasses.replace(config, iterations=1)
+    _run(copy.deepcopy(warm_model), tokenizer, one, checkpoint_dir=empty, resume=True)
+    assert f"no checkpoint in {empty} yet: a fresh run from iteration 0" in capsys.readouterr().out
+    _run(copy.deepcopy(warm_model), tokenizer, config, checkpoint_dir=empty, resume=True)
+    assert f"resumed from iteration 0 in {empty}: continuing at iteration 1 of 2" in capsys.readouterr().out
+
+
+def test_a_damaged_training_state_is_named(warm_model, tokenizer, tmp_path):
+    """Issue 42, item 9: a truncated `training_state.pt` is an error naming the file and what to do, not a bare
+    `OSError: [Errno 22]`."""
+    import copy
+
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2)
+    _run(copy.deepcopy(warm_model), tokenizer, config, checkpoint_dir=tmp_path)
+    state = tmp_path / "latest" / "training_state.pt"
+    state.write_bytes(state.read_bytes()[:1000])
+    with pytest.raises(ValueError, match=rf"{state} cannot be read \(.*\): the checkpoint is damaged"):
+        _run(copy.deepcopy(warm_model), tokenizer, dataclasses.replace(config, iterations=2), checkpoint_dir=tmp_path,
+             resume=True)  # fmt: skip
+
+
+def test_the_fingerprint_covers_the_whole_resolved_config_given(warm_model, tokenizer, tmp_path):
+    """Issue 42, item 8: a chapter's settings outside `GRPOConfig` (its `env_kwargs`, `eval_tasks`) change what a run
+    measures, so a resume with others mixed two settings in one history. Given as `settings` (the chapter's resolved
+    config), they are part of the fingerprint, `iterations`, `checkpoint_dir` and `resume` aside (so a finished run
+    can be extended, from wherever the checkpoint lies)."""
+    import copy
+
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2)
+    settings = {"env_kwargs": {"size": 6}, "eval_tasks": 4, "grpo": {"iterations": 1}, "checkpoint_dir": "a",
+                "resume": False}  # fmt: skip
+    _run(copy.deepcopy(warm_model), tokenizer, config, checkpoint_dir=tmp_path, settings=settings)
+    two = dataclasses.replace(config, iterations=2)
+    other = {**settings, "env_kwargs": {"size": 7}, "eval_tasks": 8}
+    with pytest.raises(ValueError, match=r"settings.env_kwargs.size: 6 there, 7 here; settings.eval_tasks: 4 there, "
+                                         r"8 here"):  # fmt: skip
+        _run(copy.deepcopy(warm_model), tokenizer, two, checkpoint_dir=tmp_path, resume=True, settings=other)
+    moved = {**settings, "grpo": {"iterations": 2}, "checkpoint_dir": "b", "resume": True}
+    history = _run(copy.deepcopy(warm_model), tokenizer, two, checkpoint_dir=tmp_path, resume=True, settings=moved)
+    assert len(history) == 3
+
+
+def test_a_fingerprint_without_settings_is_todays():
+    """Issue 42: with no `settings` the fingerprint is the one checkpoints written before it carry (a course run
+    resumes from them as before)."""
+    import json
+
+    from course_lib import run_state
+    from course_lib.rollout import SamplingConfig
+
+    config, sampling = GRPOConfig(iterations=7, learning_rate=1e-3), SamplingConfig(max_turn_tokens=8)
+    plain = dataclasses.asdict(config)
+    plain.pop("iterations")
+    today = json.dumps({"config": plain, "sampling": dataclasses.asdict(sampling), "seed": 3}, sort_keys=True)
+    assert run_state.fingerprint(config, sampling, 3) == today
+    assert run_state.fingerprint(config, sampling, 3, {"eval_tasks": 4}) != today

@@ -79,3 +79,16 @@ def test_its_own_test_passes_and_its_notebook_follows_the_template(chapter):
     assert markdown.startswith("# 20 · ") and "arXiv 2505.10978" in markdown and "**Time.**" in markdown
     positions = [markdown.find(f"## {k} ") for k in range(1, 9)]
     assert all(p >= 0 for p in positions) and positions == sorted(positions)
+
+
+def test_a_resume_with_other_settings_is_refused_naming_them(chapter, tmp_path):
+    """Issue 42, item 8: the scaffold's chapter fingerprints its whole resolved config, so resuming with another
+    `eval_tasks` (or `env_kwargs`) is refused instead of mixing two settings in one history."""
+    module, _ = chapter
+    folder = f"checkpoint_dir={tmp_path}"
+    module.run(0, skeleton.resolved_config(module.CHAPTER, [*TINY, "grpo.iterations=1", folder]))
+    with pytest.raises(ValueError, match=r"settings.eval_tasks: 4 there, 6 here"):
+        module.run(0, skeleton.resolved_config(module.CHAPTER, [*TINY, folder, "resume=true", "eval_tasks=6"]))
+    with pytest.raises(ValueError, match=r"resume=true: checkpoint_dir .*nowhere' does not exist"):
+        module.run(0, skeleton.resolved_config(module.CHAPTER, [*TINY, f"checkpoint_dir={tmp_path / 'nowhere'}",
+                                                                "resume=true"]))  # fmt: skip

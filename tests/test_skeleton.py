@@ -124,3 +124,147 @@ def test_base_for_refuses_a_checkpoint_on_an_environment_without_demonstrations(
     monkeypatch.delenv(ENV_VARIABLE)
     model, tokenizer, same = skeleton.base_for(config.base, config, never, demonstrated=("key_door", "number_line"))
     assert same is config and model.num_parameters() > 0 and len(tokenizer) > 0
+
+
+ENV_MODULE = '''
+from course_lib import envs
+from course_lib.envs.template import NumberLineEnv
+
+
+class CopiedLine(NumberLineEnv):
+    """An environment of a fork's own, registered when its module is imported."""
+
+
+envs.register("copied_line", CopiedLine)
+'''
+
+
+def _env_package(tmp_path, monkeypatch, name: str) -> str:
+    """A package `name` on the path holding `line.py`, which registers `copied_line` when imported."""
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / name / "line.py").write_text(ENV_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return f"{name}.line"
+
+
+def test_env_module_registers_a_forks_environment_from_the_command_line(tmp_path, monkeypatch, capsys,
+                                                                        number_line_base):  # fmt: skip
+    """Issue 42, item 13: `--env-module my_pkg.my_env` imports the module that registers a fork's environment before
+    the config is resolved (as OpenEnv's server takes `--import`); an environment no module registered, and a module
+    that does not import, stop the command before anything runs, naming them."""
+    from course_lib.chapters import ch07_gigpo as ch07
+
+    module = _env_package(tmp_path, monkeypatch, "fork_envs_a")
+    sets = ["env_name=copied_line", f"base={number_line_base}", "sampling.stop_tags=['</move>']", "grpo.iterations=1",
+            "grpo.prompts_per_iteration=2", "grpo.group_size=4", "grpo.eval_every=1", "eval_tasks=8"]  # fmt: skip
+    argv = ["--seeds", "0", *[part for text in sets for part in ("--set", text)]]
+    with pytest.raises(SystemExit):
+        skeleton.main(ch07.CHAPTER, argv)
+    error = capsys.readouterr().err
+    assert "unknown environment 'copied_line'" in error and "--env-module" in error
+    with pytest.raises(SystemExit):
+        skeleton.main(ch07.CHAPTER, ["--env-module", "fork_envs_a.missing", *argv])
+    assert "--env-module fork_envs_a.missing cannot be imported (ModuleNotFoundError" in capsys.readouterr().err
+    skeleton.main(ch07.CHAPTER, ["--env-module", module, *argv])
+    assert "C7.2 not applicable" in capsys.readouterr().out
+
+
+def _training_chapter(warm_model, tokenizer):
+    """A chapter whose run trains twice (two arms) on tool_arithmetic from a warm model: what `--checkpoint-dir` and
+    `--resume` reach through `train.checkpointing` without the chapter passing anything."""
+    import copy
+    from dataclasses import dataclass
+
+    from course_lib import envs
+    from course_lib.rollout import SamplingConfig
+    from course_lib.train import GRPOConfig, train_grpo
+
+    @dataclass
+    class Config:
+        iterations: int = 2
+        eval_tasks: int = 4
+
+    def run(seed, config=None):
+        config = config or Config()
+        histories = {}
+        for arm, rate in (("slow", 1e-4), ("fast", 1e-3)):
+            grpo = GRPOConfig(iterations=config.iterations, prompts_per_iteration=2, group_size=2, learning_rate=rate)
+            histories[arm] = train_grpo(copy.deepcopy(warm_model), tokenizer, lambda: envs.make("tool_arithmetic"),
+                                        SamplingConfig(max_turn_tokens=8, max_total_tokens=40), grpo, seed)  # fmt: skip
+        return {"histories": histories, "x": 1.0, "minutes": 0.0}
+
+    return skeleton.Chapter("ch98", "Training toy", run, lambda r: {"x": r["x"]}, CLAIMS, preset=Config)
+
+
+def test_checkpoint_dir_and_resume_reach_every_training_run_of_a_chapter(warm_model, tokenizer, tmp_path, capsys):
+    """Issue 42, items 14 and 7: `--checkpoint-dir DIR` checkpoints each training run of a seed into
+    `DIR/<chapter>-seed<k>/<k>-<method>`; `--resume` continues them, bit for bit as an uninterrupted run, saying where
+    it resumed; `--resume` without a checkpoint folder, or with one that does not exist, is refused before anything
+    runs; and a resume with other settings is refused, naming them."""
+    chapter = _training_chapter(warm_model, tokenizer)
+
+    def timeless(history):
+        return [{k: v for k, v in row.items() if not k.startswith("time_")} for row in history]
+
+    [whole] = skeleton.main(chapter, ["--seeds", "0"])
+    folder = tmp_path / "checkpoints"
+    skeleton.main(chapter, ["--seeds", "0", "--set", "iterations=1", "--checkpoint-dir", str(folder)])
+    assert sorted(p.name for p in (folder / "ch98-seed0").iterdir()) == ["1-grpo", "2-grpo"]
+    capsys.readouterr()
+    [resumed] = skeleton.main(chapter, ["--seeds", "0", "--checkpoint-dir", str(folder), "--resume"])
+    assert "resumed from iteration 0 in" in capsys.readouterr().out
+    assert all(timeless(resumed["histories"][a]) == timeless(whole["histories"][a]) for a in ("slow", "fast"))
+    with pytest.raises(ValueError, match=r"settings.eval_tasks: 4 there, 8 here"):
+        skeleton.main(chapter, ["--seeds", "0", "--checkpoint-dir", str(folder), "--resume", "--set", "eval_tasks=8"])
+    for argv, message in (
+        (["--resume"], "--resume continues the runs under --checkpoint-dir: give it"),
+        (["--resume", "--checkpoint-dir", str(tmp_path / "nowhere")], "nowhere does not exist"),
+    ):
+        with pytest.raises(SystemExit):
+            skeleton.main(chapter, ["--seeds", "0", *argv])
+        assert message in capsys.readouterr().err
+
+
+def test_an_interrupted_command_ends_with_a_resume_hint(tmp_path, capsys):
+    """Issue 42, item 16: Ctrl-C during a seed ends the command with exit code 130 and a line saying how to resume
+    (or how to make the run resumable), not a raw traceback."""
+
+    def interrupted(seed):
+        raise KeyboardInterrupt
+
+    resumable = (["--checkpoint-dir", str(tmp_path)], f"add --resume (its checkpoints are under {tmp_path})")
+    for argv, hint in (([], "run with --checkpoint-dir DIR"), resumable):
+        with pytest.raises(SystemExit) as exit_info:
+            skeleton.main(toy(run=interrupted), ["--seeds", "3", *argv])
+        assert exit_info.value.code == 130
+        error = capsys.readouterr().err
+        assert "ch99 interrupted during seed 3" in error and hint in error, error
+
+
+def test_a_not_applicable_claim_prints_its_reason_apart_from_its_statement(capsys):
+    """Issue 42, item 16: the reason a claim does not apply ran into the claim's statement (`... number_line has
+    none the number is positive`); it is printed in parentheses, the statement after a colon."""
+    chapter = toy(run=lambda seed: {"x": 1, "minutes": 0.0, "not_applicable": {"C9.1": "toy has no number"}})
+    skeleton.main(chapter, ["--seeds", "0"])
+    assert "  C9.1 not applicable (toy has no number): the number is positive" in capsys.readouterr().out.splitlines()
+
+
+def test_a_forks_record_keeps_the_claims_that_do_not_apply_with_their_reason(tmp_path, monkeypatch):
+    """Issue 42, item 14: a fork on another environment has claims that do not apply (chapter 07's C7.2); its record
+    in its own folder says so, with the reason, instead of a FAIL computed from NaN; the course's own results/ still
+    refuses such a run, since its records hold every claim of their chapter."""
+    import json
+
+    from course_lib import results as recorded
+
+    monkeypatch.setattr(recorded, "_run_provenance", None)
+    chapter = toy(run=lambda seed: {"x": 1, "minutes": 0.0, "not_applicable": {"C9.1": "toy has no number"}})
+    skeleton.main(chapter, ["--seeds", "0", "--record", "--out", str(tmp_path)])
+    record = json.loads((tmp_path / "ch99.json").read_text())["seeds"]["0"]
+    assert record["verdicts"] == {"C9.1": "not applicable: toy has no number"} and record["passed"] == {"C9.1": False}
+    assert record["not_applicable"] == {"C9.1": "toy has no number"}
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path / "course")  # stands for the course's results/
+    with pytest.raises(SystemExit, match="do not apply to this setting"):
+        skeleton.main(chapter, ["--seeds", "0", "--record"])
+    assert not (tmp_path / "course").exists()

@@ -169,3 +169,74 @@ def test_trl_takes_report_to_and_save_steps(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-2] == f"TRL's checkpoints and tracker logs are under {tmp_path}"
     assert lines[-1].startswith("trl_grpo_steps=2 ")
+
+
+def test_a_run_interrupted_twice_and_resumed_is_tracked_as_one_uninterrupted_run(warm_model, tokenizer, tmp_path):
+    """Issue 42, item 6: `--report-to jsonl` opened `metrics.jsonl` with "w", so a run interrupted twice and resumed
+    kept the last process's rows only. A resumed run appends; the rows its checkpoint did not keep (logged, then
+    killed before the save) are dropped as the run logs them again, so the file equals an uninterrupted run's; and
+    TensorBoard hides those steps (`purge_step`) instead of logging them twice."""
+    from course_lib import envs
+    from course_lib.rollout import SamplingConfig
+
+    tensorboard = True
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:  # a plain install checks the jsonl tracker only
+        tensorboard = False
+
+    class Killed(Exception):
+        pass
+
+    class Killer:
+        """Dies right after the trackers logged iteration `at`, before that iteration's checkpoint is written."""
+
+        def __init__(self, at):
+            self.at = at
+
+        def start(self, run):
+            pass
+
+        def log(self, run, record):
+            if record["iteration"] == self.at:
+                raise Killed
+
+        def finish(self, run):
+            pass
+
+        def close(self):
+            pass
+
+    def trackers(folder):
+        made = [tracking.JsonlTracker(folder, "chX", 0)]
+        return made + ([tracking.TensorBoardTracker(folder, "chX", 0)] if tensorboard else [])
+
+    config = train.GRPOConfig(iterations=4, prompts_per_iteration=2, group_size=2, eval_every=2)
+    sampling = SamplingConfig(max_turn_tokens=8, max_total_tokens=40)
+
+    def run(model, folder, killer=None, **options):
+        with tracking.observing("chX", 0, [*trackers(folder), *([killer] if killer else [])]):
+            return train.train_grpo(model, tokenizer, lambda: envs.make("tool_arithmetic"), sampling, config, 0,
+                                    evaluate=lambda m: {"probe": 1.0}, **options)  # fmt: skip
+
+    import copy
+
+    run(copy.deepcopy(warm_model), tmp_path / "reference")
+    checkpoints = tmp_path / "checkpoints"
+    with pytest.raises(Killed):
+        run(copy.deepcopy(warm_model), tmp_path / "tracked", Killer(1), checkpoint_dir=checkpoints)
+    with pytest.raises(Killed):
+        run(copy.deepcopy(warm_model), tmp_path / "tracked", Killer(3), checkpoint_dir=checkpoints, resume=True)
+    run(copy.deepcopy(warm_model), tmp_path / "tracked", checkpoint_dir=checkpoints, resume=True)
+
+    def rows(folder):
+        lines = (folder / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if not k.startswith("time_")} for line in lines]
+
+    assert [(row["run"], row["iteration"]) for row in rows(tmp_path / "tracked")] == [("1-grpo", i) for i in range(5)]
+    assert rows(tmp_path / "tracked") == rows(tmp_path / "reference")
+    if tensorboard:
+        accumulator = EventAccumulator(str(tmp_path / "tracked" / "tensorboard" / "1-grpo"))
+        accumulator.Reload()
+        assert [event.step for event in accumulator.Scalars("loss")] == [0, 1, 2, 3]
+        assert [event.step for event in accumulator.Scalars("eval_probe")] == [0, 2, 4]

@@ -134,7 +134,9 @@ def test_the_command_trains_a_checkpoint_in_its_chat_format(env, tmp_path, capsy
     from course_lib.prompt_format import ChatFormat
     from course_lib.rollout import alignment_errors
 
-    folder = standins.build_standin(tmp_path / "model", "qwen2")
+    # 512 positions: frozen_lake's episodes under the default budget take up to 346 of this tokenizer's tokens, and a
+    # checkpoint with fewer positions is refused (issue 42, item 5)
+    folder = standins.build_standin(tmp_path / "model", "qwen2", max_positions=512)
     extra = ["--env", env] if env else []
     assert course_trl.main(["--chapter", "00", "--model", str(folder), "--steps", "2", "--prompts", "2",
                             "--group", "4", *extra]) == 0  # fmt: skip
@@ -150,3 +152,116 @@ def test_the_command_trains_a_checkpoint_in_its_chat_format(env, tmp_path, capsy
 def test_env_needs_a_model():
     with pytest.raises(SystemExit):
         course_trl.main(["--env", "frozen_lake", "--steps", "1"])
+
+
+class _HiddenGoal:
+    """Issue 42, item 4: a task whose first observation shows the start (4 values) but not the goal (10 values), so
+    40 problems share 4 texts; the problem is named by `problem_key`."""
+
+    @staticmethod
+    def make():
+        import random as random_module
+
+        from course_lib.envs.base import TextEnv
+
+        class HiddenGoal(TextEnv):
+            def _reset(self, seed, options):
+                self.start, self.goal = seed % 4, random_module.Random(seed).randrange(10)
+                return f"<question> at {self.start} </question>", {}
+
+            def _step(self, action):
+                return "", float(action.strip() == str(self.goal)), True, {}
+
+            def anchor(self):
+                return (self.start, self.goal, self.turn)
+
+            def problem_key(self):
+                return (self.start, self.goal)
+
+        return HiddenGoal()
+
+
+def _text_keyed(task, count):
+    """The rule before issue 42: one prompt per distinct first observation (the reference for the course's tasks)."""
+    prompts, env, seed = {}, task.make_env(), 0
+    while len(prompts) < count:
+        observation, _ = env.reset(seed=seed)
+        prompts.setdefault(observation, seed)
+        seed += 1
+    return prompts
+
+
+def test_prompts_are_keyed_by_problem_not_by_text():
+    """Every distinct problem (by `problem_key`) is its own prompt, with the first seed that poses it (the seeds
+    `distinct_seeds` picks), even when its first observation's text is another problem's; the rollout plays each
+    prompt's own seed. Asking for more problems than the task has says why, naming `problem_key`."""
+    from course_lib.chapters import ToolTask
+    from course_lib.envs.base import distinct_seeds
+    from course_lib.rollout import SamplingConfig
+
+    task = ToolTask("hidden_goal", "unused", SamplingConfig(), _HiddenGoal.make)
+    prompts = course_trl.training_prompts(task, 32)
+    assert len(prompts) == 32 and sorted(prompts.values()) == distinct_seeds(task.make_env, 32)
+    env = task.make_env()
+    keys = set()
+    for text, seed in prompts.items():
+        observation, _ = env.reset(seed=seed)
+        assert text.startswith(observation), "the text names the problem's own first observation"
+        keys.add(env.problem_key())
+    assert len(keys) == 32, "no two prompts pose one problem"
+    with pytest.raises(ValueError, match=r"only 40 distinct problems \(by problem_key\(\)\) in 4100 seeds, 41 asked"):
+        course_trl.training_prompts(task, 41)
+    assert len(course_trl.training_prompts(task, 41, at_most=True)) == 40, "the budget measure takes what there is"
+
+
+@pytest.mark.parametrize("chapter", ["00", "03", "04", "05", "06", "07", "08"])
+def test_the_courses_own_trl_prompts_are_unchanged(chapter):
+    """For the course's tasks a first observation names its whole problem, so keying by problem gives exactly the
+    prompts and seeds keying by text gave (the course's TRL runs are unchanged)."""
+    from course_lib.integrations import trl_chapters
+
+    task = trl_chapters.chapter_setup(chapter)[0] if chapter in ("07", "08") else course_trl.chapter_task(chapter)
+    for count in (24, 64):
+        assert course_trl.training_prompts(task, count) == _text_keyed(task, count)
+
+
+def test_a_checkpoint_without_a_tool_role_trains_with_observations_in_another(tmp_path, capsys):
+    """Issue 42, item 12, TRL's side: `--observation-role user` reaches `ChatFormat(observation_role="user")`; without
+    a model it is refused, and without the option such a template's error names it."""
+    import copy
+
+    from course_lib import standins
+
+    tokenizer = copy.deepcopy(standins.default_tokenizer())
+    tokenizer.chat_template = standins.chat_template(bos=False).replace("'assistant', 'tool']", "'assistant']")
+    folder = standins.build_standin(tmp_path / "model", "qwen2", tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="--observation-role user"):
+        course_trl.checkpoint_task(str(folder), "00")
+    task, _, _ = course_trl.checkpoint_task(str(folder), "00", observation_role="user")
+    assert task.sampling.prompt_format == "chat:user"
+    with pytest.raises(SystemExit):
+        course_trl.main(["--observation-role", "user", "--steps", "1"])
+    assert "--observation-role applies to a checkpoint: give --model" in capsys.readouterr().err
+
+
+def test_env_module_registers_the_environment_trl_trains_on(tmp_path, monkeypatch, capsys):
+    """Issue 42, item 13, TRL's side: `--env-module` imports the module that registers `--env`'s environment; without
+    it the name is refused before any model loads, naming the option."""
+    from course_lib import standins
+
+    (tmp_path / "trl_fork_envs").mkdir()
+    (tmp_path / "trl_fork_envs" / "__init__.py").write_text("")
+    (tmp_path / "trl_fork_envs" / "line.py").write_text(
+        "from course_lib import envs\nfrom course_lib.envs.template import NumberLineEnv\n\n\n"
+        "class TRLLine(NumberLineEnv):\n    pass\n\n\nenvs.register('trl_line', TRLLine)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    folder = standins.build_standin(tmp_path / "model", "qwen2", max_positions=512)
+    argv = ["--model", str(folder), "--env", "trl_line", "--steps", "1", "--prompts", "2", "--group", "2"]
+    with pytest.raises(SystemExit):
+        course_trl.main(argv)
+    assert "unknown environment 'trl_line'" in capsys.readouterr().err
+    assert course_trl.main([*argv, "--env-module", "trl_fork_envs.line"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("trl_grpo_steps=1 ")
+    task, _, _ = course_trl.checkpoint_task(str(folder), env="trl_line")
+    assert task.sampling.stop_tags == ("</move>",), "issue 42, item 1: the environment's stop tags, not tool tags"

@@ -217,11 +217,12 @@ def _held_out(count: int, size: int) -> list[int]:
 
 
 def evaluate(model, tokenizer, config: Chapter07Config, seed: int, view: str = "full") -> dict[str, float]:
-    """Held-out success, steps per episode and invalid-action rate, in step mode at temperature 1, on the held-out
-    tasks shown in `view` (`full` or `aliased`; the tasks are the same in every view)."""
+    """Held-out success, steps per episode and invalid-action rate, in the rollout mode training uses
+    (`grpo.rollout_mode`: step mode for the chapter's own) at temperature 1, on the held-out tasks shown in `view`
+    (`full` or `aliased`; the tasks are the same in every view)."""
     stats, _ = evaluate_policy(
         model, tokenizer, EnvFactory("test", config, view), test_seeds(config.eval_tasks, config), config.sampling,
-        seed, rollout_mode="step", history_window=config.grpo.history_window,
+        seed, rollout_mode=config.grpo.rollout_mode, history_window=config.grpo.history_window,
     )  # fmt: skip
     return stats
 
@@ -275,7 +276,7 @@ def train(model, tokenizer, config: Chapter07Config, seed: int, grpo: GRPOConfig
 def run(seed: int, config: Chapter07Config | None = None) -> dict:
     """The whole chapter for one seed: evaluate the base, train every arm of `ARMS` from it (same seed,
     tasks and budget), the noisy-view pair, and the step-group histograms before and after GiGPO."""
-    config = config or preset()
+    config = on_environment(config or preset())
     start = time.perf_counter()
     course_config.seed_everything(seed)
     base, tokenizer, config = skeleton.base_for(
@@ -300,6 +301,14 @@ def run(seed: int, config: Chapter07Config | None = None) -> dict:
     results["minutes"] = (time.perf_counter() - start) / 60
     results["base_model"], results["tokenizer"] = base, tokenizer
     return results
+
+
+def on_environment(config: Chapter07Config, say: bool = True) -> Chapter07Config:
+    """`config` with the stop tags of the environment it runs on (`skeleton.on_environment`): itself on key_door; a
+    fork still stopping at key_door's `</action>` takes its environment's, or is refused naming what to set."""
+    return skeleton.on_environment(
+        config, ENV_NAME, Chapter07Config().sampling, EnvFactory("train", config), "chapter 07", say
+    )
 
 
 def not_applicable(config: Chapter07Config) -> dict[str, str]:
@@ -441,8 +450,9 @@ def summary_lines(results: Mapping) -> list[str]:
 
 
 CHAPTER = skeleton.Chapter(
-    "ch07", "Chapter 07, GiGPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, checkpoint=True
-)
+    "ch07", "Chapter 07, GiGPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, checkpoint=True,
+    validate=on_environment,
+)  # fmt: skip
 
 
 # Confirming C7.1 on fresh seeds (docs/experiments/ch07-fresh-seeds.md) -----------------------------------------

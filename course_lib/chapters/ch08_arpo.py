@@ -494,7 +494,7 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
     """The whole chapter for one seed: the base's entropies (C8.1), both samplers on the base (C8.2), the
     soft/hard credit check on the base's tree (C8.4), then GRPO, ARPO and the tree ablations from the base at the
     same budget (C8.3)."""
-    config = config or preset()
+    config = on_environment(config or preset())
     start = time.perf_counter()
     course_config.seed_everything(seed)
     texts = functools.partial(demonstration_texts, config.demonstrations, 0, config)
@@ -512,6 +512,14 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
     results["base_model"], results["tokenizer"] = base, tokenizer
     results["not_applicable"] = not_applicable(config)
     return results
+
+
+def on_environment(config: Chapter08Config, say: bool = True) -> Chapter08Config:
+    """`config` with the stop tags of the environment it runs on (`skeleton.on_environment`): itself on two_hop_qa; a
+    fork still stopping at two_hop_qa's tags takes its environment's, or is refused naming what to set."""
+    return skeleton.on_environment(
+        config, ENV_NAME, Chapter08Config().sampling, lambda: make_env("train", config), "chapter 08", say
+    )
 
 
 def not_applicable(config: Chapter08Config) -> dict[str, str]:
@@ -629,6 +637,11 @@ def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
 def summary_lines(results: Mapping) -> list[str]:
     """What the command line prints for a seed, before its claims."""
     base, samplers = results["base"], results["samplers"]
+    if "C8.1" in (results.get("not_applicable") or {}):  # a fork: no planted ambiguity to split the numbers by
+        lines = [f"base success {base['success']:.3f}; entropy initial {base['entropy_initial']:.3f}"]
+        lines += sampler_lines(samplers)
+        lines += [f"{arm} after RL: success {final['eval_success']:.3f}" for arm, final in results["final"].items()]
+        return [*lines, credit_line(results["credit"])]
     lines = [
         f"base success {base['success']:.3f} (ambiguous {base['success_ambiguous']:.3f}, unambiguous "
         f"{base['success_unambiguous']:.3f}); entropy initial {base['entropy_initial']:.3f}, after an ambiguous "
@@ -704,8 +717,9 @@ def plot_precise_vs_success(seeds: Sequence[Mapping[str, float]], arms: Sequence
 
 
 CHAPTER = skeleton.Chapter(
-    "ch08", "Chapter 08, ARPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, checkpoint=True
-)
+    "ch08", "Chapter 08, ARPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, checkpoint=True,
+    validate=on_environment,
+)  # fmt: skip
 
 
 # The pre-registered test of the explanation of C8.3 ---------------------------------------------

@@ -6,9 +6,13 @@ which curves it records, what to print) and gets, from here, the command line ev
     python -m course_lib.chapters.<module> --seeds 0 1 2 [--record] [--set grpo.learning_rate=1e-3] [--config f.yaml]
 
 which runs each seed, prints the claims, and with `--record` writes `results/<id>.json`. `--set` and `--config`
-override the chapter's config (`course_lib.overrides`; a run with overrides is printed, never recorded). The notebook
-calls the same `run_seed`, so what it shows and what the command records come from one function. A chapter
-with options of its own passes `main` hooks (`arguments`, `configure`, `finish`).
+override the chapter's config (`course_lib.overrides`; a run with overrides is never recorded into the course's
+`results/`, but `--record --out DIR` records a fork's runs into a folder of its own, with the resolved config, the
+overrides and the code version in each record's provenance). `--env-module` imports the module that registers a
+fork's environment, `--checkpoint-dir` and `--resume` make every training run of a seed resumable
+(`train.checkpointing`), `--report-to` tracks them (`course_lib.tracking`), and `--model` puts a checkpoint in place
+of the chapter's base. The notebook calls the same `run_seed`, so what it shows and what the command records come
+from one function. A chapter with options of its own passes `main` hooks (`arguments`, `configure`, `finish`).
 
 It also holds the glue the chapters' data builders share: `task_splits` (a task set's columns),
 `warm_start_base` (a base warm-started on demonstrations), `write_base` (that base as a `data/` artifact)
@@ -18,6 +22,7 @@ and `held_out_seeds` (a chapter's cached `test_seeds`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -29,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib import config as course_config
-from course_lib import data, overrides, tracking
+from course_lib import data, envs, overrides, tracking
 from course_lib import results as recorded
-from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.claims import NOT_APPLICABLE, Claim, ClaimSpec, evaluate_all
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,11 @@ class Chapter:
     preset: Callable[[], object] | None = None
     """() -> its config for `COURSE_SCALE`, which `run(seed, config=...)` takes (`--set`, `--config`). None: the
     `preset` of the module that defines `run`, if `run` takes `config` (every course chapter does)."""
+    validate: Callable[..., object] | None = None
+    """`(config, say=False)` -> the config its run will use, or a ValueError naming what to set: the command calls it
+    (quietly) on an
+    overridden config before any seed runs (chapters 07 and 08: `on_environment`), so that a combination the run
+    would refuse stops the command first."""
 
 
 def config_preset(chapter: Chapter) -> Callable[[], object] | None:
@@ -97,6 +107,14 @@ def run_seed(chapter: Chapter, seed: int) -> dict:
     return results
 
 
+def claim_line(claim: Claim) -> str:
+    """`C7.1 PASS <statement>`; a claim that does not apply gives its reason apart from its statement:
+    `C7.2 not applicable (<reason>): <statement>`."""
+    if claim.not_applicable:
+        return f"{claim.id} {NOT_APPLICABLE} ({claim.not_applicable}): {claim.name}"
+    return f"{claim.id} {claim.status} {claim.name}"
+
+
 def check(chapter: Chapter, results: Mapping) -> list[Claim]:
     """The chapter's claims evaluated on one seed's results (those its run says do not apply, not checked)."""
     return evaluate_all(chapter.claims, chapter.claim_numbers(results), not_applicable=results.get("not_applicable"))
@@ -109,33 +127,45 @@ def run_seeds(
     print_claims: bool = True,
     config: object | None = None,
     observe: Callable[[int], Sequence[tracking.Observer]] | None = None,
+    checkpoints: Callable[[int], contextlib.AbstractContextManager] | None = None,
+    fork: bool = False,
 ) -> list[dict]:
     """The command line's loop: run, print and (with `record`) write each seed in turn. With `print_claims`
     False a seed's verdicts are not printed (a chapter whose claims pool over seeds prints them at the end).
     `config`, the config the runs use, goes into each record's provenance (as plain data). `observe(seed)`, if
-    given, returns the observers (`tracking`: progress lines, trackers) that watch the seed's training runs."""
+    given, returns the observers (`tracking`: progress lines, trackers) that watch the seed's training runs;
+    `checkpoints(seed)`, if given, the block its training runs checkpoint in (`train.checkpointing`). A
+    KeyboardInterrupt leaves with the seed it stopped (its `seed` attribute). A seed whose claims do not all apply
+    (a chapter forked onto another environment) is recorded only in a `fork`'s own folder (`--out`), with the
+    reasons; the course's records hold every claim of their chapter."""
     if record:
         recorded.begin()  # stamp the code and machine before the first seed runs
     outputs = []
     for seed in seeds:
-        if observe is None:
-            results = run_seed(chapter, seed)
-        else:
-            with tracking.observing(chapter.id, seed, observe(seed)):
-                results = run_seed(chapter, seed)
+        try:
+            with checkpoints(seed) if checkpoints else contextlib.nullcontext():
+                if observe is None:
+                    results = run_seed(chapter, seed)
+                else:
+                    with tracking.observing(chapter.id, seed, observe(seed)):
+                        results = run_seed(chapter, seed)
+        except KeyboardInterrupt as stop:
+            stop.seed = seed
+            raise
         print(f"seed {seed} ({results['minutes']:.2f} min)")
         for line in chapter.report(results) if chapter.report else []:
             print(f"  {line}")
         numbers = chapter.claim_numbers(results)
         for claim in check(chapter, results) if print_claims else []:
-            print(f"  {claim.id} {claim.status} {claim.name}")
+            print(f"  {claim_line(claim)}")
         sys.stdout.flush()
-        if record and results.get("not_applicable"):
+        if record and results.get("not_applicable") and not fork:
             raise SystemExit(f"--record: {sorted(results['not_applicable'])} do not apply to this setting; a record "
                              "holds every claim of its chapter")  # fmt: skip
         if record:
             curves = chapter.curves(results) if chapter.curves else None
-            recorded.record(chapter.id, seed, chapter.claims, numbers, results["minutes"], curves, config=config)
+            recorded.record(chapter.id, seed, chapter.claims, numbers, results["minutes"], curves, config=config,
+                            not_applicable=results.get("not_applicable"))  # fmt: skip
         outputs.append(results)
     return outputs
 
@@ -176,7 +206,24 @@ def main(
     """
     parser = argparse.ArgumentParser(description=f"{chapter.title}: run several seeds and print the claims.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--record", action="store_true", help=f"write each seed's numbers to results/{chapter.id}.json")
+    parser.add_argument(
+        "--record", action="store_true", help=f"write each seed's numbers to results/{chapter.id}.json (or --out's)"
+    )
+    parser.add_argument(
+        "--out", metavar="DIR",
+        help="with --record: write the records into DIR (a fork's results folder) instead of the course's results/; "
+        "there --set and --config are allowed, and each record's provenance holds the resolved config, the overrides "
+        "and the code version of the chapter's module and of --env-module's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--checkpoint-dir", metavar="DIR",
+        help="checkpoint every training run of a seed after each iteration, into DIR/<id>-seed<k>/<k>-<method>",
+    )  # fmt: skip
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="continue each training run from its checkpoint under --checkpoint-dir (bit for bit as an uninterrupted "
+        "run; a checkpoint from other settings is refused)",
+    )  # fmt: skip
     parser.add_argument(
         "--model", help="a checkpoint folder (any causal LM with a chat template) in place of the chapter's base"
     )
@@ -184,10 +231,16 @@ def main(
         "--full-finetune", action="store_true", help="with --model: warm-start every weight instead of a LoRA adapter"
     )
     parser.add_argument(
+        "--observation-role", metavar="ROLE",
+        help="with --model: the chat role the environment's observations take (default tool; user for a chat "
+        "template without a tool role)",
+    )  # fmt: skip
+    parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override one field of the chapter's config, dotted into nested configs (grpo.learning_rate=1e-3, "
-        "eval_tasks=50, sampling.stop_tags=a,b); repeatable, applied after --config. A run with overrides is printed, "
-        "not recorded: --record refuses them, so results/ holds the course's own settings only",
+        "eval_tasks=50, sampling.stop_tags=a,b); repeatable, applied after --config. A run with overrides is not "
+        "recorded into the course's results/ (--record refuses them there, so it holds the course's own settings "
+        "only); --record --out DIR records it into a folder of yours",
     )  # fmt: skip
     parser.add_argument(
         "--config", metavar="FILE",
@@ -201,14 +254,25 @@ def main(
     parser.add_argument(
         "--run-dir", default="runs", help="where --report-to writes, one folder per seed (default runs)"
     )
+    parser.add_argument(
+        "--env-module", action="append", default=[], metavar="MODULE",
+        help="a module to import first, one that registers an environment of yours (envs.register), e.g. "
+        "my_pkg.my_env for --set env_name=my_env; repeatable",
+    )  # fmt: skip
     if arguments is not None:
         arguments(parser)
     args = parser.parse_args(argv)
     course_config.use_threads()  # a recorded seed and the notebook's live run of it use the same count
+    try:
+        envs.import_modules(args.env_module)  # before the config: its env_name may be one they register
+    except ValueError as error:
+        parser.error(str(error))
     if absent := tracking.missing(args.report_to):
         parser.error(f"--report-to needs {', '.join(absent)}, which is not installed: pip install -e '.[track]'")
     if args.full_finetune and not args.model:
         parser.error("--full-finetune applies to a checkpoint: give --model")
+    if args.observation_role and not args.model:
+        parser.error("--observation-role applies to a checkpoint: give --model")
     if args.model:
         if not chapter.checkpoint:
             parser.error(f"{chapter.id} always starts from its own base; --model works for the chapters that use "
@@ -218,12 +282,40 @@ def main(
         os.environ["COURSE_MODEL"] = args.model  # read by `base_for` in the chapter's run
         if args.full_finetune:
             os.environ["COURSE_MODEL_FULL_FINETUNE"] = "1"
+        if args.observation_role:
+            os.environ["COURSE_MODEL_OBSERVATION_ROLE"] = args.observation_role
     overridden = bool(args.set or args.config)
-    if overridden and args.record:
-        parser.error("--record writes the course's own results; a run with --set or --config is printed, not recorded")
+    if args.out and not args.record:
+        parser.error("--out names where --record writes: give --record")
+    into_course = args.out is None or Path(args.out).resolve() == (recorded.ROOT / "results").resolve()
+    if overridden and args.record and into_course:
+        parser.error("--record writes the course's own results; a run with --set or --config is printed, not recorded "
+                     "(--out DIR records a fork's runs into a folder of its own)")  # fmt: skip
+    if args.resume and not args.checkpoint_dir:
+        parser.error("--resume continues the runs under --checkpoint-dir: give it")
+    if args.resume and not Path(args.checkpoint_dir).is_dir():
+        parser.error(f"--resume: {args.checkpoint_dir} does not exist, so there is no checkpoint to resume from; check "
+                     "the path, or leave --resume out to start a fresh run")  # fmt: skip
+    with recorded.recording_into(args.out) if args.out else contextlib.nullcontext():
+        return _run_command(chapter, args, parser, configure, finish, print_claims, overridden)
+
+
+def _run_command(
+    chapter: Chapter,
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    configure: Configure | None,
+    finish: Callable[[argparse.Namespace, list[dict]], object] | None,
+    print_claims: bool,
+    overridden: bool,
+) -> list[dict]:
+    """`main` once its flags are checked: stamp a recording run, resolve the config, run the seeds."""
+    given = [f"--config {args.config}"] * bool(args.config) + [f"--set {text}" for text in args.set]
     if args.record:
+        # a fork's record (--out) also names its overrides and the code of its chapter's and environments' modules
+        extra = {"overrides": given, "code": recorded.code_version([_module(chapter.run), *args.env_module])}
         try:
-            recorded.begin()  # the code and machine, stamped before anything runs
+            recorded.begin(extra if args.out else None)  # the code and machine, stamped before anything runs
         except recorded.DirtyTree as error:
             parser.error(str(error))
     if configure is not None:
@@ -239,8 +331,14 @@ def main(
     if overridden:
         if config is None:
             parser.error(f"{chapter.id}'s run takes no config, so --set and --config cannot apply to it")
+        try:
+            if isinstance(getattr(config, "env_name", None), str):
+                envs.check_name(config.env_name)  # here, not after the base loads and the first evaluation runs
+            if chapter.validate is not None:
+                chapter.validate(config, say=False)  # the run says what it resolves
+        except ValueError as error:
+            parser.error(str(error))
         chapter = dataclasses.replace(chapter, run=functools.partial(chapter.run, config=config))
-        given = [f"--config {args.config}"] * bool(args.config) + [f"--set {text}" for text in args.set]
         print(f"{chapter.id} with {' '.join(given)}", flush=True)
 
     def observe(seed: int) -> list[tracking.Observer]:
@@ -250,10 +348,42 @@ def main(
             print(f"seed {seed}: {', '.join(args.report_to)} under {folder}", flush=True)
         return [tracking.Progress(), *tracking.trackers(args.report_to, args.run_dir, chapter.id, seed)]
 
-    outputs = run_seeds(chapter, args.seeds, args.record, print_claims, config, observe)
+    checkpoints = None
+    if args.checkpoint_dir:
+        from course_lib import train
+
+        # the resolved config goes into every checkpoint's fingerprint: a resume with other settings is refused
+        settings = config if config is not None else resolved_config(chapter)
+
+        def checkpoints(seed: int):
+            return train.checkpointing(Path(args.checkpoint_dir) / f"{chapter.id}-seed{seed}", args.resume, settings)
+
+    try:
+        outputs = run_seeds(
+            chapter, args.seeds, args.record, print_claims, config, observe, checkpoints, fork=bool(args.out)
+        )
+    except KeyboardInterrupt as stop:
+        seed = getattr(stop, "seed", None)
+        during = f" during seed {seed}" if seed is not None else ""
+        if args.checkpoint_dir:
+            hint = (
+                f"to continue, run the same command and add --resume (its checkpoints are under {args.checkpoint_dir})"
+            )
+        else:
+            hint = "nothing was checkpointed: run with --checkpoint-dir DIR to make a run resumable (then --resume)"
+        recorded_seeds = " (the seeds recorded before it are kept)" if args.record else ""
+        print(f"\n{chapter.id} interrupted{during}{recorded_seeds}; {hint}", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
     if finish is not None:
         finish(args, outputs)
     return outputs
+
+
+def _module(run: Callable) -> object:
+    """The module that defines a chapter's `run` (through the `functools.partial`s a command wraps it in)."""
+    while isinstance(run, functools.partial):
+        run = run.func
+    return inspect.getmodule(run)
 
 
 def by_scale(cpu, gpu, scale: str | None = None):
@@ -391,6 +521,7 @@ def base_for(
     another environment (its own base folder) has no demonstrations of that environment to warm a checkpoint on, so
     a checkpoint there is refused with a ValueError naming both."""
     from course_lib import checkpoint
+    from course_lib.prompt_format import ChatFormat
 
     path = checkpoint.model_path()
     if path is not None and demonstrated is not None and demonstrated[0] != demonstrated[1]:
@@ -402,15 +533,57 @@ def base_for(
     # a LoRA adapter at the chapter's rate (3e-3 for a from-scratch model) would overshoot; capped at 1e-3
     sft = dataclasses.replace(config.sft, learning_rate=min(config.sft.learning_rate, 1e-3)) if lora else config.sft
     demonstrations = texts()
-    model, tokenizer, history = checkpoint.warm_start(
-        path, demonstrations, sft, seed, lora=lora, device=course_config.device()
+    role = checkpoint.observation_role()
+    # the budgets in this tokenizer's tokens, checked against the model's positions before any warm-start step
+    sampling = checkpoint.chat_sampling(config.sampling, checkpoint.load_tokenizer(path), demonstrations[:512], role)
+    needed = (
+        f"the chapter's episodes of up to {sampling.max_total_tokens} tokens in this tokenizer "
+        f"(sampling.max_total_tokens, {config.sampling.max_total_tokens} words, scaled to its tokens per word)"
     )
-    sampling = checkpoint.chat_sampling(config.sampling, tokenizer, demonstrations[:512])
+    checkpoint.check_context(path, sampling.max_total_tokens, needed, path)
+    model, tokenizer, history = checkpoint.warm_start(
+        path, demonstrations, sft, seed, lora=lora, device=course_config.device(),
+        prompt_format=ChatFormat(observation_role=role),
+    )  # fmt: skip
     kind = "LoRA" if lora else "full"
     print(f"{path}: {kind} warm start on the chapter's demonstrations, loss {history[0]['loss']:.3f} -> "
           f"{history[-1]['loss']:.3f} over {sft.steps} steps; turns of up to {sampling.max_turn_tokens} tokens, "
           f"episodes of up to {sampling.max_total_tokens}", flush=True)  # fmt: skip
     return model, tokenizer, dataclasses.replace(config, sampling=sampling)
+
+
+def on_environment(config, own_env: str, own_sampling, make_env: Callable[[], object], chapter: str, say: bool = True):
+    """`config` (a chapter's, with `env_name` and `sampling`) with the stop tags of the environment it runs on.
+
+    A chapter's sampling is sized for its own environment: its stop tags end that environment's actions. On its own
+    environment `config` comes back as it is. Forked onto another (`env_name`), stop tags other than the chapter's
+    own (`own_sampling.stop_tags`) were set for the fork and are kept; the chapter's own are replaced by the
+    environment's `TextEnv.stop_tags` (said in a printed line, unless `say` is False), or, when it declares none,
+    refused with a ValueError naming what to set: turns would otherwise run to the turn cap, never stopping where the
+    environment's actions end. The caps (`max_turn_tokens`, `max_total_tokens`) stay the config's."""
+    if config.env_name == own_env:
+        return config
+    tags = tuple(config.sampling.stop_tags)
+    if tags != tuple(own_sampling.stop_tags):
+        return config
+    env = make_env()
+    declared = tuple(getattr(env, "stop_tags", ()))
+    if declared == tags:
+        return config
+    if not declared:
+        raise ValueError(
+            f"{chapter} on {config.env_name} would stop its turns at {tags}, {own_env}'s: set sampling.stop_tags to "
+            f"the strings that end an action of {config.env_name} (--set sampling.stop_tags=..., and review "
+            f"sampling.max_turn_tokens={config.sampling.max_turn_tokens} and sampling.max_total_tokens="
+            f"{config.sampling.max_total_tokens}, sized for {own_env}), or declare them as "
+            f"{type(env).__name__}.stop_tags"
+        )
+    sampling = dataclasses.replace(config.sampling, stop_tags=declared)
+    if say:
+        print(f"{chapter} on {config.env_name}: turns stop at {declared}, {config.env_name}'s stop_tags, not "
+              f"{own_env}'s {tags}; turns of up to {sampling.max_turn_tokens} tokens and episodes of up to "
+              f"{sampling.max_total_tokens} as the chapter's config says (sampling.*)", flush=True)  # fmt: skip
+    return dataclasses.replace(config, sampling=sampling)
 
 
 def held_out_seeds(make_test_env: Callable[[], object], cache: int = 8) -> Callable[[int], list[int]]:

@@ -7,7 +7,7 @@ environment does not load every environment and the tools behind them."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
 from course_lib.envs.check import EnvContractError, check_env
@@ -40,6 +40,28 @@ def names() -> list[str]:
     return sorted(set(_REGISTRY) | set(_BUILT_IN))
 
 
+def import_modules(modules: Sequence[str]) -> None:
+    """Import each of `modules` (a fork's `my_pkg.my_env`, which calls `register` for its environment): what a
+    command's `--env-module` does. A module that cannot be imported is a ValueError naming it and why."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # ImportError, or whatever the module raised while registering
+            raise ValueError(
+                f"--env-module {module} cannot be imported ({type(error).__name__}: {error}); it must be importable "
+                "from where the command runs (the current folder is on the path of `python -m`, or set PYTHONPATH)"
+            ) from error
+
+
+def check_name(name: str) -> None:
+    """Raise a ValueError unless `name` is a registered or built-in environment, saying how a fork's registers."""
+    if name not in names():
+        raise ValueError(
+            f"unknown environment {name!r}; registered: {', '.join(names())} (--env-module my_pkg.my_env imports the "
+            "module that registers yours)"
+        )
+
+
 def make(name: str, **kwargs) -> TextEnv:
     """A new environment `name` built with `kwargs`."""
     if name not in _REGISTRY and name in _BUILT_IN:
@@ -49,4 +71,7 @@ def make(name: str, **kwargs) -> TextEnv:
     return _REGISTRY[name](**kwargs)
 
 
-__all__ = ["EnvContractError", "InvalidAction", "TextEnv", "check_env", "extract_tag", "make", "names", "register"]
+__all__ = [
+    "EnvContractError", "InvalidAction", "TextEnv", "check_env", "check_name", "extract_tag", "import_modules", "make",
+    "names", "register",
+]  # fmt: skip

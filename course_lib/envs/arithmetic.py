@@ -61,6 +61,8 @@ class ToolArithmeticEnv(TextEnv):
     after `max_turns` actions.
     """
 
+    stop_tags = ("</tool_call>", "</answer>")
+
     def __init__(self, split: str = "train", max_tool_calls: int = 1, max_turns: int = 3):
         super().__init__()
         if split not in ("train", "test"):
@@ -79,6 +81,10 @@ class ToolArithmeticEnv(TextEnv):
         self.last_result = None
         a, op, b = self.problem
         return f"<question> {a} {op} {b} </question>", {"answer": solve(*self.problem)}
+
+    def valid_action(self, rng: random.Random) -> str:
+        """An answer (valid, right or wrong): the episode's one valid step that costs no tool call."""
+        return f"<answer> {rng.randrange(10)} </answer>"
 
     def anchor(self) -> tuple:
         return (*self.problem, self.tool_calls, self.last_result)

@@ -20,7 +20,7 @@ from typing import Any
 
 from course_lib.envs import register
 from course_lib.envs.base import InvalidAction, TextEnv
-from course_lib.envs.reasoning import FEEDBACK_WORDS, FORMAT_PENALTY, parse_turn
+from course_lib.envs.reasoning import FEEDBACK_WORDS, FORMAT_PENALTY, parse_turn, turn_text
 
 TRAIN_NAMES = (
     "phoenix", "dragon", "tiger", "falcon", "wolf", "raven", "otter", "heron", "lynx", "badger", "cobra", "bison",
@@ -38,6 +38,8 @@ def vocabulary() -> list[str]:
 
 class BanditEnv(TextEnv):
     """Two arms, one turn; see the module docstring."""
+
+    stop_tags = ("</answer>",)
 
     max_turns = 1
     invalid_penalty = FORMAT_PENALTY
@@ -74,6 +76,10 @@ class BanditEnv(TextEnv):
         else:
             reward = self.safe_reward
         return "", reward, True, {"risky": self.risky, "chose_risky": chose_risky, "success": chose_risky}
+
+    def valid_action(self, rng: random.Random) -> str:
+        """One of the two arms, in the reasoning-then-answer format."""
+        return turn_text([], rng.choice(self.arms))
 
     def anchor(self) -> tuple:
         return (self.arms, self.risky, self.turn)

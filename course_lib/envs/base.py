@@ -17,6 +17,9 @@ sets it on every training environment before each rollout, so a reward that foll
 from __future__ import annotations
 
 import copy
+import math
+import numbers
+import random
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -32,6 +35,10 @@ class Transcript:
     observations: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
 
+    def turns(self) -> list[tuple[str, str]]:
+        """`(action, observation that answered it)` per step, in order."""
+        return list(zip(self.actions, self.observations[1:], strict=True))
+
 
 class TextEnv:
     """Base class: subclasses implement `_reset(seed, options)` and `_step(action)`.
@@ -42,12 +49,18 @@ class TextEnv:
 
     max_turns: int = 4
     invalid_penalty: float = -0.1
+    stop_tags: tuple[str, ...] = ()
+    """The strings that end one action (its closing tags, e.g. `("</move>",)`); empty when undeclared. A chapter
+    forked onto this environment stops its turns at them unless its config names others (`skeleton.on_environment`),
+    and TRL's `--env` samples with them."""
 
     def __init__(self) -> None:
         self.transcript = Transcript()
         self.turn = 0
         self.done = False
         self.training_step = 0
+        self.episode_seed: int | None = None
+        """The seed of the current episode (`reset`), named in the errors of a subclass that returns a wrong type."""
 
     # Subclass interface -------------------------------------------------------------------
     def _reset(self, seed: int, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -75,12 +88,41 @@ class TextEnv:
             raise RuntimeError("problem_key() called before reset()")
         return self.transcript.observations[0]
 
+    def demonstration(self) -> tuple[str, list[tuple[str, str]]]:
+        """The episode so far as a demonstration, `(reset text, turns)`: the turn boundaries the environment itself
+        drew, so a warm start masks every observation out of its loss whatever its text looks like (a grid's
+        `<pos> 2 3 </pos>` as well as a `<tool_response>`). The observation after an episode's last action is left
+        out (empty), as a rollout never shows it. `train.demonstration_examples` and
+        `checkpoint.demonstration_examples` take it as they take a `(prompt, completion)` pair."""
+        if not self.transcript.observations:
+            raise RuntimeError("demonstration() called before reset()")
+        turns = self.transcript.turns()
+        if self.done and turns:
+            turns[-1] = (turns[-1][0], "")
+        return self.transcript.observations[0], turns
+
+    def valid_action(self, rng: random.Random) -> str | None:
+        """An action that is valid in the current state (drawn with `rng` when there are several), or None when the
+        environment cannot name one (the default). `check_env` plays whole episodes of such actions, so that what
+        `step` returns on the path a trained policy takes is checked (hostile actions only reach the invalid-action
+        branch); an environment that names none can be checked with candidate actions (`check_env(actions=...)`)."""
+        return None
+
     # Public API -----------------------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         self.transcript = Transcript()
         self.turn = 0
         self.done = False
-        obs, info = self._reset(0 if seed is None else int(seed), dict(options or {}))
+        self.episode_seed = 0 if seed is None else int(seed)
+        result = self._reset(self.episode_seed, dict(options or {}))
+        where = f"{type(self).__name__}._reset"
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError(f"{where} returned {_shown(result)} (seed {self.episode_seed}), not (observation, info)")
+        obs, info = result
+        if not isinstance(obs, str):
+            raise TypeError(f"{where} returned a {type(obs).__name__} observation (seed {self.episode_seed}), not str")
+        if not isinstance(info, dict):
+            raise TypeError(f"{where} returned a {type(info).__name__} info (seed {self.episode_seed}), not dict")
         info.setdefault("anchor", self.anchor())
         self.transcript.observations.append(obs)
         return obs, info
@@ -93,7 +135,7 @@ class TextEnv:
         action = action[:MAX_ACTION_CHARS]
         self.turn += 1
         try:
-            obs, reward, terminated, info = self._step(action)
+            obs, reward, terminated, info = self._checked(self._step(action))
             info.setdefault("valid", True)
         except InvalidAction as bad:
             obs, reward, terminated = self.feedback(str(bad)), self.invalid_penalty, False
@@ -109,6 +151,31 @@ class TextEnv:
     def feedback(self, message: str) -> str:
         """The observation returned for an invalid action."""
         return f"<feedback> {message} </feedback>"
+
+    def _checked(self, result: object) -> tuple[str, float, bool, dict[str, Any]]:
+        """`_step`'s return, refused with a TypeError naming the environment, the step and the seed when a value has
+        the wrong type: a dict observation or a None reward would otherwise travel on and fail far away (in the
+        tokenizer, in an advantage), with nothing to say which environment returned it."""
+        where = f"{type(self).__name__}._step returned"
+        at = f"at step {self.turn} (seed {self.episode_seed})"
+        if not (isinstance(result, tuple) and len(result) == 4):
+            raise TypeError(f"{where} {_shown(result)} {at}, not (observation, reward, terminated, info)")
+        obs, reward, terminated, info = result
+        if not isinstance(obs, str):
+            raise TypeError(f"{where} a {type(obs).__name__} observation {at}, not str: {_shown(obs)}")
+        if not isinstance(reward, numbers.Real) or not math.isfinite(reward):
+            raise TypeError(f"{where} a {type(reward).__name__} reward {at}, not a finite number: {_shown(reward)}")
+        if not isinstance(terminated, bool) and type(terminated).__name__ != "bool_":  # numpy's bool is accepted
+            raise TypeError(f"{where} a {type(terminated).__name__} `terminated` {at}, not bool: {_shown(terminated)}")
+        if not isinstance(info, dict):
+            raise TypeError(f"{where} a {type(info).__name__} info {at}, not dict: {_shown(info)}")
+        return obs, reward, terminated, info
+
+
+def _shown(value: object) -> str:
+    """A value's repr cut to 60 characters, for an error message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class InvalidAction(Exception):

@@ -240,6 +240,10 @@ class Blocksworld(TextEnv):
     def feedback(self, message: str) -> str:
         return f"<feedback> {message} </feedback>"
 
+    def valid_action(self, rng: random.Random) -> str:
+        """One of the legal actions of the current state."""
+        return rng.choice(legal_actions(self.state))
+
     def anchor(self) -> State:
         return self.state
 

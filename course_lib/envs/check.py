@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
+import random
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -53,6 +55,14 @@ def _factory(env: TextEnv | Callable[..., TextEnv]) -> Callable[..., TextEnv]:
     return env
 
 
+def _default_key_hint(instance: TextEnv) -> str:
+    """What to say when problems collide and `instance` keys them by TextEnv's default, the reset text."""
+    if type(instance).problem_key is not TextEnv.problem_key:
+        return ""
+    return (" (problem_key() is TextEnv's default, the reset text: when the reset text does not name the whole "
+            "problem, e.g. a hidden goal, override problem_key() to return what does)")  # fmt: skip
+
+
 def _takes_split(factory: Callable[..., TextEnv]) -> bool:
     try:
         return "split" in inspect.signature(factory).parameters
@@ -67,6 +77,8 @@ def check_env(
     hostile: Sequence[object] = HOSTILE_ACTIONS,
     shared_problems: Iterable[Hashable] = (),
     raise_on_failure: bool = True,
+    actions: Sequence[str] = (),
+    episodes: int = 3,
 ) -> EnvReport:
     """Check the course's environment contract on `env` (an instance, or a factory such as a registered name's
     `lambda split="train": MyEnv(split)`). Checks, each on `seeds` seeds:
@@ -80,6 +92,10 @@ def check_env(
     - `hostile`: every action of `hostile`, on a fresh episode, returns the 5-tuple with `info["valid"]` False and
       `info["is_action_valid"]` False, a finite reward at most 0, and no exception;
     - `termination`: an episode of invalid actions ends within `max_turns` steps;
+    - `valid`: `episodes` whole episodes of valid actions, each step's return typed as the course needs (a str
+      observation, a finite reward, bool flags, a dict info with `valid` True). The actions are the environment's
+      own (`TextEnv.valid_action`), else a random one of the candidates `actions` that a copy of the environment
+      (`fork`) marks valid (`info["is_action_valid"]`); an environment that names none fails, saying how to;
     - `vocabulary` (when given): every whitespace-separated word of the observations seen is in it.
 
     Returns the report; with `raise_on_failure`, raises `EnvContractError` listing every failed check.
@@ -114,7 +130,7 @@ def check_env(
             assert isinstance(key, Hashable), f"problem_key() returned an unhashable {type(key).__name__}"
             hash(key)
             keys.append(key)
-        assert len(set(keys)) >= min(2, seeds), "every seed poses the same problem"
+        assert len(set(keys)) >= min(2, seeds), "every seed poses the same problem" + _default_key_hint(first)
         return f"{seeds} seeds, {len(set(keys))} distinct problems"
 
     def anchors_are_hashable() -> str:
@@ -137,7 +153,8 @@ def check_env(
                 instance.reset(seed=seed)
                 keys[split].add(instance.problem_key())
         shared = (keys["train"] & keys["test"]) - allowed
-        assert not shared, f"{len(shared)} test problems also in train, e.g. {next(iter(shared))!r}"
+        example = f"e.g. {next(iter(shared))!r}" if shared else ""
+        assert not shared, f"{len(shared)} test problems also in train, {example}{_default_key_hint(instance)}"
         return f"{len(keys['train'])} train and {len(keys['test'])} test problems, none shared"
 
     def hostile_actions_are_invalid() -> str:
@@ -163,12 +180,54 @@ def check_env(
         assert instance.done, f"not done after max_turns={instance.max_turns} invalid actions"
         return f"within max_turns={instance.max_turns}"
 
+    rng = random.Random(0)
+
+    def valid_step(instance: TextEnv) -> str | None:
+        """The environment's own valid action, else a random candidate that a copy of it marks valid."""
+        named = instance.valid_action(rng)
+        if named is not None:
+            return named
+        valid = []
+        for candidate in actions:
+            trial = instance.fork()
+            *_, info = trial.step(candidate)
+            if info.get("is_action_valid") is True:
+                valid.append(candidate)
+        return rng.choice(valid) if valid else None
+
+    def valid_episodes_are_typed() -> str:
+        steps = 0
+        for seed in range(episodes):
+            instance, _, _ = reset(seed)
+            while not instance.done:
+                action = valid_step(instance)
+                assert action is not None, (
+                    f"seed {seed}, step {instance.turn + 1}: no valid action to play; override "
+                    "TextEnv.valid_action(rng) to name one (or give check_env candidate actions=[...]), so that "
+                    "episodes of valid actions are checked"
+                )
+                result = instance.step(action)
+                assert isinstance(result, tuple) and len(result) == 5, "step must return a 5-tuple"
+                obs, reward, terminated, truncated, info = result
+                at = f"seed {seed}, step {instance.turn}, action {action!r}"
+                assert isinstance(obs, str), f"{at}: a {type(obs).__name__} observation, not str"
+                assert isinstance(reward, numbers.Real) and math.isfinite(reward), f"{at}: reward {reward!r}"
+                assert isinstance(terminated, bool) and isinstance(truncated, bool), f"{at}: flags not bool"
+                assert isinstance(info, dict), f"{at}: a {type(info).__name__} info, not dict"
+                assert info.get("valid") is True and info.get("is_action_valid") is True, (
+                    f"{at}: named valid but refused ({obs[:60]!r})"
+                )
+                seen_words.update(obs.split())
+                steps += 1
+        return f"{episodes} valid episodes, {steps} steps, every return typed"
+
     check("reset", reset_is_deterministic)
     check("anchor", anchors_are_hashable)
     if _takes_split(factory):
         check("splits", splits_are_disjoint)
     check("hostile", hostile_actions_are_invalid)
     check("termination", episodes_terminate)
+    check("valid", valid_episodes_are_typed)
     if words is not None:
 
         def vocabulary_covers() -> str:

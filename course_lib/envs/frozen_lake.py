@@ -31,7 +31,7 @@ from typing import Any
 
 from course_lib.envs import register
 from course_lib.envs.base import InvalidAction, TextEnv
-from course_lib.envs.reasoning import FEEDBACK_WORDS, FORMAT_PENALTY, parse_turn
+from course_lib.envs.reasoning import FEEDBACK_WORDS, FORMAT_PENALTY, parse_turn, turn_text
 
 SIZE = 4
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
@@ -107,6 +107,8 @@ def split_of(lake: Map, test_fraction: float = 0.2) -> str:
 class FrozenLakeEnv(TextEnv):
     """See the module docstring."""
 
+    stop_tags = ("</answer>",)
+
     invalid_penalty = FORMAT_PENALTY
 
     def __init__(
@@ -152,6 +154,10 @@ class FrozenLakeEnv(TextEnv):
         if self.position in holes:
             return "fell", 0.0, True, {"success": False, "moved": move}
         return self.observation(), 0.0, False, {"success": False, "moved": move}
+
+    def valid_action(self, rng: random.Random) -> str:
+        """One of the four moves, in the reasoning-then-answer format."""
+        return turn_text([], rng.choice(list(MOVES)))
 
     def anchor(self) -> tuple:
         return (self.lake, self.position)

@@ -174,6 +174,8 @@ class FunctionCallingEnv(TextEnv):
     not penalised here beyond ToolRL's own reward (format low, correctness -3 when a call was due).
     """
 
+    stop_tags = ("</tool_call>", "</response>")
+
     max_turns = 1
 
     def __init__(self, split: str = "train", spec: RewardSpec | None = None, mix: TaskMix | None = None):
@@ -188,6 +190,10 @@ class FunctionCallingEnv(TextEnv):
     def _reset(self, seed: int, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.task = options["task"] if "task" in options else self.mix.draw(seed, self.split)
         return self.task.question, {"calls": self.task.calls}
+
+    def valid_action(self, rng: random.Random) -> str:
+        """A direct response (valid for every question; right only when no tool fits)."""
+        return f"<response> {NO_TOOL} </response>"
 
     def anchor(self) -> tuple:
         return (self.task.question, self.turn)

@@ -217,6 +217,8 @@ class KeyDoorEnv(TextEnv):
     `reset(seed)` draws task `seed` of the split; `options={"task": task}` sets the task directly.
     """
 
+    stop_tags = ("</action>",)
+
     invalid_penalty = 0.0  # the training loop applies GiGPO's penalty, not the env
 
     def __init__(self, split: str = "train", size: int = 6, view: str = "full", max_steps: int = 30, noise_id: int = 0):
@@ -276,6 +278,10 @@ class KeyDoorEnv(TextEnv):
             text += f" {NOISE_WORDS[self.noise_id % count]} {NOISE_WORDS[self._emitted % count]}"
         self._emitted += 1
         return text
+
+    def valid_action(self, rng: random.Random) -> str:
+        """One of `ACTIONS` and the stop tag, as a step-mode policy writes it."""
+        return f"{rng.choice(ACTIONS)} {ACTION_TAGS[1]}"
 
     def anchor(self) -> State:
         return self.state

@@ -22,7 +22,7 @@ from typing import Any
 
 from course_lib.envs import register
 from course_lib.envs.base import InvalidAction, TextEnv
-from course_lib.envs.reasoning import FEEDBACK_WORDS, FORMAT_PENALTY, parse_turn
+from course_lib.envs.reasoning import FEEDBACK_WORDS, FORMAT_PENALTY, parse_turn, turn_text
 
 SIZE = 6
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
@@ -100,6 +100,8 @@ def random_puzzle(rng: random.Random, limit: int = 10) -> Puzzle:
 class SokobanEnv(TextEnv):
     """See the module docstring."""
 
+    stop_tags = ("</answer>",)
+
     invalid_penalty = FORMAT_PENALTY
 
     def __init__(self, split: str = "train", max_turns: int = 10, max_think_words: int = 8) -> None:
@@ -131,6 +133,10 @@ class SokobanEnv(TextEnv):
         if self.box == self.puzzle[2]:  # one box: on its target is solved, and the episode ends
             return "solved", STEP_PENALTY + ON_TARGET + SOLVED, True, {"success": True}
         return self.observation(), STEP_PENALTY, False, {"success": False}
+
+    def valid_action(self, rng: random.Random) -> str:
+        """One of the four moves, in the reasoning-then-answer format."""
+        return turn_text([], rng.choice(list(MOVES)))
 
     def anchor(self) -> tuple:
         return (self.puzzle, self.player, self.box)

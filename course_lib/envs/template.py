@@ -12,8 +12,11 @@ Everything a course environment needs is here, each with the reason:
 - `anchor()`: the true state as a hashable value, which GiGPO groups steps by;
 - `problem_key()` (the default, the reset observation, names the whole problem here);
 - `info["success"]` on the episode's last step: what held-out success counts;
-- malformed actions raise `InvalidAction`, which the base class turns into feedback and `invalid_penalty`.
-Check a copy with `envs.check_env(lambda split="train": YourEnv(split))` before training on it.
+- malformed actions raise `InvalidAction`, which the base class turns into feedback and `invalid_penalty`;
+- `stop_tags`: what ends an action, so a chapter forked onto the environment stops its turns there;
+- `valid_action(rng)`: an action valid now, so `check_env` can play whole episodes and check what `step` returns.
+Check a copy with `envs.check_env(lambda split="train": YourEnv(split))` before training on it. An environment whose
+reset text does not name the whole problem (a hidden goal) overrides `problem_key()`: docs/extending.md's does.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ def split_of(start: int, goal: int, test_fraction: float = 0.2) -> str:
 class NumberLineEnv(TextEnv):
     """Walk from `start` to `goal` one step per turn; reward 1 on arrival."""
 
+    stop_tags = ("</move>",)
+
     max_turns = LENGTH + 2
     invalid_penalty = -0.1
 
@@ -73,6 +78,10 @@ class NumberLineEnv(TextEnv):
         arrived = self.position == self.goal
         # `info["success"]` on the last step is what evaluation counts (`Trajectory.success`)
         return f"<position> {self.position} </position>", float(arrived), arrived, {"success": arrived}
+
+    def valid_action(self, rng: random.Random) -> str:
+        """A move left or right (`check_env` plays episodes of these)."""
+        return f"<move> {rng.choice(list(MOVES))} </move>"
 
     def anchor(self) -> tuple[int, int]:
         return (self.position, self.goal)

@@ -243,6 +243,8 @@ class TwoHopQAEnv(TextEnv):
     `Question` or a (name, city, role, attribute) tuple).
     """
 
+    stop_tags = ("</tool_call>", "</answer>")
+
     invalid_penalty = 0.0  # a training loop that wants an invalid-action penalty applies it
 
     def __init__(self, split: str = "train", ambiguous_share: float = 0.5, max_tool_calls: int = 3, max_turns: int = 4):
@@ -270,6 +272,13 @@ class TwoHopQAEnv(TextEnv):
         q = self.question
         info = {"answer": q.answer, "bridge": q.bridge, "ambiguous": q.ambiguous, "success": False}
         return {**info, "tool_calls": len(self.calls), **extra}
+
+    def valid_action(self, rng: random.Random) -> str:
+        """The expert's next action (`expert_actions`: the precise hop 1, hop 2, then the answer), or with
+        probability one half an answer drawn from the question's words (valid, and most likely wrong)."""
+        if rng.random() < 0.5:
+            return f"<answer> {rng.choice(self.question.text().split())} </answer>"
+        return expert_actions(self.question)[min(len(self.calls), 2)]
 
     def anchor(self) -> tuple:
         return (self.question, tuple(self.calls))

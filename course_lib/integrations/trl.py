@@ -109,19 +109,39 @@ def left_padded(tokenizer):
     return tokenizer
 
 
-def training_prompts(task: ToolTask, count: int, first_seed: int = 0) -> dict[str, int]:
-    """`count` distinct first observations of the task's training split, each with the first seed that poses it.
+PROMPT_MARK = "\u2063#"
+"""Joins a first observation and a seed into a prompt's text when another problem already shows that observation
+(`training_prompts`): invisible separator, `#`."""
 
-    TRL hands `rollout_func` only the prompt text, so the text must name one task: two seeds with the same question
-    would be one prompt. Seeds are scanned upward from `first_seed` and repeats skipped."""
+
+def training_prompts(task: ToolTask, count: int, first_seed: int = 0, at_most: bool = False) -> dict[str, int]:
+    """`count` distinct problems of the task's training split (by `problem_key()`), each as a prompt text with the
+    first seed that poses it: the seeds `envs.base.distinct_seeds` picks.
+
+    TRL hands `rollout_func` only the prompt text, so the text is the problem's key, and the rollout plays the
+    problem's seed (the model sees the environment's own first observation). A problem's text is its first
+    observation, unless a problem already taken shows the same observation (a hidden goal, which `problem_key`
+    names and the text does not): then `PROMPT_MARK` and the seed are appended, so that no problem is lost to
+    another's text. Seeds are scanned upward from `first_seed` and repeated problems skipped; a task with fewer than
+    `count` problems in `100 * count` seeds is a ValueError saying so, or, with `at_most`, gives the ones it has."""
     prompts: dict[str, int] = {}
+    problems: set = set()
     env, seed = task.make_env(), first_seed
     while len(prompts) < count:
+        if seed - first_seed >= 100 * count:
+            if at_most:
+                break
+            raise ValueError(
+                f"the task has only {len(prompts)} distinct problems (by problem_key()) in {100 * count} seeds, "
+                f"{count} asked for: ask for fewer prompts or steps, or check that the environment's problem_key() "
+                "tells its problems apart (TextEnv's default is the reset text)"
+            )
         observation, _ = env.reset(seed=seed)
-        prompts.setdefault(observation, seed)
+        key = env.problem_key()
+        if key not in problems:
+            problems.add(key)
+            prompts[observation if observation not in prompts else f"{observation}{PROMPT_MARK}{seed}"] = seed
         seed += 1
-        if seed - first_seed > 100 * count:
-            raise ValueError(f"the task has fewer than {count} distinct training prompts in {100 * count} seeds")
     return prompts
 
 
@@ -275,6 +295,11 @@ def native_trainer(chapter: str, settings: TRLSettings, model=None, tokenizer=No
     if model is None:
         model, tokenizer = data.load_base(task.base)
     seeds = dataset_prompts(task, settings)
+    if marked := [text for text in seeds if PROMPT_MARK in text]:
+        raise ValueError(
+            f"TRL generates from the prompt's text alone, and {marked[0]!r} shows a first observation another "
+            "problem shows too: a single-turn task needs a text that names its problem"
+        )
     # The course tokenizer adds no special tokens, so BOS is part of the prompt's text (a single token).
     prompts = {f"{tokenizer.bos_token} {text}": seed for text, seed in seeds.items()}
     stop_at_tags(model, tokenizer, task)
@@ -312,26 +337,43 @@ def last_step(trainer: GRPOTrainer) -> dict[str, float]:
     return {"loss": float(logged[-1]["loss"]), "reward": float(logged[-1]["reward"])}
 
 
-def checkpoint_task(path: str, chapter: str | None = None, env: str | None = None, settings: TRLSettings | None = None):
+def checkpoint_task(
+    path: str,
+    chapter: str | None = None,
+    env: str | None = None,
+    settings: TRLSettings | None = None,
+    observation_role: str = "tool",
+):
     """`(task, model, tokenizer)` for a checkpoint of the user's (any causal LM with a chat template, from disk):
-    the chapter's tool task, or any course environment by name (`env`, train split), sampled in the model's chat
-    format with token budgets measured on this tokenizer (`checkpoint.measured_sampling`)."""
+    the chapter's tool task, or any registered environment by name (`env`, train split; its turns end at its
+    `stop_tags`), sampled in the model's chat format (observations in `observation_role`'s turns) with token budgets
+    measured on this tokenizer (`checkpoint.measured_sampling`)."""
     from course_lib import checkpoint, envs
 
     model, tokenizer = checkpoint.load_checkpoint(path)
     if env is not None:
         if env not in envs.names():
             raise KeyError(f"unknown environment {env!r}; choose from {envs.names()}")
-        task = ToolTask(env, base=str(path), sampling=SamplingConfig(), make_env=lambda: envs.make(env, split="train"))
+        # turns end at what ends the environment's actions (`TextEnv.stop_tags`; none declared: at EOS or the cap)
+        stops = tuple(envs.make(env, split="train").stop_tags)
+        sampling = SamplingConfig(stop_tags=stops)
+        task = ToolTask(env, base=str(path), sampling=sampling, make_env=lambda: envs.make(env, split="train"))
     else:
         task = chapter_task(chapter or "00")
-    prompts = list(training_prompts(task, 32))
-    sampling = checkpoint.measured_sampling(task.sampling, tokenizer, prompts)
+    # the budgets are measured on up to 32 problems' first observations (the texts the model sees)
+    prompts = [text.split(PROMPT_MARK)[0] for text in training_prompts(task, 32, at_most=True)]
+    sampling = checkpoint.measured_sampling(task.sampling, tokenizer, prompts, observation_role)
+    needed = f"the task's episodes of up to {sampling.max_total_tokens} tokens in this tokenizer"
+    checkpoint.check_context(model, sampling.max_total_tokens, needed, path)
     return ToolTask(task.label, str(path), sampling, task.make_env), model, tokenizer
 
 
 def train(
-    chapter: str, settings: TRLSettings, model_path: str | None = None, env: str | None = None
+    chapter: str,
+    settings: TRLSettings,
+    model_path: str | None = None,
+    env: str | None = None,
+    observation_role: str = "tool",
 ) -> dict[str, float]:
     """Train chapter `chapter`'s base (or the checkpoint at `model_path`, on `env` if given) for `settings.steps`
     TRL GRPO steps through `course_rollout`."""
@@ -343,7 +385,7 @@ def train(
             raise ValueError("--env needs --model: the course has a base only for its chapters' tasks")
         trainer = rollout_trainer(chapter, settings)
     else:
-        task, model, tokenizer = checkpoint_task(model_path, chapter, env, settings)
+        task, model, tokenizer = checkpoint_task(model_path, chapter, env, settings, observation_role)
         trainer = rollout_trainer(chapter, settings, model, tokenizer, task=task)
     quiet_train(trainer)
     print_steps(trainer)
@@ -417,6 +459,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="a checkpoint folder (any causal LM with a chat template) instead of the base")
     parser.add_argument("--env", help="with --model: any course environment by name instead of the chapter's task")
     parser.add_argument(
+        "--env-module", action="append", default=[], metavar="MODULE",
+        help="a module to import first, one that registers an environment of yours (envs.register) for --env; "
+        "repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--observation-role", metavar="ROLE",
+        help="with --model: the chat role the environment's observations take (default tool; user for a chat "
+        "template without a tool role)",
+    )  # fmt: skip
+    parser.add_argument(
         "--report-to", nargs="+", default=[], choices=REPORT_TO, metavar="TRACKER",
         help=f"TRL's trackers ({', '.join(REPORT_TO)}), logging under --output-dir; none by default",
     )  # fmt: skip
@@ -425,6 +477,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.save_steps < 0:
         parser.error("--save-steps must be >= 0")
+    from course_lib import envs
+
+    try:
+        envs.import_modules(args.env_module)  # before --env is looked up: it may name one they register
+        if args.env:
+            envs.check_name(args.env)
+    except ValueError as error:
+        parser.error(str(error))
     if args.chapter in METHOD_CHAPTERS or args.method or args.mi_every:
         return main_method(parser, args)
     settings = TRLSettings(
@@ -433,7 +493,9 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     if args.env and not args.model:
         parser.error("--env needs --model: the course has a base only for its chapters' tasks")
-    result = train(args.chapter, settings, args.model, args.env)
+    if args.observation_role and not args.model:
+        parser.error("--observation-role applies to a checkpoint: give --model")
+    result = train(args.chapter, settings, args.model, args.env, args.observation_role or "tool")
     print(f"trl_grpo_steps={result['steps']} loss={result['loss']:.4f} reward={result['reward']:.4f}")
     return 0
 
@@ -442,8 +504,9 @@ def main_method(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     """`--chapter 07|08 [--method M]`: the course's method through `trl_chapters` (chapter's base only)."""
     if args.chapter not in METHOD_CHAPTERS:
         parser.error(f"--method and --mi-every need --chapter {' or '.join(METHOD_CHAPTERS)}")
-    if args.model or args.env or args.report_to or args.save_steps or args.output_dir:
-        parser.error("--model, --env, --report-to, --save-steps and --output-dir are for chapters 00-06")
+    if args.model or args.env or args.report_to or args.save_steps or args.output_dir or args.observation_role:
+        parser.error("--model, --env, --observation-role, --report-to, --save-steps and --output-dir are for chapters "
+                     "00-06")  # fmt: skip
     from course_lib.integrations import trl_chapters
 
     settings = trl_chapters.chapter_settings(
