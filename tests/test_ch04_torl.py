@@ -151,12 +151,17 @@ def test_record_curves_and_context_numbers():
     assert "masked/entropy" not in curves  # absent from every row: not recorded as an empty curve
 
 
-def test_command_line_variants_without_claims(capsys):
+def test_command_line_variants_without_claims(capsys, tmp_path, monkeypatch):
     """`--variants` without both claimed runs prints no claims, and refuses `--record` before running anything."""
     import argparse
 
     import pytest
 
+    from course_lib import results
+
+    # a folder of the test's own, so that the refusal tested here does not depend on whether the tree is committed
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(results, "_run_provenance", None)
     with pytest.raises(SystemExit):
         ch04.main(["--seeds", "0", "--variants", "penalty", "--record"])
     assert "--record needs the variants its claims use" in capsys.readouterr().err
