@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[dev,trl,openenv]"
+	$(PY) -m pip install --quiet -e ".[dev,trl,openenv,real]"
 	touch $@
 
 install: $(VENV)/.installed

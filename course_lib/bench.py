@@ -4,6 +4,7 @@
     python -m course_lib.bench trl [--pairs 7]
     python -m course_lib.bench decoder [--batch 64] [--steps 24] [--repeats 7]
     python -m course_lib.bench roofline [--presets tiny tiny_wide] [--batch 64] [--repeats 7]
+    python -m course_lib.bench update --model smollm2 [--rows 32] [--tokens 110] [--budgets 0 1024 ...]
 
 `rollout`:
 
@@ -54,12 +55,19 @@ threads, one matmul block right after each timed run (this machine is shared and
 the throughput of the same moment); each fraction is the median over the pairs, with its range. The last line,
 `generation_of_matmul_peak=X.XX update_of_matmul_peak=X.XX` (three significant digits), is the first preset's two
 fractions.
+
+`update`: what a real vocabulary costs the update. One GRPO update (clipped surrogate, token-mean) of a LoRA r 16
+adapter on every linear layer of `--model` (default the course's real model, `python -m course_lib.data build
+smollm2`), on `--rows` x `--tokens` random ids, for each `--budgets` value of `GRPOConfig.micro_batch_tokens` (0: the
+whole batch in one forward), each in a fresh process: seconds per update and the process's peak resident memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -650,6 +658,58 @@ def bench_roofline(presets: Sequence[str], batch: int, repeats: int, min_seconds
     return headline
 
 
+def time_update(model_name: str, rows: int, tokens: int, budget: int, repeats: int) -> dict[str, float]:
+    """One GRPO update (clipped surrogate, token-mean, random advantages) of a LoRA r 16 adapter on `model_name`
+    (a real model's name or a checkpoint folder), on `rows` x `tokens` random ids, micro-batched by `budget`
+    (`course_lib.micro_batch`; 0 is the whole batch at once): seconds per update (median of `repeats` after a
+    warm-up) and this process's peak resident memory. Run once per process: the peak is the process's."""
+    import resource
+
+    from course_lib import checkpoint, gpu_preset, loop, micro_batch
+    from course_lib.train import GRPOConfig
+
+    torch.manual_seed(0)
+    model, _ = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
+    model = checkpoint.add_adapter(model, rank=16)
+    model.train()
+    vocabulary = model.config.vocab_size
+    ids = torch.randint(vocabulary, (rows, tokens))
+    attention = torch.ones_like(ids)
+    mask = attention.float()
+    mask[:, : tokens // 4] = 0  # a prompt
+    with torch.no_grad():
+        old, _ = micro_batch.logprobs_and_entropy(model, ids, attention, 1.0, budget or rows * tokens)
+    advantages = torch.randn(rows)[:, None] * mask
+    config = GRPOConfig()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+
+    def loss_of(logprobs, entropy):
+        return loop.clipped(logprobs, old, advantages, mask, config)
+
+    seconds = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        micro_batch.backward(model, ids, attention, 1.0, loss_of, budget)
+        optimizer.step()
+        seconds.append(time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB on Linux
+    return {"seconds": statistics.median(seconds[1:]), "peak_gib": peak}
+
+
+def bench_update(model_name: str, rows: int, tokens: int, budgets: Sequence[int], repeats: int) -> None:
+    """`time_update` for each budget, each in a fresh process (a peak RSS belongs to its process)."""
+    print(f"{model_name}: one update of a LoRA r 16 adapter on {rows} x {tokens} tokens, {torch.get_num_threads()} "
+          f"threads; seconds per update (median of {repeats}) and the process's peak memory")  # fmt: skip
+    for budget in budgets:
+        code = (f"import json; from course_lib import bench; print(json.dumps(bench.time_update("
+                f"{model_name!r}, {rows}, {tokens}, {budget}, {repeats})))")  # fmt: skip
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        label = "whole batch" if budget == 0 else f"{budget} tokens"
+        print(f"micro-batch {label:>12}: {result['seconds']:6.1f} s per update, peak {result['peak_gib']:5.2f} GiB")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.bench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -672,8 +732,16 @@ def main(argv: list[str] | None = None) -> int:
     roofline.add_argument("--batch", type=int, default=64, help="episodes in the rollout batch (and update rows)")
     roofline.add_argument("--repeats", type=int, default=7, help="timed rollouts and updates, after one warm-up")
     roofline.add_argument("--matmul-seconds", type=float, default=0.2, help="minimum seconds per timed matmul block")
+    update = sub.add_parser("update", help="one GRPO update of a real model's LoRA: time and peak memory per budget")
+    update.add_argument("--model", default="smollm2", help="a real model's name or a checkpoint folder")
+    update.add_argument("--rows", type=int, default=32)
+    update.add_argument("--tokens", type=int, default=110)
+    update.add_argument("--budgets", type=int, nargs="+", default=[0, 2048, 1024], help="micro_batch_tokens values")
+    update.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args(argv)
-    if args.command == "roofline":
+    if args.command == "update":
+        bench_update(args.model, args.rows, args.tokens, args.budgets, args.repeats)
+    elif args.command == "roofline":
         bench_roofline(args.presets, args.batch, args.repeats, args.matmul_seconds)
     elif args.command == "trl":
         bench_trl(args.pairs)

@@ -4,6 +4,7 @@
     python -m course_lib.data verify                    # check every file against the manifest
     python -m course_lib.data build ch00 --scale gpu    # the gpu preset's larger base, into data.gpu_data_dir()
     python -m course_lib.data verify --scale gpu        # check the gpu data directory
+    python -m course_lib.data build smollm2             # a real pretrained model, into real_models.models_dir()
 
 `course_lib.data` (hashes, manifest, loading) imports no chapter; the chapter modules import it. This module
 closes the loop the other way: it maps a chapter key to the module whose `build_data(data_dir, seed,
@@ -17,7 +18,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from course_lib import data
+from course_lib import data, real_models
 
 BUILDERS: dict[str, str] = {
     "ch00": "course_lib.chapters.ch00_tool_agent",
@@ -37,6 +38,9 @@ BUILDERS: dict[str, str] = {
 def build(chapter: str, data_dir: Path | None = None, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
     """Write chapter `chapter`'s artifacts of preset `scale` (`python -m course_lib.data build <chapter>
     [--scale gpu]`) into `data_dir`, by default that scale's directory (`data.data_dir_for`)."""
+    if chapter in real_models.MODELS:
+        real_models.build(chapter, data_dir)
+        return
     if chapter not in BUILDERS:
         raise KeyError(f"no data to build for {chapter!r}; chapters with data: {', '.join(sorted(BUILDERS))}")
     module = importlib.import_module(BUILDERS[chapter])
@@ -59,8 +63,8 @@ def parser() -> argparse.ArgumentParser:
     """The command line's parser (a test parses every command a `DataError` names with it, without building)."""
     cli = argparse.ArgumentParser(prog="python -m course_lib.data", description=data.__doc__.splitlines()[0])
     sub = cli.add_subparsers(dest="command", required=True)
-    command = sub.add_parser("build", help="build a chapter's data")
-    command.add_argument("chapter", choices=sorted(BUILDERS))
+    command = sub.add_parser("build", help="build a chapter's data, or a real model's cache")
+    command.add_argument("chapter", choices=sorted(BUILDERS) + sorted(real_models.MODELS))
     command.add_argument("--seed", type=int, default=0)
     scales = dict(choices=("cpu", "gpu"), default="cpu", help="cpu: the committed data/; gpu: data.gpu_data_dir()")
     command.add_argument("--scale", **scales)
@@ -71,6 +75,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     data_dir = data.data_dir_for(args.scale)
+    if args.command == "build" and args.chapter in real_models.MODELS:
+        print(f"built {args.chapter} under {real_models.build(args.chapter)}")
+        return 0
     if args.command == "build":
         build(args.chapter, data_dir, args.seed, True, args.scale)
         print(f"built {args.chapter} under {data_dir}")

@@ -1,6 +1,7 @@
 """Your own checkpoint in place of a chapter's base: any Hugging Face causal LM with a chat template.
 
-`COURSE_MODEL=<folder>` (or a chapter command's `--model <folder>`) makes a chapter load that checkpoint with the
+`COURSE_MODEL=<folder>` (or a chapter command's `--model <folder>`; `--model smollm2` names the course's real model,
+built once by `python -m course_lib.data build smollm2`) makes a chapter load that checkpoint with the
 real `from_pretrained` path instead of its committed word-level base, and warm-start it on the chapter's own
 demonstrations rendered through the model's chat template (`demonstration_examples`): a LoRA adapter by default,
 trained on the policy's turns only, the tool responses and the template's glue masked as RL masks them. RL,
@@ -24,21 +25,29 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+from course_lib import real_models
 from course_lib.prompt_format import ChatFormat, chat_name
 from course_lib.rollout import SamplingConfig, pad_id
 from course_lib.tokenizer import encode
 from course_lib.train import TOOL_RESPONSE, SFTConfig, Turns, _turns, completion_text, supervised_warm_start
 
+MICRO_BATCH_TOKENS = 1024
+"""A checkpoint's warm start and update run their forwards on at most this many padded tokens
+(`SFTConfig.micro_batch_tokens`, `GRPOConfig.micro_batch_tokens`, unless a config sets its own): with a vocabulary of
+tens of thousands, the whole batch's logits would not fit (`python -m course_lib.bench update` measures it)."""
 ENV_VARIABLE = "COURSE_MODEL"
 FULL_FINETUNE_VARIABLE = "COURSE_MODEL_FULL_FINETUNE"
 OBSERVATION_ROLE_VARIABLE = "COURSE_MODEL_OBSERVATION_ROLE"
 
 
 def model_path() -> Path | None:
-    """The checkpoint folder `COURSE_MODEL` names, or None (the chapter's own base)."""
+    """The checkpoint folder `COURSE_MODEL` names, or None (the chapter's own base). A real model's name
+    (`smollm2`, `course_lib.real_models`) resolves to its cached, hash-checked folder."""
     value = os.environ.get(ENV_VARIABLE)
     if not value:
         return None
+    if value in real_models.MODELS:
+        return real_models.path(value)
     path = Path(value).expanduser()
     if not (path / "config.json").exists():
         raise FileNotFoundError(

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib import chapters as chapter_package
+from course_lib import real_models
 from course_lib.chapters import chapter_key
 from course_lib.results import MODULES
 
@@ -83,9 +84,12 @@ def model_chapters() -> list[str]:
 
 
 def resolve_model(model: str, cache_dir: str | Path | None = None) -> Path:
-    """The local folder of `model`: a folder as given (it must hold a `config.json`), or a hub id's snapshot in the
-    Hugging Face cache (`cache_dir`, default the cache `huggingface_hub` uses). Nothing is downloaded: the course
-    never downloads at run time. FileNotFoundError says what to do."""
+    """The local folder of `model`: a real model's name (`smollm2`: its checked cache), a folder as given (it must
+    hold a `config.json`), or a hub id's snapshot in the Hugging Face cache (`cache_dir`, default the cache
+    `huggingface_hub` uses). Nothing is downloaded: the course never downloads at run time. FileNotFoundError says
+    what to do."""
+    if model in real_models.MODELS:
+        return real_models.path(model)
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():

@@ -21,7 +21,7 @@ import torch
 from tqdm import tqdm
 
 from course_lib import config as course_config
-from course_lib import loop, run_state
+from course_lib import loop, micro_batch, run_state
 from course_lib.algos.aepo import entropy_aware_advantages
 from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import AGGREGATIONS, kl_k3, masked_aggregate
@@ -120,6 +120,9 @@ class SFTConfig:
     """Linear warm-up length."""
     weight_decay: float = 0.01
     """AdamW weight decay."""
+    micro_batch_tokens: int = 0
+    """Padded tokens per forward (`course_lib.micro_batch`): 0 runs each step's batch at once; a budget splits its
+    rows into micro-batches with the same gradient, so that a real vocabulary's logits fit in memory."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -127,6 +130,7 @@ class SFTConfig:
     def validate(self) -> None:
         """Refuse impossible settings when they are made, not minutes into a run (a ValueError naming the field)."""
         _at_least("SFTConfig.steps", self.steps, 0)
+        _at_least("SFTConfig.micro_batch_tokens", self.micro_batch_tokens, 0)
         _at_least("SFTConfig.batch_size", self.batch_size, 1)
         _at_least("SFTConfig.learning_rate", self.learning_rate, 0.0, strict=True)
         _at_least("SFTConfig.warmup_steps", self.warmup_steps, 1)  # the warm-up divides by it
@@ -162,10 +166,12 @@ def supervised_warm_start(
             attention[row, : len(tokens)] = 1  # by length: a checkpoint whose pad is its EOS has EOS inside turns
             mask[row, : len(target)] = torch.tensor(target, dtype=torch.float)
         ids, mask = ids.to(device), mask.to(device)
-        logprobs, _ = token_logprobs(model, ids, attention.to(device))
-        loss = masked_aggregate(-logprobs, mask, "token-mean")
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss, _ = micro_batch.backward(
+            model, ids, attention.to(device), 1.0,
+            lambda logprobs, _entropy, mask=mask: (masked_aggregate(-logprobs, mask, "token-mean"), {}),
+            config.micro_batch_tokens,
+        )  # fmt: skip
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
@@ -312,6 +318,10 @@ class GRPOConfig:
     isolated; `zero_variance_rows`)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip."""
+    micro_batch_tokens: int = 0
+    """Padded tokens per forward of the update (`course_lib.micro_batch`): 0 runs the batch at once; a budget splits
+    its rows into micro-batches whose gradients add up to the whole batch's (one extra forward without a graph), so
+    that a real vocabulary's logits fit in memory."""
     updates_per_batch: int = 1
     """Optimizer steps on each batch of rollouts (1 is on-policy)."""
     mask_observations: bool = True
@@ -369,6 +379,7 @@ class GRPOConfig:
         _one_of("GRPOConfig.entropy_scope", self.entropy_scope, ENTROPY_SCOPES)
         _one_of("GRPOConfig.entropy_rows", self.entropy_rows, ENTROPY_ROWS)
         _at_least("GRPOConfig.max_grad_norm", self.max_grad_norm, 0.0, strict=True)
+        _at_least("GRPOConfig.micro_batch_tokens", self.micro_batch_tokens, 0)
         _at_least("GRPOConfig.updates_per_batch", self.updates_per_batch, 1)
         _at_least("GRPOConfig.eval_every", self.eval_every, 1)
         for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
@@ -625,36 +636,45 @@ def policy_iteration(
     )
     advantaged = time.perf_counter()
 
+    temperature, budget = engine.config.temperature, config.micro_batch_tokens
     old_logprobs = batch.old_logprobs
     if not config.mask_observations:
         with torch.no_grad():  # observation tokens were never sampled: take the pre-update policy's log-probs
-            old_logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, engine.config.temperature)
+            old_logprobs, _ = micro_batch.logprobs_and_entropy(
+                model, batch.input_ids, batch.attention_mask, temperature, budget
+            )
     entropy_mask = loss_mask if config.entropy_scope == "policy" else reasoning_mask(batch, engine.tokenizer)
     if config.entropy_rows == "zero_variance":
         entropy_mask = entropy_mask * zero_variance_rows(batch)[:, None].to(entropy_mask.dtype)
     model.train()
     stats: dict[str, float] = {}
     per_update: dict[str, float] = {}
-    for update in range(config.updates_per_batch):
-        logprobs, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, engine.config.temperature)
+
+    def whole_batch_loss(logprobs: torch.Tensor, entropy: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """The update's loss on the whole batch from its `[B, T]` log-probs and entropies."""
         weighted = advantages
         if config.entropy_advantage:  # AEPO: the current policy's entropy, through a stop-gradient
             weighted = entropy_aware_advantages(advantages, entropy, loss_mask, config.entropy_advantage)
         loss, stats = policy_loss(logprobs, old_logprobs, weighted, loss_mask, config)
-        if config.updates_per_batch > 1:  # the clip can only act from the second update on (ratio 1 at the first)
-            per_update[f"clip_fraction_update_{update}"] = stats["clip_fraction"]
         if config.entropy_coef:
             loss = loss - config.entropy_coef * masked_aggregate(entropy, entropy_mask, config.aggregation)
         if config.kl_coef:
             with torch.no_grad(), reference_policy(model) as reference:
-                ref_logprobs, _ = token_logprobs(
-                    reference, batch.input_ids, batch.attention_mask, engine.config.temperature
+                ref_logprobs, _ = micro_batch.logprobs_and_entropy(
+                    reference, batch.input_ids, batch.attention_mask, temperature, budget
                 )
             kl = masked_aggregate(kl_k3(logprobs, ref_logprobs), loss_mask, config.aggregation)
             loss = loss + config.kl_coef * kl
             stats["kl"] = kl.item()
+        return loss, stats
+
+    for update in range(config.updates_per_batch):
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss, stats = micro_batch.backward(
+            model, batch.input_ids, batch.attention_mask, temperature, whole_batch_loss, budget
+        )
+        if config.updates_per_batch > 1:  # the clip can only act from the second update on (ratio 1 at the first)
+            per_update[f"clip_fraction_update_{update}"] = stats["clip_fraction"]
         grad_norm = torch.nn.utils.clip_grad_norm_(
             [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
         )

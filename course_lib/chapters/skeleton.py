@@ -532,6 +532,12 @@ def base_for(
     lora = not checkpoint.full_finetune()
     # a LoRA adapter at the chapter's rate (3e-3 for a from-scratch model) would overshoot; capped at 1e-3
     sft = dataclasses.replace(config.sft, learning_rate=min(config.sft.learning_rate, 1e-3)) if lora else config.sft
+    # a real vocabulary's logits: forwards of at most MICRO_BATCH_TOKENS padded tokens, the same gradient
+    sft = dataclasses.replace(sft, micro_batch_tokens=sft.micro_batch_tokens or checkpoint.MICRO_BATCH_TOKENS)
+    if hasattr(config, "grpo") and not config.grpo.micro_batch_tokens:
+        config = dataclasses.replace(
+            config, grpo=dataclasses.replace(config.grpo, micro_batch_tokens=checkpoint.MICRO_BATCH_TOKENS)
+        )
     demonstrations = texts()
     role = checkpoint.observation_role()
     # the budgets in this tokenizer's tokens, checked against the model's positions before any warm-start step
