@@ -31,7 +31,7 @@ from course_lib.rollout import SamplingConfig, pad_id
 from course_lib.tokenizer import encode
 from course_lib.train import TOOL_RESPONSE, SFTConfig, Turns, _turns, completion_text, supervised_warm_start
 
-MICRO_BATCH_TOKENS = 1024
+MICRO_BATCH_TOKENS = 512
 """A checkpoint's warm start and update run their forwards on at most this many padded tokens
 (`SFTConfig.micro_batch_tokens`, `GRPOConfig.micro_batch_tokens`, unless a config sets its own): with a vocabulary of
 tens of thousands, the whole batch's logits would not fit (`python -m course_lib.bench update` measures it)."""

@@ -19,6 +19,10 @@ The sum over micro-batches is the whole batch's gradient up to floating-point ro
 the price is one extra forward without a graph (about a third of a forward and backward). With a budget of 0, or one
 that holds the whole batch, it is the single forward and backward the course always ran, bit for bit. A model with
 active dropout would draw other masks in the two passes: the course's models and LoRA adapters have none.
+
+Inside a micro-batch, `lean_token_logprobs` computes the log-probs and entropies from the logits alone
+(`LogprobAndEntropy`), so the memory a forward keeps for its backward is the logits plus a slice, not the log-softmax,
+its exp and their products over the whole `[tokens, vocabulary]`.
 """
 
 from __future__ import annotations
@@ -56,6 +60,64 @@ def widths(attention_mask: torch.Tensor) -> list[int]:
     return [max(1, int(v)) for v in (attention_mask.bool() * positions).amax(dim=1).tolist()]
 
 
+ROWS_PER_SLICE = 256
+"""Positions whose `[positions, vocabulary]` probabilities `LogprobAndEntropy` holds at once."""
+
+
+class LogprobAndEntropy(torch.autograd.Function):
+    """Each position's log-prob of its token and the entropy there, from logits `[N, V]`, without keeping a
+    log-softmax, its exp or their products for the backward: only the logits are saved, and the softmax is recomputed
+    `ROWS_PER_SLICE` positions at a time (forward and backward), so the extra memory is a slice, not `[N, V]` floats
+    several times over. With z the logits over the temperature, p = softmax(z) and H = logsumexp(z) - sum(p z):
+    d log p_y / dz = onehot(y) - p and dH/dz = -p (z - sum(p z)); then d/dlogits = d/dz / temperature."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, ids: torch.Tensor, temperature: float):
+        chosen = logits.new_empty(logits.shape[0])
+        entropy = logits.new_empty(logits.shape[0])
+        for start in range(0, logits.shape[0], ROWS_PER_SLICE):
+            rows = slice(start, start + ROWS_PER_SLICE)
+            z = logits[rows] / temperature
+            normaliser = torch.logsumexp(z, dim=-1)
+            p = torch.exp(z - normaliser[:, None])
+            chosen[rows] = z.gather(-1, ids[rows, None]).squeeze(-1) - normaliser
+            entropy[rows] = normaliser - (p * z).sum(-1)
+        ctx.save_for_backward(logits, ids)
+        ctx.temperature = temperature
+        return chosen, entropy
+
+    @staticmethod
+    def backward(ctx, grad_chosen: torch.Tensor, grad_entropy: torch.Tensor):
+        logits, ids = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        for start in range(0, logits.shape[0], ROWS_PER_SLICE):
+            rows = slice(start, start + ROWS_PER_SLICE)
+            z = logits[rows] / ctx.temperature
+            p = torch.softmax(z, dim=-1)
+            expected = (p * z).sum(-1, keepdim=True)
+            part = -grad_chosen[rows, None] * p - grad_entropy[rows, None] * p * (z - expected)
+            part.scatter_add_(-1, ids[rows, None], grad_chosen[rows, None])
+            grad[rows] = part / ctx.temperature
+        return grad, None, None
+
+
+def lean_token_logprobs(
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`train.token_logprobs` (`[B, T]` log-probs and entropies, position 0 zero) through `LogprobAndEntropy`: the
+    same numbers to float rounding, with a fraction of the memory at a large vocabulary. Temperature 0 reads as 1
+    (greedy sampling has no distribution to score)."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    logits = logits if logits.dtype == torch.float64 else logits.float()  # bf16/fp16 scored in float32
+    rows, positions, vocabulary = logits.shape
+    chosen, entropy = LogprobAndEntropy.apply(
+        logits.reshape(-1, vocabulary), input_ids[:, 1:].reshape(-1), temperature if temperature > 0 else 1.0
+    )
+    zeros = chosen.new_zeros(rows, 1)
+    return (torch.cat([zeros, chosen.view(rows, positions)], dim=1),
+            torch.cat([zeros, entropy.view(rows, positions)], dim=1))  # fmt: skip
+
+
 def logprobs_and_entropy(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -74,7 +136,9 @@ def logprobs_and_entropy(
     entropy = torch.zeros(input_ids.shape, device=input_ids.device)
     for rows in chunks:
         width = max(widths(attention_mask[rows]))
-        part_lp, part_ent = token_logprobs(model, input_ids[rows, :width], attention_mask[rows, :width], temperature)
+        part_lp, part_ent = lean_token_logprobs(
+            model, input_ids[rows, :width], attention_mask[rows, :width], temperature
+        )
         logprobs[rows, :width], entropy[rows, :width] = part_lp, part_ent
     return logprobs, entropy
 
@@ -105,7 +169,9 @@ def backward(
     grad_logprobs, grad_entropy = torch.autograd.grad(loss, (logprobs, entropy), allow_unused=True)
     for rows in chunks:
         width = max(widths(attention_mask[rows]))
-        part_lp, part_ent = token_logprobs(model, input_ids[rows, :width], attention_mask[rows, :width], temperature)
+        part_lp, part_ent = lean_token_logprobs(
+            model, input_ids[rows, :width], attention_mask[rows, :width], temperature
+        )
         surrogate = part_lp.new_zeros(())
         if grad_logprobs is not None:
             surrogate = surrogate + (part_lp * grad_logprobs[rows, :width]).sum()

@@ -41,7 +41,8 @@ def token_logprobs(
     Inputs `[B, T]` right-padded; outputs `[B, T]`, aligned with the tokens (position 0, which has
     no prefix, is 0).
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    logits = logits if logits.dtype == torch.float64 else logits.float()  # bf16/fp16 scored in float32
     if temperature > 0:
         logits = logits / temperature
     log_probs = torch.log_softmax(logits, dim=-1)

@@ -444,8 +444,8 @@ def readme_claims(text: str) -> str:
     total = (
         f"{TOTAL_START}\n**Findings reproduced over the course: {findings[0]} of the {findings[1]} papers' findings "
         f"tested**{undecided}; apart from them, {mechanisms[0]} of {mechanisms[1]} mechanism checks hold (generated "
-        f"by `python -m course_lib.verdicts --write` from `results/`: a finding is reproduced when its 95% "
-        f"t-interval over at least {MIN_SEEDS} seeds clears its margin).\n{TOTAL_END}"
+        f"by `python -m course_lib.verdicts --write` from `results/`: a finding is reproduced when, over at least "
+        f"{MIN_SEEDS} seeds, its 95% t-interval lies above zero and its mean reaches its margin).\n{TOTAL_END}"
     )
     if TOTAL_START in text:
         return re.sub(re.escape(TOTAL_START) + ".*?" + re.escape(TOTAL_END), lambda _: total, text, flags=re.S)
