@@ -31,10 +31,19 @@ from course_lib.rollout import SamplingConfig, pad_id
 from course_lib.tokenizer import encode
 from course_lib.train import TOOL_RESPONSE, SFTConfig, Turns, _turns, completion_text, supervised_warm_start
 
-MICRO_BATCH_TOKENS = 512
-"""A checkpoint's warm start and update run their forwards on at most this many padded tokens
-(`SFTConfig.micro_batch_tokens`, `GRPOConfig.micro_batch_tokens`, unless a config sets its own): with a vocabulary of
-tens of thousands, the whole batch's logits would not fit (`python -m course_lib.bench update` measures it)."""
+LOGITS_PER_FORWARD = 512 * 49_152
+"""The most logits (tokens x vocabulary) one forward of a checkpoint's warm start or update holds: 512 tokens of
+SmolLM2's vocabulary, where one LoRA update on 32 x 110 tokens peaks at 2.92 GB against 11.18 GB for the whole batch
+(`python -m course_lib.bench update`). A small vocabulary (a stand-in's 600 tokens) gets a budget that holds any of
+the course's batches, so it runs in one pass as before."""
+
+
+def micro_batch_tokens(vocabulary: int) -> int:
+    """The padded-token budget of a checkpoint's forwards (`SFTConfig`/`GRPOConfig.micro_batch_tokens`) for a model
+    with `vocabulary` output logits per token: `LOGITS_PER_FORWARD // vocabulary`, at least 1."""
+    return max(1, LOGITS_PER_FORWARD // max(1, vocabulary))
+
+
 ENV_VARIABLE = "COURSE_MODEL"
 FULL_FINETUNE_VARIABLE = "COURSE_MODEL_FULL_FINETUNE"
 OBSERVATION_ROLE_VARIABLE = "COURSE_MODEL_OBSERVATION_ROLE"

@@ -183,3 +183,11 @@ def test_lean_token_logprobs_equal_the_courses(setting):
             course = token_logprobs(model, ids, attention, temperature)
             for a, b in zip(lean, course, strict=True):
                 torch.testing.assert_close(a, b, rtol=0, atol=2e-6)
+
+
+def test_a_checkpoints_budget_bounds_its_logits_not_a_small_vocabularys_batch():
+    from course_lib import checkpoint
+
+    assert checkpoint.micro_batch_tokens(49_152) == 512, "SmolLM2: the budget measured by bench update"
+    assert checkpoint.micro_batch_tokens(600) > 64 * 250, "a stand-in: chapter 00's whole batch in one pass"
+    assert checkpoint.micro_batch_tokens(10**9) == 1

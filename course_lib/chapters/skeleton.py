@@ -520,6 +520,8 @@ def base_for(
     `demonstrated`, `(environment the demonstrations are of, environment the run trains on)`: a chapter forked onto
     another environment (its own base folder) has no demonstrations of that environment to warm a checkpoint on, so
     a checkpoint there is refused with a ValueError naming both."""
+    from transformers import AutoConfig
+
     from course_lib import checkpoint
     from course_lib.prompt_format import ChatFormat
 
@@ -532,12 +534,11 @@ def base_for(
     lora = not checkpoint.full_finetune()
     # a LoRA adapter at the chapter's rate (3e-3 for a from-scratch model) would overshoot; capped at 1e-3
     sft = dataclasses.replace(config.sft, learning_rate=min(config.sft.learning_rate, 1e-3)) if lora else config.sft
-    # a real vocabulary's logits: forwards of at most MICRO_BATCH_TOKENS padded tokens, the same gradient
-    sft = dataclasses.replace(sft, micro_batch_tokens=sft.micro_batch_tokens or checkpoint.MICRO_BATCH_TOKENS)
+    # a real vocabulary's logits: forwards of a bounded number of logits, with the same gradient (micro_batch)
+    budget = checkpoint.micro_batch_tokens(AutoConfig.from_pretrained(path, local_files_only=True).vocab_size)
+    sft = dataclasses.replace(sft, micro_batch_tokens=sft.micro_batch_tokens or budget)
     if hasattr(config, "grpo") and not config.grpo.micro_batch_tokens:
-        config = dataclasses.replace(
-            config, grpo=dataclasses.replace(config.grpo, micro_batch_tokens=checkpoint.MICRO_BATCH_TOKENS)
-        )
+        config = dataclasses.replace(config, grpo=dataclasses.replace(config.grpo, micro_batch_tokens=budget))
     demonstrations = texts()
     role = checkpoint.observation_role()
     # the budgets in this tokenizer's tokens, checked against the model's positions before any warm-start step
