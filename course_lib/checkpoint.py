@@ -79,6 +79,15 @@ def observation_role() -> str:
     return os.environ.get(OBSERVATION_ROLE_VARIABLE) or "tool"
 
 
+def add_observation_role_argument(parser) -> None:
+    """`--observation-role ROLE` on a command that takes `--model` (a chapter's and TRL's): `observation_role`."""
+    parser.add_argument(
+        "--observation-role", metavar="ROLE",
+        help="with --model: the chat role the environment's observations take (default tool; user for a chat "
+        "template without a tool role)",
+    )  # fmt: skip
+
+
 @contextlib.contextmanager
 def using(path: str | Path, full_finetune: bool = False, observation_role: str = "tool") -> Iterator[Path]:
     """Run chapters on the checkpoint at `path` inside the block, as `--model path` (and `--full-finetune`,

@@ -230,11 +230,9 @@ def main(
     parser.add_argument(
         "--full-finetune", action="store_true", help="with --model: warm-start every weight instead of a LoRA adapter"
     )
-    parser.add_argument(
-        "--observation-role", metavar="ROLE",
-        help="with --model: the chat role the environment's observations take (default tool; user for a chat "
-        "template without a tool role)",
-    )  # fmt: skip
+    from course_lib import checkpoint  # lazily: it imports peft
+
+    checkpoint.add_observation_role_argument(parser)
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override one field of the chapter's config, dotted into nested configs (grpo.learning_rate=1e-3, "

@@ -463,11 +463,9 @@ def main(argv: list[str] | None = None) -> int:
         help="a module to import first, one that registers an environment of yours (envs.register) for --env; "
         "repeatable",
     )  # fmt: skip
-    parser.add_argument(
-        "--observation-role", metavar="ROLE",
-        help="with --model: the chat role the environment's observations take (default tool; user for a chat "
-        "template without a tool role)",
-    )  # fmt: skip
+    from course_lib import checkpoint  # lazily: it imports peft
+
+    checkpoint.add_observation_role_argument(parser)
     parser.add_argument(
         "--report-to", nargs="+", default=[], choices=REPORT_TO, metavar="TRACKER",
         help=f"TRL's trackers ({', '.join(REPORT_TO)}), logging under --output-dir; none by default",
