@@ -6,12 +6,13 @@ built once by `python -m course_lib.data build ch00` (`build_base`) and loaded b
 
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
 import functools
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from course_lib import chance, data, envs
 from course_lib import config as course_config
 from course_lib import results as recorded
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
+from course_lib.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all, nontrivial_base
 from course_lib.envs.arithmetic import OPERAND_RANGE, draw_problem, solve, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
 from course_lib.tokenizer import build_tokenizer, is_word_level
@@ -52,6 +53,8 @@ class Chapter00Config:
     """Rollout sampling (temperature 1, as RL samples)."""
     eval_tasks: int = 200
     """Distinct held-out test problems per evaluation (`test_seeds`)."""
+    check_episodes: int = 64
+    """Episodes sampled for the exactness checks (C0.3, C0.4)."""
 
 
 def preset(scale: str | None = None) -> Chapter00Config:
@@ -175,17 +178,22 @@ def _differences(expected: list[int], actual: list[int]) -> int:
     return abs(len(expected) - len(actual)) + sum(a != b for a, b in zip(expected, actual, strict=False))
 
 
-def run(seed: int, config: Chapter00Config | None = None, progress: bool = False) -> dict:
+def run(seed: int, config: Chapter00Config | None = None, progress: bool = False, base: tuple | None = None) -> dict:
     """The whole chapter for one seed: evaluate the base, check the rollout bookkeeping, train with
-    GRPO, evaluate again. Returns every number the claims use."""
+    GRPO, evaluate again. Returns every number the claims use. `base`, `(model, tokenizer, config)` as
+    `warm_base` returns them, starts from a copy of that warm start instead of making one (it is the same for
+    every seed: the demonstrations and the warm start's seed do not depend on `seed`)."""
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
-    texts = functools.partial(demonstration_texts, config.demonstrations, 0, config.tool_share, config.direct_correct)
-    model, tokenizer, config = skeleton.base_for(BASE_NAME, config, texts)
+    if base is None:
+        model, tokenizer, config = warm_base(config)
+    else:
+        model, tokenizer, config = copy.deepcopy(base[0]), base[1], base[2]
+        course_config.seed_everything(seed)  # as after a warm start of its own, which reseeds to its fixed seed
     base_model = copy.deepcopy(model)
     results = {"base": evaluate(model, tokenizer, config, seed)}
-    results["checks"] = exactness_checks(model, tokenizer, config, seed)
+    results["checks"] = exactness_checks(model, tokenizer, config, seed, config.check_episodes)
     results["history"] = train_grpo(
         model, tokenizer, make_env, config.sampling, config.grpo, seed,
         evaluate=lambda m: evaluate(m, tokenizer, config, seed), progress=progress,
@@ -195,6 +203,13 @@ def run(seed: int, config: Chapter00Config | None = None, progress: bool = False
     results["model"], results["base_model"], results["tokenizer"] = model, base_model, tokenizer
     results["sampling"] = config.sampling  # in the chat format, with measured budgets, on a checkpoint
     return results
+
+
+def warm_base(config: Chapter00Config) -> tuple:
+    """`(model, tokenizer, config)` the chapter trains from: its base, or with `--model` a checkpoint warm-started
+    on the chapter's demonstrations (`skeleton.base_for`), `config` with the sampling that goes with it."""
+    texts = functools.partial(demonstration_texts, config.demonstrations, 0, config.tool_share, config.direct_correct)
+    return skeleton.base_for(BASE_NAME, config, texts)
 
 
 CURVE_KEYS = ("success", "eval_success", "tool_use", "entropy")
@@ -314,8 +329,85 @@ CHAPTER = skeleton.Chapter(
 )
 
 
+# The course's real model ------------------------------------------------------------------------
+SMOLLM2_RESULTS = "ch00_smollm2"
+"""`results/ch00_smollm2.json`: chapter 00 on SmolLM2-135M-Instruct, per seed."""
+SMOLLM2_CLAIMS: tuple[ClaimSpec, ...] = (
+    ClaimSpec(
+        "C0.5d",
+        "on SmolLM2-135M-Instruct with LoRA, GRPO raises held-out success over its warm start by at least 30 points",
+        "no paper: the course's warm-up on a real pretrained model (ToRL, ToolRL and ARTIST report RL gains over "
+        "their base); docs/experiments/ch00-smollm2.md",
+        "success_gain",
+        lambda n: at_least(n["success_gain"], 0.30),
+        required=False,
+        effects=(("success_gain", 0.30),),
+    ),
+    dataclasses.replace(
+        CLAIMS[2], id="C0.6d", required=False, statement="on SmolLM2: " + CLAIMS[2].statement
+    ),  # fmt: skip
+    dataclasses.replace(
+        CLAIMS[3],
+        id="C0.7d",
+        required=False,
+        statement="on SmolLM2's BPE tokenizer and chat template: " + CLAIMS[3].statement,
+    ),  # fmt: skip
+)
+"""Chapter 00 on the course's real model (issue 43), decided on its own file (`course_lib.verdicts`)."""
+SETTINGS = (Setting(SMOLLM2_RESULTS, SMOLLM2_CLAIMS, "docs/experiments/ch00-smollm2.md"),)
+
+
+def smollm2_config() -> Chapter00Config:
+    """Chapter 00 sized for SmolLM2-135M-Instruct with LoRA on 2 CPU cores (docs/experiments/ch00-smollm2.md): 512
+    demonstrations and 30 warm-start steps of 8 (the adapter at 1e-3), then 8 GRPO iterations of 4 prompts x 8
+    samples at 2e-4, evaluated on 64 distinct held-out problems before and after, 32 episodes checked."""
+    return Chapter00Config(
+        demonstrations=512,
+        sft=SFTConfig(steps=30, batch_size=8, learning_rate=1e-3, warmup_steps=3),
+        grpo=GRPOConfig(iterations=8, prompts_per_iteration=4, group_size=8, learning_rate=2e-4, eval_every=8),
+        eval_tasks=64,
+        check_episodes=32,
+    )
+
+
+def smollm2(seeds: Sequence[int], record: bool = False, progress: bool = False) -> dict[int, dict[str, float]]:
+    """Run the pre-registered design of docs/experiments/ch00-smollm2.md: warm-start SmolLM2 once (LoRA, the
+    demonstrations and seed are the chapter's, so every seed would make the same adapter), then per seed `run` GRPO
+    from a copy of it; print and (with `record`) write each seed's numbers and curves to
+    `results/ch00_smollm2.json`."""
+    from course_lib import checkpoint
+
+    if record:
+        recorded.begin()  # stamp the code and machine before anything runs
+    out = {}
+    with checkpoint.using("smollm2"):
+        start = time.perf_counter()
+        base = warm_base(smollm2_config())
+        warm_minutes = (time.perf_counter() - start) / 60
+        print(f"warm start in {warm_minutes:.1f} min", flush=True)
+        for seed in seeds:
+            results = run(seed, smollm2_config(), progress, base=base)
+            numbers = claim_numbers(results) | {"warm_start_minutes": warm_minutes}
+            print(f"seed {seed} ({results['minutes']:.1f} min): {report(results)[0]}", flush=True)
+            for claim in evaluate_all(SMOLLM2_CLAIMS, numbers):
+                print(f"  {claim.id} {claim.status} {claim.name}")
+            if record:
+                recorded.record(SMOLLM2_RESULTS, seed, SMOLLM2_CLAIMS, numbers, results["minutes"], curves(results))
+            out[seed] = numbers
+    return out
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--smollm2", action="store_true",
+        help="run chapter 00 on SmolLM2-135M-Instruct as pre-registered (--record writes results/ch00_smollm2.json)",
+    )  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv)
+    skeleton.main(
+        CHAPTER, argv, arguments=_options, configure=skeleton.designed_experiment(CHAPTER, "smollm2", smollm2)
+    )
 
 
 if __name__ == "__main__":
