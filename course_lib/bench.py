@@ -1,6 +1,7 @@
 """Benchmarks that print measurements (speed targets live here, never in timed tests).
 
     python -m course_lib.bench rollout [--batch 64] [--group 8] [--repeats 7] [--tasks ch00 ch03 ...]
+    python -m course_lib.bench rollout --model smollm2 [--batch 32] [--group 8] [--repeats 3]
     python -m course_lib.bench trl [--pairs 7]
     python -m course_lib.bench decoder [--batch 64] [--steps 24] [--repeats 7]
     python -m course_lib.bench roofline [--presets tiny tiny_wide] [--batch 64] [--repeats 7]
@@ -25,6 +26,12 @@ iterations of chapter 00 are timed, with the share spent in rollout, advantages 
 This machine's timings drift by 10-30% from minute to minute, so engine and generate() runs are
 interleaved in pairs, and each speedup is the median over the pairs, with its range. The last line,
 `speedup_vs_generate=X.XX`, is chapter 00's GRPO-shaped batch.
+
+With `--model` (a real model's name, `smollm2`, or a checkpoint folder): chapter 00's task in the chat format as
+`--model` runs it, the engine against `generate()` over the chat template (`time_generate_chat`: the conversation
+re-rendered and re-encoded every turn, stop tags as `stop_strings`) on the same GRPO-shaped batch, then the rollout's
+and the micro-batched update's share of this CPU's matmul throughput at their shapes (`roofline_phases`). The last
+line, `speedup_vs_generate=X.XX generation_of_matmul_peak=X update_of_matmul_peak=X`.
 
 `trl`: one GRPO iteration of course_lib against one step of TRL's `GRPOTrainer` (`course_lib.integrations.trl`),
 same base, same task, same batch, same optimizer settings (AdamW at chapter 00's learning rate, token-mean clipped
@@ -70,7 +77,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from unittest import mock
@@ -85,7 +92,7 @@ from course_lib.kv_decoder import KVDecoder, causal_lm
 from course_lib.models import build_model, count_parameters
 from course_lib.rollout import RolloutEngine, collate
 from course_lib.tokenizer import decode, encode
-from course_lib.train import policy_iteration, token_logprobs
+from course_lib.train import policy_iteration
 
 
 @dataclass
@@ -159,6 +166,72 @@ def time_generate(model, tokenizer, task: ToolTask, seeds: Sequence[int], seed: 
     return Run(tokens, seconds, turns / len(seeds), {})
 
 
+def chat_task(model_name: str) -> tuple[torch.nn.Module, object, ToolTask]:
+    """`(model, tokenizer, task)`: a real model (`smollm2`) or checkpoint folder on chapter 00's tool task, with the
+    chapter's sampling in the chat format as `--model` runs it (`checkpoint.chat_sampling`: budgets measured on the
+    chapter's demonstrations in this tokenizer, observations in the tool role). No warm start: speed does not depend
+    on the weights, and both sides sample the same untrained policy (its turns end at its end-of-turn token)."""
+    from course_lib import checkpoint, gpu_preset
+
+    model, tokenizer = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
+    texts = ch00.demonstration_texts(512, 0, 0.4, 0.3)
+    sampling = checkpoint.chat_sampling(ch00.preset("cpu").sampling, tokenizer, texts)
+    return model, tokenizer, ToolTask(ch00.ENV_NAME, model_name, sampling, ch00.make_env)
+
+
+def time_generate_chat(model, tokenizer, task: ToolTask, seeds: Sequence[int], seed: int) -> Run:
+    """Turn-by-turn `generate()` in the chat format, what a script around a chat model does: each turn renders the
+    conversation so far with the chat template (observations as tool messages), encodes it, left-pads the live
+    sequences and generates; a turn ends at a stop tag (`stop_strings`) or the end-of-turn token, within the
+    engine's `max_turn_tokens`, and a conversation that reaches `max_total_tokens` is cut, as in the engine."""
+    from course_lib import prompt_format
+
+    sampling = task.sampling
+    role = prompt_format.resolve(sampling.prompt_format).observation_role
+    torch.manual_seed(seed)
+    envs = [task.make_env() for _ in seeds]
+    start = time.perf_counter()  # resets are timed, as in the engine's rollout()
+    chats = [[{"role": "user", "content": env.reset(seed=s)[0]}] for env, s in zip(envs, seeds)]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    live, tokens, turns = list(range(len(seeds))), 0, 0
+    while live:
+        histories = [tokenizer.apply_chat_template(chats[i], add_generation_prompt=True, tokenize=True) for i in live]
+        histories = [list(h["input_ids"]) if isinstance(h, Mapping) else list(h) for h in histories]
+        width = max(map(len, histories))
+        ids = torch.full((len(live), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, history in enumerate(histories):  # left padding, as generate() expects for decoder-only models
+            ids[row, width - len(history) :] = torch.tensor(history)
+            mask[row, width - len(history) :] = 1
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=sampling.max_turn_tokens, do_sample=True,
+                temperature=sampling.temperature, top_k=0, top_p=1.0, eos_token_id=tokenizer.eos_token_id,
+                stop_strings=list(sampling.stop_tags), tokenizer=tokenizer, pad_token_id=pad,
+            )  # fmt: skip
+        still_live = []
+        for row, i in enumerate(live):
+            new = out[row, width:].tolist()
+            # generate() pads a row after its end-of-turn token or stop string: the turn is what came before
+            ended = next((k + 1 for k, token in enumerate(new) if token == tokenizer.eos_token_id), len(new))
+            while ended and new[ended - 1] == pad and pad != tokenizer.eos_token_id:
+                ended -= 1
+            action = new[: min(ended, max(0, sampling.max_total_tokens - len(histories[row])))]
+            tokens += len(action)
+            if len(histories[row]) + len(action) >= sampling.max_total_tokens:
+                continue  # cut by the length cap, like the engine's `cut` sequences
+            text = tokenizer.decode(action, skip_special_tokens=True)
+            obs, _, terminated, truncated, _ = envs[i].step(text)
+            turns += 1
+            chats[i].append({"role": "assistant", "content": text})
+            if not (terminated or truncated):
+                chats[i].append({"role": role, "content": obs})
+                still_live.append(i)
+        live = still_live
+    seconds = time.perf_counter() - start
+    return Run(tokens, seconds, turns / len(seeds), {})
+
+
 @dataclass
 class Comparison:
     engine: list[Run]
@@ -183,14 +256,18 @@ def median(runs: list[Run], value: Callable[[Run], float]) -> float:
     return statistics.median(value(run) for run in runs)
 
 
-def compare(model, tokenizer, task: ToolTask, seeds: Sequence[int], repeats: int) -> Comparison:
+def compare(
+    model, tokenizer, task: ToolTask, seeds: Sequence[int], repeats: int, baseline: Callable[..., Run] | None = None
+) -> Comparison:
     """`repeats` interleaved pairs of engine and generate() runs (after one warm-up of each); the
-    order within a pair alternates so that drift in the machine's speed falls on both alike."""
+    order within a pair alternates so that drift in the machine's speed falls on both alike. `baseline` is the
+    generate() loop (default `time_generate`, the word-level one; `time_generate_chat` for a chat model)."""
+    baseline = baseline or time_generate
     time_engine(model, tokenizer, task, seeds, 0)
-    time_generate(model, tokenizer, task, seeds, 0)
+    baseline(model, tokenizer, task, seeds, 0)
     engine, generate = [], []
     for repeat in range(repeats):
-        order = (time_engine, time_generate) if repeat % 2 == 0 else (time_generate, time_engine)
+        order = (time_engine, baseline) if repeat % 2 == 0 else (baseline, time_engine)
         for measure in order:
             run = measure(model, tokenizer, task, seeds, repeat)
             (engine if measure is time_engine else generate).append(run)
@@ -269,6 +346,33 @@ def bench_rollout(batch: int, group: int, repeats: int, task_names: Sequence[str
     shares = ", ".join(f"{key.removeprefix('time_')} {value / total:.0%}" for key, value in phases.items())
     print(f"GRPO iteration ({grpo.prompts_per_iteration}x{grpo.group_size} rollouts): {total / 3:.3f} s; {shares}")
     print(f"speedup_vs_generate={result.speedup:.2f}")
+    return result.speedup
+
+
+def bench_real_rollout(model_name: str, batch: int, group: int, repeats: int, min_seconds: float = 0.2) -> float:
+    """`python -m course_lib.bench rollout --model smollm2`: the engine against `time_generate_chat` on the same
+    GRPO-shaped batch of chapter 00's episodes in the chat format, then both phases against this CPU's matmul
+    throughput (the update micro-batched as a checkpoint's run does it, `checkpoint.micro_batch_tokens`)."""
+    from course_lib import checkpoint
+
+    model, tokenizer, task = chat_task(model_name)
+    sampling = task.sampling
+    limits = f"turns of up to {sampling.max_turn_tokens} tokens, episodes of up to {sampling.max_total_tokens}"
+    print(f"{model_name} ({count_parameters(model):,} parameters, vocabulary {model.config.vocab_size:,}) on chapter "
+          f"00's tool task in the chat format ({limits}), {torch.get_num_threads()} threads, {repeats} interleaved "
+          "pairs")  # fmt: skip
+    print(f"{batch // group} tasks x {group} samples (a GRPO batch; the engine prefills each prompt once):")
+    result = compare(model, tokenizer, task, [i // group for i in range(batch)], repeats, time_generate_chat)
+    print_comparison(result)
+    budget = checkpoint.micro_batch_tokens(model.config.vocab_size)
+    generation, update, detail = roofline_phases(model, tokenizer, task.sampling, batch, 2, min_seconds, budget)
+    for name, phase in (("generation", generation), ("update", update)):
+        achieved, ceiling = statistics.median(phase.achieved) / 1e9, statistics.median(phase.ceiling) / 1e9
+        print(f"  {name:11} {achieved:8.2f} GFLOP/s of {ceiling:8.2f} GFLOP/s matmul at its shapes: "
+              f"{phase.fraction:.3g} (range {min(phase.fractions):.3g}-{max(phase.fractions):.3g})")  # fmt: skip
+    print(f"    {detail}")
+    print(f"speedup_vs_generate={result.speedup:.2f} generation_of_matmul_peak={generation.fraction:.3g} "
+          f"update_of_matmul_peak={update.fraction:.3g}")  # fmt: skip
     return result.speedup
 
 
@@ -590,11 +694,24 @@ def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) 
     tokenizer = ch00.build_tokenizer_for_chapter()
     torch.manual_seed(0)
     model = build_model(tokenizer, preset, max_positions=64)
+    return roofline_phases(model, tokenizer, ch00.preset("cpu").sampling, batch, repeats, min_seconds)
+
+
+def roofline_phases(
+    model, tokenizer, sampling, batch: int, repeats: int, min_seconds: float, budget: int = 0
+) -> tuple[Phase, Phase, str]:
+    """Generation (the engine's rollout of `batch` chapter-00 episodes under `sampling`) and the update (a
+    GRPO-shaped loss over the last rollout batch, micro-batched by `budget` tokens as `micro_batch.backward` runs it;
+    0: one forward) of `model`, each run against the matmul throughput at its own shapes, and a line on what was
+    counted. A micro-batched update runs one more forward than it is credited with (`update_flops` counts the
+    useful forward and backward), so its fraction is the share of the CPU the method's own arithmetic gets."""
+    from course_lib import micro_batch
+
     shape = MatmulShape.of(model)
-    sampling = ch00.preset("cpu").sampling
     forwards: list[tuple[int, int, int]] = []
     ceiling = MatmulCeiling(decode_products(model, batch), min_seconds)
     generation, trajectories = Phase([], []), []
+    model.eval()
     with counting_forwards(forwards):  # the engine's own code, counted
         for run in range(repeats + 1):  # the first run is a warm-up
             forwards.clear()
@@ -608,29 +725,34 @@ def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) 
                 generation.ceiling.append(ceiling.rate())
     steps = sum(1 for _, new, _ in forwards if new == 1)
 
-    rollout_batch = collate(trajectories, tokenizer.pad_token_id)
+    rollout_batch = collate(trajectories, engine.pad_id)
     rows, length = rollout_batch.input_ids.shape
-    ceiling = MatmulCeiling(update_products(model, rows * length), min_seconds)
+    ceiling = MatmulCeiling(update_products(model, min(rows * length, budget or rows * length)), min_seconds)
     model.train()
     update = Phase([], [])
+    mask = rollout_batch.loss_mask.float()
+
+    def loss_of(logprobs: torch.Tensor, entropy: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        # A GRPO-shaped loss: per-token log-probs weighted on the policy's tokens (the weights do not change FLOPs).
+        return -(logprobs * mask).sum() / mask.sum(), {}
+
     for run in range(repeats + 1):
         model.zero_grad(set_to_none=True)
         start = time.perf_counter()
-        logprobs, _ = token_logprobs(model, rollout_batch.input_ids, rollout_batch.attention_mask)
-        # A GRPO-shaped loss: per-token log-probs weighted on the policy's tokens (the weights do not change FLOPs).
-        loss = -(logprobs * rollout_batch.loss_mask).sum() / rollout_batch.loss_mask.sum()
-        loss.backward()
+        micro_batch.backward(model, rollout_batch.input_ids, rollout_batch.attention_mask, 1.0, loss_of, budget)
         seconds = time.perf_counter() - start
         if run:
             update.achieved.append(update_flops(shape, rows, length) / seconds)
             update.ceiling.append(ceiling.rate())
     model.zero_grad(set_to_none=True)
+    model.eval()
 
     detail = (
         f"{count_parameters(model):,} parameters ({shape.layer_weights:,} in the layers' products, "
         f"{shape.head_weights:,} in the LM head); last rollout: {generation_flops(shape, forwards) / 1e9:.2f} GFLOP "
         f"in {len(forwards)} forwards ({steps} single-token steps); update: "
         f"{update_flops(shape, rows, length) / 1e9:.2f} GFLOP on [{rows}, {length}]"
+        + (f" in micro-batches of {budget} tokens" if budget else "")
     )
     return generation, update, detail
 
@@ -714,9 +836,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.bench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     rollout = sub.add_parser("rollout", help="rollout engine vs turn-by-turn generate()")
-    rollout.add_argument("--batch", type=int, default=64)
+    rollout.add_argument("--batch", type=int)
     rollout.add_argument("--group", type=int, default=8, help="samples per task in the GRPO-shaped batches")
     rollout.add_argument("--repeats", type=int, default=7, help="interleaved pairs of engine and generate() runs")
+    rollout.add_argument(
+        "--model", help="a real model (smollm2) or checkpoint folder on chapter 00's task in the chat format, against "
+        "generate() over the chat template, with both phases' share of the matmul roofline (default --batch 32)",
+    )  # fmt: skip
     rollout.add_argument(
         "--tasks", nargs="+", default=["ch00", "ch03", "ch04", "ch05", "ch06"],
         choices=["ch00", "ch03", "ch04", "ch05", "ch06"], help="tool tasks to measure (chapter 00's always runs)",
@@ -747,8 +873,10 @@ def main(argv: list[str] | None = None) -> int:
         bench_trl(args.pairs)
     elif args.command == "decoder":
         bench_decoder(args.batch, args.steps, args.repeats)
+    elif args.model:
+        bench_real_rollout(args.model, args.batch or 32, args.group, args.repeats)
     else:
-        bench_rollout(args.batch, args.group, args.repeats, args.tasks)
+        bench_rollout(args.batch or 64, args.group, args.repeats, args.tasks)
     return 0
 
 

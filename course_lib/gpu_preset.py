@@ -19,8 +19,15 @@ every weight with `--full-finetune`) on the chapter's demonstrations in its chat
 claims run as usual (`course_lib.checkpoint`). Only the chapters whose run starts from `skeleton.base_for` take a
 checkpoint (`model_chapters()`); they are the default. The course never downloads at run time: a hub id must already
 be in the Hugging Face cache of the machine (`hf download <id>` beforehand), or be given as a folder, and the
-chapters run with `HF_HUB_OFFLINE=1`. A checkpoint's run is printed, not recorded: `--record` is refused. See
-docs/bring-your-own-model.md for the model per chapter and its memory.
+chapters run with `HF_HUB_OFFLINE=1`. A checkpoint's run is printed, not recorded: `--record` is refused, except for
+the course's real model, whose records go to `results/gpu/<chapter>_smollm2.json`:
+
+    python -m course_lib.gpu_preset --model smollm2 --record --budget-minutes 12
+
+runs chapters 00, 04, 06, 07 and 08 on SmolLM2-135M-Instruct (`python -m course_lib.data build smollm2` first) with
+LoRA and micro-batched updates at the gpu presets' sizes, each chapter within what is left of the budget. Those sizes
+were set for the course's word-level models, and no GPU has run this yet: whether the five chapters fit 12 minutes
+is not yet measured. See docs/bring-your-own-model.md for the model per chapter and its memory.
 """
 
 from __future__ import annotations
@@ -145,15 +152,18 @@ def run_all(
     record: bool,
     model: Path | None = None,
     full_finetune: bool = False,
+    name: str | None = None,
 ) -> list[ChapterRun]:
     """Each chapter in turn with what is left of the budget; the rest are reported as not run. With `model` (a
-    checkpoint folder) every chapter runs on it, offline; a failing chapter's last lines are printed either way,
-    and with a model every chapter's are (its claims are printed, never recorded)."""
+    checkpoint folder) every chapter runs on it, offline (`name`: the real model's name it was resolved from, which
+    the chapters get instead, so that `record` writes `results/gpu/<chapter>_<name>.json`); a failing chapter's last
+    lines are printed either way, and with a model every chapter's are."""
     env = {**os.environ, "COURSE_SCALE": "gpu"}
     extra: list[str] = []
     if model is not None:
         env["HF_HUB_OFFLINE"] = "1"  # the course never downloads at run time
-        extra = ["--model", str(model)] + (["--full-finetune"] if full_finetune else [])
+        # a real model goes by its name (its cache is checked again), which also names its records
+        extra = ["--model", name or str(model)] + (["--full-finetune"] if full_finetune else [])
     deadline = time.perf_counter() + 60 * budget_minutes
     runs = []
     for chapter in chapters:
@@ -185,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.full_finetune and not args.model:
         parser.error("--full-finetune goes with --model")
-    if args.model and args.record:
-        parser.error("--record writes the course's own results; a checkpoint's run is printed, not recorded")
+    if args.model and args.record and args.model not in real_models.MODELS:
+        parser.error("--record writes the course's own results; a checkpoint's run is printed, not recorded (the "
+                     f"course's real models record: --model {' or '.join(real_models.MODELS)})")  # fmt: skip
     allowed = model_chapters() if args.model else list(MODULES)
     chosen = args.chapters or [key.removeprefix("ch") for key in allowed]
     unknown = [c for c in chosen if not c.removeprefix("ch").isdigit() or chapter_key(c) not in MODULES]
@@ -204,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         except FileNotFoundError as missing:
             parser.error(str(missing))
         print(f"pretrained-model mode: {args.model} from {model}, chapters {', '.join(map(chapter_key, chosen))}")
-    runs = run_all(chosen, args.seeds, args.budget_minutes, args.record, model, args.full_finetune)
+    runs = run_all(chosen, args.seeds, args.budget_minutes, args.record, model, args.full_finetune,
+                   name=args.model if args.model in real_models.MODELS else None)  # fmt: skip
     print("summary:")
     for run in runs:
         print(f"  {run.line()}")

@@ -27,9 +27,41 @@ its exp and their products over the whole `[tokens, vocabulary]`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 import torch
+
+AUTOCAST = ("none", "bf16")
+"""`GRPOConfig.autocast` / `SFTConfig.autocast`: the update's forwards in float32, or under bfloat16 autocast."""
+
+
+@contextlib.contextmanager
+def memory_options(model: torch.nn.Module, gradient_checkpointing: bool = False, autocast: str = "none") -> Iterator:
+    """The update's forwards and backwards inside the block with a GPU's two memory options, both off by default:
+
+    - `gradient_checkpointing`: transformers' activation checkpointing (`activation_checkpointing_enable`,
+      non-reentrant) for the block, so a layer's activations are recomputed in the backward instead of kept (Chen
+      et al. 2016, "Training Deep Nets with Sublinear Memory Cost"): the same gradient, about one more forward;
+    - `autocast="bf16"`: matrix products in bfloat16 (`torch.autocast`); the logits are scored in float32
+      (`lean_token_logprobs`), so the loss's softmax is not computed in 8 bits of mantissa.
+
+    Off, the block is exactly the plain computation (the golden run is bit-identical)."""
+    if autocast not in AUTOCAST:
+        raise ValueError(f"autocast must be one of {AUTOCAST}, got {autocast!r}")
+    switch = gradient_checkpointing and not getattr(model, "is_activation_checkpointing", False)
+    if switch:
+        if not hasattr(model, "activation_checkpointing_enable"):
+            raise ValueError("gradient_checkpointing needs a transformers model (activation_checkpointing_enable)")
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    device = next(model.parameters()).device.type
+    try:
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast == "bf16"):
+            yield
+    finally:
+        if switch:
+            model.activation_checkpointing_disable()
+
 
 LossOf = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict]]
 """`(logprobs [B, T], entropy [B, T]) -> (scalar loss, stats)` on the whole batch."""

@@ -124,12 +124,18 @@ class SFTConfig:
     micro_batch_tokens: int = 0
     """Padded tokens per forward (`course_lib.micro_batch`): 0 runs each step's batch at once; a budget splits its
     rows into micro-batches with the same gradient, so that a real vocabulary's logits fit in memory."""
+    gradient_checkpointing: bool = False
+    """Recompute a layer's activations in the backward instead of keeping them (`micro_batch.memory_options`): for
+    a real model on a GPU; the same gradient."""
+    autocast: str = "none"
+    """`none` (float32) or `bf16` (matrix products under bfloat16 autocast, logits scored in float32)."""
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
         """Refuse impossible settings when they are made, not minutes into a run (a ValueError naming the field)."""
+        _one_of("SFTConfig.autocast", self.autocast, micro_batch.AUTOCAST)
         _at_least("SFTConfig.steps", self.steps, 0)
         _at_least("SFTConfig.micro_batch_tokens", self.micro_batch_tokens, 0)
         _at_least("SFTConfig.batch_size", self.batch_size, 1)
@@ -168,11 +174,12 @@ def supervised_warm_start(
             mask[row, : len(target)] = torch.tensor(target, dtype=torch.float)
         ids, mask = ids.to(device), mask.to(device)
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = micro_batch.backward(
-            model, ids, attention.to(device), 1.0,
-            lambda logprobs, _entropy, mask=mask: (masked_aggregate(-logprobs, mask, "token-mean"), {}),
-            config.micro_batch_tokens,
-        )  # fmt: skip
+        with micro_batch.memory_options(model, config.gradient_checkpointing, config.autocast):
+            loss, _ = micro_batch.backward(
+                model, ids, attention.to(device), 1.0,
+                lambda logprobs, _entropy, mask=mask: (masked_aggregate(-logprobs, mask, "token-mean"), {}),
+                config.micro_batch_tokens,
+            )  # fmt: skip
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
@@ -323,6 +330,12 @@ class GRPOConfig:
     """Padded tokens per forward of the update (`course_lib.micro_batch`): 0 runs the batch at once; a budget splits
     its rows into micro-batches whose gradients add up to the whole batch's (one extra forward without a graph), so
     that a real vocabulary's logits fit in memory."""
+    gradient_checkpointing: bool = False
+    """Recompute a layer's activations in the update's backward instead of keeping them
+    (`micro_batch.memory_options`): for a real model on a GPU; the same gradient."""
+    autocast: str = "none"
+    """The update's forwards: `none` (float32) or `bf16` (matrix products under bfloat16 autocast, logits scored in
+    float32)."""
     updates_per_batch: int = 1
     """Optimizer steps on each batch of rollouts (1 is on-policy)."""
     mask_observations: bool = True
@@ -375,6 +388,7 @@ class GRPOConfig:
         _at_least("GRPOConfig.learning_rate", self.learning_rate, 0.0, strict=True)
         _within("GRPOConfig.clip_low", self.clip_low, 0.0, 1.0)
         _at_least("GRPOConfig.clip_high", self.clip_high, 0.0)
+        _one_of("GRPOConfig.autocast", self.autocast, micro_batch.AUTOCAST)
         _one_of("GRPOConfig.aggregation", self.aggregation, AGGREGATIONS)
         _at_least("GRPOConfig.kl_coef", self.kl_coef, 0.0)
         _one_of("GRPOConfig.entropy_scope", self.entropy_scope, ENTROPY_SCOPES)
@@ -671,9 +685,10 @@ def policy_iteration(
 
     for update in range(config.updates_per_batch):
         optimizer.zero_grad(set_to_none=True)
-        loss, stats = micro_batch.backward(
-            model, batch.input_ids, batch.attention_mask, temperature, whole_batch_loss, budget
-        )
+        with micro_batch.memory_options(model, config.gradient_checkpointing, config.autocast):
+            loss, stats = micro_batch.backward(
+                model, batch.input_ids, batch.attention_mask, temperature, whole_batch_loss, budget
+            )
         if config.updates_per_batch > 1:  # the clip can only act from the second update on (ratio 1 at the first)
             per_update[f"clip_fraction_update_{update}"] = stats["clip_fraction"]
         grad_norm = torch.nn.utils.clip_grad_norm_(

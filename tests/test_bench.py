@@ -94,3 +94,38 @@ def test_counting_records_the_shapes_each_decoder_ran():
             decoder.step(torch.tensor([[14, 15, 16]]))
         decoder.step(torch.tensor([17]))  # outside the block: not counted
         assert forwards == [(2, 4, 4), (2, 1, 5), (1, 3, 8)]
+
+
+def test_the_real_model_rollout_benchmark_runs_on_a_chat_checkpoint(tmp_path, capsys):
+    """`rollout --model`: the engine against generate() over the chat template on the same episodes, and both
+    phases against the matmul roofline, on a stand-in (a Llama with a BPE tokenizer and ChatML) in place of SmolLM2."""
+    from course_lib import standins
+
+    folder = standins.build_standin(tmp_path / "llama", "llama", max_positions=512)
+    status = bench.main(["rollout", "--model", str(folder), "--batch", "4", "--group", "2", "--repeats", "2"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "in the chat format" in out and "2 tasks x 2 samples" in out
+    assert re.search(r"speedup \d+\.\d\d \(range \d+\.\d\d-\d+\.\d\d over 2 pairs\)", out)
+    for phase in ("generation", "update"):
+        assert re.search(rf"  {phase} +\S+ GFLOP/s of +\S+ GFLOP/s matmul at its shapes: \S+ \(range", out)
+    last = re.fullmatch(r"speedup_vs_generate=(\S+) generation_of_matmul_peak=(\S+) update_of_matmul_peak=(\S+)",
+                        out.strip().splitlines()[-1])  # fmt: skip
+    assert last and all(0 < float(value) < math.inf for value in last.groups())
+
+
+def test_the_chat_generate_baseline_plays_the_same_episodes_as_the_engine(tmp_path):
+    """Both sides take the same number of turns per episode on a policy that always ends its turn at once (a stand-in
+    whose only likely token is the end-of-turn token): generate() over the template is a fair baseline."""
+    from course_lib import standins
+
+    folder = standins.build_standin(tmp_path / "llama", "llama", max_positions=512)
+    model, tokenizer, task = bench.chat_task(str(folder))
+    with torch.no_grad():  # every position predicts the end-of-turn token
+        model.lm_head.weight.zero_()
+        model.lm_head.weight[tokenizer.eos_token_id] = 100.0 * torch.ones(model.config.hidden_size) / 10
+        model.model.norm.weight.fill_(1.0)
+    engine = bench.time_engine(model, tokenizer, task, [0, 1], 0)
+    generate = bench.time_generate_chat(model, tokenizer, task, [0, 1], 0)
+    assert engine.turns == generate.turns == 3  # an empty action is invalid: the episode runs to its 3 turns
+    assert engine.tokens == generate.tokens == 6  # one end-of-turn token per turn, two episodes

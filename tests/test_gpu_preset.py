@@ -345,3 +345,28 @@ def test_a_hub_id_is_read_from_the_cache_and_never_downloaded(standin, tmp_path,
     with pytest.raises(SystemExit):  # the command line says the same, before any chapter runs
         gpu_preset.main(["--model", "course/absent-from-every-cache-0"])
     assert "never downloads at run time" in capsys.readouterr().err
+
+
+def test_the_real_model_records_under_its_name(standin, monkeypatch, capsys):
+    """`--model smollm2 --record`: the chapters get the name (resolved again from its checked cache) and `--record`,
+    and write `results/gpu/<chapter>_smollm2.json`; any other checkpoint's run is still refused a record."""
+    from course_lib import gpu_preset, real_models
+
+    calls: list = []
+    monkeypatch.setattr(real_models, "path", lambda name: standin.resolve())
+    monkeypatch.setattr(gpu_preset.subprocess, "run", _fake_chapter(calls))
+    assert gpu_preset.main(["--model", "smollm2", "--record", "--chapters", "00", "--budget-minutes", "5"]) == 0
+    command, env = calls[0]
+    assert command[-3:] == ["--record", "--model", "smollm2"] and env["COURSE_SCALE"] == "gpu"
+    with pytest.raises(SystemExit):
+        gpu_preset.main(["--model", str(standin), "--record"])
+    assert "a checkpoint's run is printed, not recorded" in capsys.readouterr().err
+
+
+def test_a_chapter_records_the_real_model_only_on_the_gpu_preset(monkeypatch, capsys):
+    from course_lib.chapters import ch00_tool_agent as ch00
+
+    monkeypatch.setenv("COURSE_SCALE", "cpu")
+    with pytest.raises(SystemExit):
+        ch00.main(["--model", "smollm2", "--record"])
+    assert "results/gpu/ch00_smollm2.json" in capsys.readouterr().err

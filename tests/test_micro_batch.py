@@ -191,3 +191,53 @@ def test_a_checkpoints_budget_bounds_its_logits_not_a_small_vocabularys_batch():
     assert checkpoint.micro_batch_tokens(49_152) == 512, "SmolLM2: the budget measured by bench update"
     assert checkpoint.micro_batch_tokens(600) > 64 * 250, "a stand-in: chapter 00's whole batch in one pass"
     assert checkpoint.micro_batch_tokens(10**9) == 1
+
+
+def option_gradients(model, ids, attention, loss_of, budget, checkpointing, autocast) -> dict[str, torch.Tensor]:
+    """`gradients` inside `micro_batch.memory_options`."""
+    model = copy.deepcopy(model)
+    model.train()
+    model.zero_grad(set_to_none=True)
+    with micro_batch.memory_options(model, checkpointing, autocast):
+        assert model.is_activation_checkpointing == checkpointing
+        micro_batch.backward(model, ids, attention, 1.0, loss_of, budget)
+    assert not model.is_activation_checkpointing, "checkpointing is switched off after the block"
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+@pytest.mark.parametrize("budget", [0, 20])
+def test_gradient_checkpointing_gives_the_same_gradient(setting, budget):
+    """Recomputing each layer's activations in the backward is the same arithmetic: within 1e-6, whole batch or
+    micro-batched."""
+    model, ids, attention, loss_mask, old, advantages = setting
+
+    def loss_of(logprobs, entropy):
+        return loop.clipped(logprobs, old, advantages, loss_mask, GRPOConfig())
+
+    plain = gradients(model, ids, attention, loss_of, budget)
+    assert_same_gradient(plain, option_gradients(model, ids, attention, loss_of, budget, True, "none"))
+
+
+def test_bf16_autocast_points_the_gradient_the_same_way(setting):
+    """Matrix products in bfloat16 round (8 bits of mantissa): not equal, but the same direction (cosine above
+    0.99) and a relative error under 10%; the logits are scored in float32, so the log-probs stay finite."""
+    model, ids, attention, loss_mask, old, advantages = setting
+
+    def loss_of(logprobs, entropy):
+        assert logprobs.dtype == torch.float32, "bf16 logits are scored in float32"
+        return loop.clipped(logprobs, old, advantages, loss_mask, GRPOConfig())
+
+    plain = torch.cat([g.flatten() for g in gradients(model, ids, attention, loss_of, 0).values()])
+    mixed = torch.cat(
+        [g.flatten() for g in option_gradients(model, ids, attention, loss_of, 0, False, "bf16").values()]
+    )
+    assert torch.isfinite(mixed).all()
+    assert torch.nn.functional.cosine_similarity(plain, mixed, dim=0) > 0.99
+    assert (plain - mixed).norm() < 0.1 * plain.norm()
+
+
+def test_an_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="GRPOConfig.autocast"):
+        GRPOConfig(autocast="fp8")
+    with pytest.raises(ValueError, match="SFTConfig.autocast"):
+        SFTConfig(autocast="fp16")

@@ -275,8 +275,15 @@ def main(
         if not chapter.checkpoint:
             parser.error(f"{chapter.id} always starts from its own base; --model works for the chapters that use "
                          "skeleton.base_for (00, 04, 06, 07, 08)")  # fmt: skip
-        if args.record:
-            parser.error("--record writes the course's own results; a checkpoint's run is printed, not recorded")
+        from course_lib import real_models
+
+        if args.record and args.model not in real_models.MODELS:
+            parser.error("--record writes the course's own results; a checkpoint's run is printed, not recorded (the "
+                         f"course's real models record: --model {' or '.join(real_models.MODELS)})")  # fmt: skip
+        if args.record and course_config.scale() != "gpu":
+            parser.error(f"--record --model {args.model} writes the gpu preset's record (COURSE_SCALE=gpu, into "
+                         f"results/gpu/{chapter.id}_{args.model}.json); on the cpu preset a real model's recorded runs "
+                         "are pre-registered designs of their own (chapter 00's: --smollm2)")  # fmt: skip
         os.environ["COURSE_MODEL"] = args.model  # read by `base_for` in the chapter's run
         if args.full_finetune:
             os.environ["COURSE_MODEL_FULL_FINETUNE"] = "1"
@@ -294,6 +301,8 @@ def main(
     if args.resume and not Path(args.checkpoint_dir).is_dir():
         parser.error(f"--resume: {args.checkpoint_dir} does not exist, so there is no checkpoint to resume from; check "
                      "the path, or leave --resume out to start a fresh run")  # fmt: skip
+    if args.model and args.record:  # a real model's gpu run: a file of its own beside the chapter's
+        chapter = dataclasses.replace(chapter, id=f"{chapter.id}_{args.model}")
     with recorded.recording_into(args.out) if args.out else contextlib.nullcontext():
         return _run_command(chapter, args, parser, configure, finish, print_claims, overridden)
 
