@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -72,20 +73,32 @@ class Effect:
     """The exact two-sided sign-flip p-value of a zero mean (`stats.sign_flip_p`)."""
     detectable: float
     """The smallest mean difference these seeds detect with 80% power (`stats.detectable_effect`, with t)."""
+    unmeasured: int = 0
+    """Recorded seeds on which the difference could not be measured (NaN: e.g. a premise with nothing to score)."""
 
     @property
     def decided(self) -> bool:
-        return self.seeds >= MIN_SEEDS
+        """On at least `MIN_SEEDS` measured seeds, or unmeasurable on at least as many (then it does not hold)."""
+        return self.seeds >= MIN_SEEDS or (self.seeds == 0 and self.unmeasured >= MIN_SEEDS)
 
     @property
     def holds(self) -> bool:
-        return self.decided and self.low > min(self.margin, 0.0) + TOLERANCE and at_least(self.mean, self.margin)
+        return (
+            self.seeds >= MIN_SEEDS
+            and self.low > min(self.margin, 0.0) + TOLERANCE
+            and at_least(self.mean, self.margin)
+        )
 
     def interval_text(self) -> str:
         """`+0.061 [+0.032, +0.090] over 20 seeds`: the mean and its 95% t-interval."""
-        return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}] over {self.seeds} seeds"
+        if self.seeds == 0 and self.unmeasured:
+            return f"not measurable on any of {self.unmeasured} seeds"
+        unmeasured = f" ({self.unmeasured} more not measurable)" if self.unmeasured else ""
+        return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}] over {self.seeds} seeds{unmeasured}"
 
     def text(self) -> str:
+        if self.seeds == 0 and self.unmeasured:
+            return f"{self.key} {self.interval_text()} (margin {self.margin:+.3f})"
         return (
             f"{self.key} {self.interval_text()} (95% t-interval; margin {self.margin:+.3f}; described by: bootstrap "
             f"[{self.bootstrap_low:+.3f}, {self.bootstrap_high:+.3f}], IQM {self.iqm:+.3f}, P(improvement) "
@@ -94,15 +107,18 @@ class Effect:
 
 
 def effect(key: str, margin: float, values: Sequence[float]) -> Effect:
-    """`values`' paired difference decided and described (`Effect`)."""
+    """`values`' paired difference decided and described (`Effect`); NaN values (seeds on which it could not be
+    measured) are counted apart and left out of every statistic."""
+    unmeasured = sum(math.isnan(v) for v in values)
+    values = [v for v in values if not math.isnan(v)]
     if not values:
         nan = float("nan")
-        return Effect(key, margin, 0, nan, nan, nan, nan, nan, nan, nan, 1.0, nan)
+        return Effect(key, margin, 0, nan, nan, nan, nan, nan, nan, nan, 1.0, nan, unmeasured)
     mean, low, high = stats.t_interval(values)
     _, boot_low, boot_high = stats.bootstrap_interval(values)
     return Effect(key, margin, len(values), mean, low, high, boot_low, boot_high, stats.interquartile_mean(values),
                   stats.probability_of_improvement(values), stats.sign_flip_p(values),
-                  stats.detectable_effect(values))  # fmt: skip
+                  stats.detectable_effect(values), unmeasured)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -212,3 +212,17 @@ def test_takeaways_fill_statuses_and_numbers_from_results():
 
 def test_generated_claims_tables_and_readme_match_results():
     assert verdicts.drift() == [], "run `python -m course_lib.verdicts --write`"
+
+
+def test_a_difference_that_could_not_be_measured_is_counted_apart_and_never_holds():
+    """A seed whose number is NaN (a premise with nothing to score) is left out of the statistics and counted: on no
+    measurable seed out of five the finding is decided and does not hold; on three of five it is undecided."""
+    nan = float("nan")
+    none = verdicts.effect("retrieval", 0.05, [nan] * 5)
+    assert none.decided and not none.holds and none.unmeasured == 5
+    assert none.text() == "retrieval not measurable on any of 5 seeds (margin +0.050)"
+    some = verdicts.effect("retrieval", 0.05, [0.2, 0.3, 0.25, nan, nan])
+    assert some.seeds == 3 and some.unmeasured == 2 and not some.decided
+    assert some.interval_text().endswith("over 3 seeds (2 more not measurable)")
+    full = verdicts.effect("retrieval", 0.05, [0.2, 0.3, 0.25, 0.22, 0.28])
+    assert full.holds and full.unmeasured == 0
