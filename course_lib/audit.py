@@ -628,6 +628,14 @@ def audit_ch15() -> list[SplitAudit]:
     return [SplitAudit("ch15", "test", 0, 0, skipped="the pitfalls lab evaluates no held-out problem")]
 
 
+def audit_ch16() -> list[SplitAudit]:
+    """The real-model appendix measures an untrained pretrained model: nothing of the course's trains it, so no
+    training data can hold its held-out problems (its own pretraining corpus is not the course's to audit);
+    reported as skipped. Chapter 00 on that model (`ch00_smollm2`) is inside chapter 00's audit: its 64 evaluation
+    problems are the first of chapter 00's and its 512 demonstrations the first of chapter 00's."""
+    return [SplitAudit("ch16", "test", 0, 0, skipped="inference only: nothing of the course's trains the model")]
+
+
 AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch00": audit_ch00,
     "ch01": audit_ch01,
@@ -645,6 +653,7 @@ AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
     "ch13": audit_ch13,
     "ch14": audit_ch14,
     "ch15": audit_ch15,
+    "ch16": audit_ch16,
 }
 
 

@@ -262,6 +262,27 @@ def write_minutes(junit_xml: Path) -> dict:
     return record
 
 
+def add_minutes(junit_xml: Path) -> dict:
+    """Add to `results/minutes.json` the notebooks of `junit_xml` that it does not hold yet (a new chapter, measured
+    under .ci/run's settings before the next full CI run records every notebook at once), each with where it was
+    measured under `measured_apart`; the notebooks it holds keep their numbers. Returns the record."""
+    from course_lib.machine import cpu_description
+    from course_lib.results import _git
+
+    record = json.loads(MINUTES.read_text())
+    new = {name[:2]: value for name, value in nbval_minutes(junit_xml).items() if name[:2] not in record["minutes"]}
+    for chapter, value in sorted(new.items()):
+        record["minutes"][chapter] = round(value, 1)
+        record.setdefault("measured_apart", {})[chapter] = {
+            "cpu": cpu_description(), "git_commit": _git("rev-parse", "HEAD") or "unknown",
+            "how": "pytest --nbval on this notebook alone, 2 cores, ATEN_CPU_CAPABILITY=avx2",
+        }  # fmt: skip
+    record["minutes"] = dict(sorted(record["minutes"].items()))
+    record["total"] = round(record["total"] + sum(new.values()), 1)
+    MINUTES.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
 def recorded_minutes() -> dict[str, float]:
     """`{"00": 0.2, ...}` from `results/minutes.json`."""
     return json.loads(MINUTES.read_text())["minutes"]
@@ -319,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     minutes_parser.add_argument("junit_xml", type=Path, nargs="?")
     minutes_parser.add_argument("--write", action="store_true", help="record them in results/minutes.json")
     minutes_parser.add_argument("--sync", action="store_true", help="the README and title cells from the record")
+    minutes_parser.add_argument(
+        "--add", action="store_true", help="record only the notebooks results/minutes.json does not hold yet"
+    )
     args = parser.parse_args(argv)
     if args.command == "minutes":
         if args.sync:
@@ -329,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("minutes needs a JUnit XML report (or --sync)")
         if args.write:
             print(f"wrote {MINUTES.relative_to(ROOT)}: {write_minutes(args.junit_xml)['total']} minutes in all")
+        elif args.add:
+            print(
+                f"added to {MINUTES.relative_to(ROOT)}: {sorted(add_minutes(args.junit_xml).get('measured_apart', {}))}"
+            )
         minutes = nbval_minutes(args.junit_xml)
         for name, value in minutes.items():
             print(f"{name:45} {value:5.1f} min")

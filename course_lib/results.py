@@ -44,6 +44,7 @@ MODULES = {
     "ch13": "ch13_scale_out",
     "ch14": "ch14_own_model",
     "ch15": "ch15_pitfalls",
+    "ch16": "ch16_real_model",
 }
 """Chapter key -> module under `course_lib.chapters`."""
 CONFIRMATIONS = {

@@ -201,8 +201,8 @@ class CourseVerdict:
         if self.kind == "finding":
             return f"{passed}; decided on its check on every recorded seed (at least {MIN_SEEDS})"
         if self.chance is not None:
-            return f"{passed}; P(fails by chance) {self.chance.probability:.2g}: {self.chance.how}"
-        return passed
+            return f"{passed}; P(fails by chance) {self.chance.probability:.2g}: {self.chance.how}{beside}"
+        return passed + beside
 
     def line(self) -> str:
         """One deterministic line: id, kind, status, seeds, and the basis of the decision."""

@@ -239,3 +239,21 @@ def test_minutes_are_read_from_a_junit_report(tmp_path, monkeypatch):
     assert record["minutes"] == {"00": 0.2, "01": 1.0} and record["total"] == 1.2  # 15 s and 60 s
     assert notebooks.time_sentence(0.2).startswith("**Time.** The cells run in 0.2 minutes on 2 CPU cores")
     assert notebooks.TIME_SENTENCE.fullmatch(notebooks.time_sentence(1.0))
+
+
+def test_a_new_notebook_is_added_to_the_minutes_without_touching_the_others(tmp_path, monkeypatch):
+    from course_lib import notebooks
+
+    record = {"minutes": {"00": 0.3}, "total": 0.3, "measured": {"git_commit": "abc"}}
+    monkeypatch.setattr(notebooks, "MINUTES", tmp_path / "minutes.json")
+    notebooks.MINUTES.write_text(json.dumps(record))
+    report = tmp_path / "junit.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="notebooks.00_tool_agent_grpo.ipynb" name="Cell 0" time="600.0"/>'
+        '<testcase classname="notebooks.16_appendix_real_model.ipynb" name="Cell 0" time="90.0"/>'
+        "</testsuite></testsuites>"
+    )
+    added = notebooks.add_minutes(report)
+    assert added["minutes"] == {"00": 0.3, "16": 1.5} and added["total"] == 1.8
+    assert set(added["measured_apart"]) == {"16"} and added["measured"] == {"git_commit": "abc"}

@@ -343,15 +343,12 @@ SMOLLM2_CLAIMS: tuple[ClaimSpec, ...] = (
         required=False,
         effects=(("success_gain", 0.30),),
     ),
-    dataclasses.replace(
-        CLAIMS[2], id="C0.6d", required=False, statement="on SmolLM2: " + CLAIMS[2].statement
-    ),  # fmt: skip
+    dataclasses.replace(CLAIMS[2], id="C0.6d", statement="on SmolLM2: " + CLAIMS[2].statement),
     dataclasses.replace(
         CLAIMS[3],
         id="C0.7d",
-        required=False,
         statement="on SmolLM2's BPE tokenizer and chat template: " + CLAIMS[3].statement,
-    ),  # fmt: skip
+    ),
 )
 """Chapter 00 on the course's real model (issue 43), decided on its own file (`course_lib.verdicts`)."""
 SETTINGS = (Setting(SMOLLM2_RESULTS, SMOLLM2_CLAIMS, "docs/experiments/ch00-smollm2.md"),)
