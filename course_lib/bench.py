@@ -54,7 +54,7 @@ the lean one's, the median over the pairs.
 `roofline`: the limit the course's speed is judged against. A fresh model of each preset (chapter 00's word-level
 tokenizer and environment, its cpu sampling, `--batch` episodes) generates one rollout batch through the engine,
 whose decoder forwards are counted (`counting_forwards`) and timed (`engine.timings["model"]`); then one forward and
-backward of `train.token_logprobs` runs on that batch, right-padded to `[B, T]`. FLOPs follow `forward_flops` (2 x
+backward of `models.token_logprobs` runs on that batch, right-padded to `[B, T]`. FLOPs follow `forward_flops` (2 x
 the weights of every matrix product per position, plus attention's 4 x layers x width x context; the backward twice
 the forward). Each phase's achieved FLOP/s is set against this CPU's `torch.matmul` throughput on the same products
 (a decode step's `[B, d] x [d, k]`, the update's `[B*T, d] x [d, k]` and its two gradient products) with the same
@@ -87,7 +87,7 @@ import torch
 from course_lib import data
 from course_lib.chapters import ToolTask, tool_tasks
 from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.hf_decoder import HFDecoder, make_decoder
+from course_lib.hf_decoder import HFDecoder, left_pad, make_decoder
 from course_lib.kv_decoder import KVDecoder, causal_lm
 from course_lib.models import build_model, count_parameters
 from course_lib.rollout import RolloutEngine, collate
@@ -134,12 +134,8 @@ def time_generate(model, tokenizer, task: ToolTask, seeds: Sequence[int], seed: 
     histories = [[tokenizer.bos_token_id, *encode(tokenizer, env.reset(seed=s)[0])] for env, s in zip(envs, seeds)]
     live, tokens, turns = list(range(len(seeds))), 0, 0
     while live:
-        width = max(len(histories[i]) for i in live)
-        ids = torch.full((len(live), width), tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, i in enumerate(live):  # left padding, as generate() expects for decoder-only models
-            ids[row, width - len(histories[i]) :] = torch.tensor(histories[i])
-            mask[row, width - len(histories[i]) :] = 1
+        ids, mask = left_pad([histories[i] for i in live], tokenizer.pad_token_id)
+        width = ids.shape[1]
         with torch.no_grad():
             out = model.generate(
                 input_ids=ids, attention_mask=mask, max_new_tokens=sampling.max_turn_tokens, do_sample=True,
@@ -174,9 +170,7 @@ def chat_task(model_name: str) -> tuple[torch.nn.Module, object, ToolTask]:
     from course_lib import checkpoint, gpu_preset
 
     model, tokenizer = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
-    texts = ch00.demonstration_texts(512, 0, 0.4, 0.3)
-    sampling = checkpoint.chat_sampling(ch00.preset("cpu").sampling, tokenizer, texts)
-    return model, tokenizer, ToolTask(ch00.ENV_NAME, model_name, sampling, ch00.make_env)
+    return model, tokenizer, ToolTask(ch00.ENV_NAME, model_name, ch00.chat_sampling(tokenizer), ch00.make_env)
 
 
 def time_generate_chat(model, tokenizer, task: ToolTask, seeds: Sequence[int], seed: int) -> Run:
@@ -197,12 +191,8 @@ def time_generate_chat(model, tokenizer, task: ToolTask, seeds: Sequence[int], s
     while live:
         histories = [tokenizer.apply_chat_template(chats[i], add_generation_prompt=True, tokenize=True) for i in live]
         histories = [list(h["input_ids"]) if isinstance(h, Mapping) else list(h) for h in histories]
-        width = max(map(len, histories))
-        ids = torch.full((len(live), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, history in enumerate(histories):  # left padding, as generate() expects for decoder-only models
-            ids[row, width - len(history) :] = torch.tensor(history)
-            mask[row, width - len(history) :] = 1
+        ids, mask = left_pad(histories, pad)
+        width = ids.shape[1]
         with torch.no_grad():
             out = model.generate(
                 input_ids=ids, attention_mask=mask, max_new_tokens=sampling.max_turn_tokens, do_sample=True,
@@ -613,7 +603,7 @@ def generation_flops(shape: MatmulShape, forwards: Sequence[tuple[int, int, int]
 
 
 def update_flops(shape: MatmulShape, rows: int, length: int) -> int:
-    """FLOPs of one forward and backward of `train.token_logprobs` over a padded `[rows, length]` batch: the
+    """FLOPs of one forward and backward of `models.token_logprobs` over a padded `[rows, length]` batch: the
     forward with the LM head at every position and full `length`-key attention (the padding mask is a mask, not
     a shorter product), and a backward of twice the forward (a gradient for the input and one for the weight of
     every product; Kaplan et al. 2020, section 2.1: ~6N per token for training)."""

@@ -38,10 +38,19 @@ SmolLM2's vocabulary, where one LoRA update on 32 x 110 tokens peaks at 2.92 GB 
 the course's batches, so it runs in one pass as before."""
 
 
-def micro_batch_tokens(vocabulary: int) -> int:
+GPU_LOGITS_FACTOR = 16
+"""On a GPU a forward holds `GPU_LOGITS_FACTOR` times `LOGITS_PER_FORWARD` (8,192 tokens of SmolLM2's vocabulary,
+about 6.4 GB of logits and their log-softmax): a GPU's memory is tens of GB, and a 135M model there is bound by the
+count of sequential forwards, so the CPU's budget (15 micro-batches per warm-start step of the gpu preset) would
+cost minutes for nothing. Not yet measured on a GPU."""
+
+
+def micro_batch_tokens(vocabulary: int, device: str = "cpu") -> int:
     """The padded-token budget of a checkpoint's forwards (`SFTConfig`/`GRPOConfig.micro_batch_tokens`) for a model
-    with `vocabulary` output logits per token: `LOGITS_PER_FORWARD // vocabulary`, at least 1."""
-    return max(1, LOGITS_PER_FORWARD // max(1, vocabulary))
+    with `vocabulary` output logits per token: `LOGITS_PER_FORWARD // vocabulary` on a CPU, `GPU_LOGITS_FACTOR` times
+    that on a CUDA `device`; at least 1."""
+    logits = LOGITS_PER_FORWARD * (GPU_LOGITS_FACTOR if str(device).startswith("cuda") else 1)
+    return max(1, logits // max(1, vocabulary))
 
 
 ENV_VARIABLE = "COURSE_MODEL"

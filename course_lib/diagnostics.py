@@ -114,17 +114,26 @@ def teacher_forced_logp(
     reasonings: Sequence[Sequence[int]],
     aggregate: str = "mean",
     batch_size: int = 256,
+    reuse_prompts: bool = False,
 ) -> torch.Tensor:
     """logp[i, j] = log p(z_i | x_j): every reasoning scored under every prompt by teacher forcing.
 
     prompts: P token lists (everything before the reasoning, e.g. the observation and the opening `<think>` tag);
     reasonings: Z token lists (the reasoning's content only, tags excluded), each non-empty. `aggregate`: `mean`
     (per-token mean, RAGEN-2's headline) or `sum` (the sequence's log-probability). Returns [Z, P], float64.
+
+    By default every (reasoning, prompt) pair is one row of a batched forward, `batch_size` rows at a time, with a
+    float64 log-softmax over `[rows, tokens, vocabulary]`: cheap for the course's word-level vocabularies. With
+    `reuse_prompts` (a real vocabulary, a prompt far longer than a reasoning), each prompt runs once and its key/value
+    cache is repeated for all reasonings, and only the reasonings' logits are normalised (float32): the same scores
+    to float32 rounding at about 1/Z of the prompt compute and without the `[pairs, tokens, vocabulary]` tensor.
     """  # fmt: skip
     if aggregate not in ("mean", "sum"):
         raise ValueError(f"aggregate must be 'mean' or 'sum', got {aggregate!r}")
     if not prompts or not reasonings or any(not z for z in reasonings) or any(not x for x in prompts):
         raise ValueError("teacher_forced_logp needs non-empty prompts and reasonings")
+    if reuse_prompts:
+        return _logp_over_prompt_caches(model, prompts, reasonings, aggregate)
     pairs = [(i, j) for i in range(len(reasonings)) for j in range(len(prompts))]
     out = torch.empty(len(reasonings), len(prompts), dtype=torch.float64)
     device = next(model.parameters()).device
@@ -143,6 +152,35 @@ def teacher_forced_logp(
             first = len(prompts[j]) - 1  # the logit at position p predicts token p + 1
             scores = logprobs[row, first : first + len(reasonings[i])]
             out[i, j] = scores.mean() if aggregate == "mean" else scores.sum()
+    return out
+
+
+def _logp_over_prompt_caches(
+    model, prompts: Sequence[Sequence[int]], reasonings: Sequence[Sequence[int]], aggregate: str
+) -> torch.Tensor:
+    """`teacher_forced_logp(..., reuse_prompts=True)`: one forward per prompt, its cache repeated over the
+    reasonings (right-padded after it). Returns [Z, P], float64."""
+    device = next(model.parameters()).device
+    longest = max(map(len, reasonings))
+    ids = torch.zeros(len(reasonings), longest, dtype=torch.long)
+    valid = torch.zeros(len(reasonings), longest, dtype=torch.bool)
+    for row, z in enumerate(reasonings):
+        ids[row, : len(z)] = torch.tensor(list(z))
+        valid[row, : len(z)] = True
+    ids, valid = ids.to(device), valid.to(device)
+    out = torch.empty(len(reasonings), len(prompts), dtype=torch.float64)
+    for j, x in enumerate(prompts):
+        prefix = model(input_ids=torch.tensor([list(x)], device=device), use_cache=True)
+        cache = prefix.past_key_values
+        cache.batch_repeat_interleave(len(reasonings))
+        attention = torch.cat([torch.ones(len(reasonings), len(x), dtype=torch.long, device=device), valid.long()], 1)
+        logits = model(input_ids=ids, attention_mask=attention, cache=cache).logits
+        # reasoning token t is predicted by the prompt's last logit (t = 0) or by reasoning position t - 1
+        first = prefix.logits[:, -1:].expand(len(reasonings), 1, -1)
+        predicting = torch.cat([first, logits[:, :-1]], dim=1).float()
+        scores = torch.log_softmax(predicting, dim=-1).gather(-1, ids[..., None]).squeeze(-1).double() * valid
+        total = scores.sum(1)
+        out[:, j] = (total / valid.sum(1) if aggregate == "mean" else total).cpu()
     return out
 
 

@@ -27,7 +27,10 @@ the course's real model, whose records go to `results/gpu/<chapter>_smollm2.json
 runs chapters 00, 04, 06, 07 and 08 on SmolLM2-135M-Instruct (`python -m course_lib.data build smollm2` first) with
 LoRA and micro-batched updates at the gpu presets' sizes, each chapter within what is left of the budget. Those sizes
 were set for the course's word-level models, and no GPU has run this yet: whether the five chapters fit 12 minutes
-is not yet measured. See docs/bring-your-own-model.md for the model per chapter and its memory.
+is not yet measured. The estimate in docs/bring-your-own-model.md (counted from the presets and chapter 00's
+recorded episodes on a CPU) says most likely not: chapter 00 takes minutes, and chapters 04, 06 and 07 at their
+gpu presets several times what is left, so the run records chapter 00 and lists the rest as not run. See that page
+for the model per chapter and its memory.
 """
 
 from __future__ import annotations

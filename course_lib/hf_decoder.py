@@ -20,6 +20,7 @@ Shapes: B sequences, L new positions, S cache slots, V vocabulary.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 
 import torch
 from transformers import DynamicCache
@@ -110,6 +111,18 @@ def has_fast_path(model: torch.nn.Module) -> bool:
     except NotImplementedError:
         return False
     return True
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(ids, mask)`, each `[B, L]` (L the longest sequence): every sequence right-aligned after `pad_id`, mask 1 on
+    its real tokens. The layout both decoders' `prefill` and `generate()` take for a decoder-only model."""
+    width = max(map(len, sequences))
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, sequence in enumerate(sequences):
+        ids[row, width - len(sequence) :] = torch.tensor(list(sequence), dtype=torch.long)
+        mask[row, width - len(sequence) :] = 1
+    return ids, mask
 
 
 def make_decoder(model: torch.nn.Module, batch_size: int, max_len: int, generic: bool = False) -> KVDecoder | HFDecoder:

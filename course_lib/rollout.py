@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from course_lib.envs.base import TextEnv
-from course_lib.hf_decoder import make_decoder
+from course_lib.hf_decoder import left_pad, make_decoder
 from course_lib.prompt_format import FORMATS, PlainFormat, is_name
 from course_lib.prompt_format import resolve as resolve_format
 from course_lib.tokenizer import decode, encode, is_word_level, single_token_id, tag_id
@@ -329,11 +329,7 @@ class RolloutEngine:
         # their cache rows and logits are then repeated for every trajectory that shares them.
         unique: dict[tuple[int, ...], int] = {}
         source = [unique.setdefault(tuple(t.token_ids), len(unique)) for t in trajectories]
-        input_ids = torch.full((len(unique), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros_like(input_ids)
-        for prefix, row in unique.items():
-            input_ids[row, width - len(prefix) :] = torch.tensor(prefix)
-            attention[row, width - len(prefix) :] = 1
+        input_ids, attention = left_pad(list(unique), self.pad_id)  # dicts keep insertion order: row = value
         # A prefix already longer than the budget is cut after one token: the cache still needs its one slot.
         decoder = make_decoder(self.model, len(unique), width + max(config.max_total_tokens - min(lengths), 0) + 1)
         was_training = self.model.training

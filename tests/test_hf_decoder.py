@@ -19,7 +19,7 @@ from transformers import (
     Qwen3Config,
 )
 
-from course_lib.hf_decoder import HFDecoder, has_fast_path, make_decoder
+from course_lib.hf_decoder import HFDecoder, has_fast_path, left_pad, make_decoder
 from course_lib.kv_decoder import KVDecoder, causal_lm
 from course_lib.models import add_lora
 
@@ -198,3 +198,10 @@ def test_decoder_benchmark_prints_its_measurements(capsys):
     assert re.fullmatch(r"  KVDecoder \(lean\): prefill \d+\.\d\d ms, decode step \d+\.\d\d ms", lines[1])
     assert re.fullmatch(r"  HFDecoder \(generic\): prefill \d+\.\d\d ms, decode step \d+\.\d\d ms", lines[2])
     assert re.fullmatch(r"generic_step_slowdown=\d+\.\d\d", lines[-1])
+
+
+def test_left_pad_right_aligns_each_sequence_after_the_pad():
+    ids, mask = left_pad([[5, 6, 7], [8], [9, 10]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 9, 10]]
+    assert mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 1, 1]]
+    assert ids.dtype == mask.dtype == torch.long

@@ -191,6 +191,9 @@ def test_a_checkpoints_budget_bounds_its_logits_not_a_small_vocabularys_batch():
     assert checkpoint.micro_batch_tokens(49_152) == 512, "SmolLM2: the budget measured by bench update"
     assert checkpoint.micro_batch_tokens(600) > 64 * 250, "a stand-in: chapter 00's whole batch in one pass"
     assert checkpoint.micro_batch_tokens(10**9) == 1
+    assert checkpoint.micro_batch_tokens(49_152, "cuda") == 512 * checkpoint.GPU_LOGITS_FACTOR
+    assert checkpoint.micro_batch_tokens(49_152, "cuda:0") == checkpoint.micro_batch_tokens(49_152, "cuda")
+    assert checkpoint.micro_batch_tokens(49_152, "cpu") == 512
 
 
 def option_gradients(model, ids, attention, loss_of, budget, checkpointing, autocast) -> dict[str, torch.Tensor]:

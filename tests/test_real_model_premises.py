@@ -47,17 +47,19 @@ def test_a_template_that_strips_earlier_reasoning_is_caught(standin):
     assert not ch16.template_keeps_turns(tokenizer, messages)
 
 
-def test_cross_scores_equal_teacher_forcing_every_pair(standin):
-    """The prompt's cache repeated for every reasoning gives the log-probs of a full forward of each pair."""
+def test_scores_over_prompt_caches_equal_teacher_forcing_every_pair(standin):
+    """The prompt's cache repeated for every reasoning (`reuse_prompts`, P3's scorer on a real vocabulary) gives the
+    log-probs of a full forward of each pair, as a mean and as a sum."""
     model, tokenizer = standin
     generator = torch.Generator().manual_seed(0)
     vocabulary = len(tokenizer)
     prompts = [torch.randint(3, vocabulary, (n,), generator=generator).tolist() for n in (5, 9, 7)]
     reasonings = [torch.randint(3, vocabulary, (n,), generator=generator).tolist() for n in (1, 4, 6, 3)]
-    expected = teacher_forced_logp(model, prompts, reasonings, "mean")
-    got = ch16.cross_scores(model, prompts, reasonings)
-    assert got.shape == (4, 3)
-    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    for aggregate in ("mean", "sum"):
+        expected = teacher_forced_logp(model, prompts, reasonings, aggregate)
+        got = teacher_forced_logp(model, prompts, reasonings, aggregate, reuse_prompts=True)
+        assert got.shape == (4, 3)
+        torch.testing.assert_close(got, expected, atol=1e-5 * (6 if aggregate == "sum" else 1), rtol=0)
 
 
 def test_sampled_turns_stop_and_carry_the_entropy_they_were_drawn_from(standin):

@@ -100,6 +100,17 @@ def demonstration_texts(count: int, seed: int, tool_share: float, direct_correct
     return texts
 
 
+def chat_sampling(tokenizer) -> SamplingConfig:
+    """The cpu preset's sampling in `tokenizer`'s chat format, as `--model` runs the chapter
+    (`checkpoint.chat_sampling`: observations in the tool role, the budgets measured on the first 512
+    demonstrations in this tokenizer's tokens)."""
+    from course_lib import checkpoint  # lazily: it imports peft
+
+    config = preset("cpu")
+    texts = demonstration_texts(512, 0, config.tool_share, config.direct_correct)
+    return checkpoint.chat_sampling(config.sampling, tokenizer, texts)
+
+
 def build_tokenizer_for_chapter():
     return build_tokenizer(vocabulary())
 

@@ -542,7 +542,8 @@ def base_for(
     # a LoRA adapter at the chapter's rate (3e-3 for a from-scratch model) would overshoot; capped at 1e-3
     sft = dataclasses.replace(config.sft, learning_rate=min(config.sft.learning_rate, 1e-3)) if lora else config.sft
     # a real vocabulary's logits: forwards of a bounded number of logits, with the same gradient (micro_batch)
-    budget = checkpoint.micro_batch_tokens(AutoConfig.from_pretrained(path, local_files_only=True).vocab_size)
+    vocabulary = AutoConfig.from_pretrained(path, local_files_only=True).vocab_size
+    budget = checkpoint.micro_batch_tokens(vocabulary, course_config.device())
     sft = dataclasses.replace(sft, micro_batch_tokens=sft.micro_batch_tokens or budget)
     if hasattr(config, "grpo") and not config.grpo.micro_batch_tokens:
         config = dataclasses.replace(config, grpo=dataclasses.replace(config.grpo, micro_batch_tokens=budget))

@@ -10,35 +10,12 @@ import torch
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch16_real_model as ch16
 from course_lib.envs.base import distinct_seeds
-from course_lib.hf_decoder import make_decoder
 from course_lib.prompt_format import ChatFormat
 from course_lib.tokenizer import encode
 
 model, tokenizer = ch16.load_model()
 chat = ChatFormat(system=ch16.ARITHMETIC_INSTRUCTION)
 seeds = distinct_seeds(lambda: ch00.make_env("test"), 16, start=900_000)
-
-
-@torch.no_grad()
-def greedy(prefixes, max_new=32):
-    """Greedy turns through the engine's decoder, each to its end-of-turn token or </answer>."""
-    width = max(map(len, prefixes))
-    ids = torch.full((len(prefixes), width), tokenizer.pad_token_id)
-    mask = torch.zeros_like(ids)
-    for row, prefix in enumerate(prefixes):
-        ids[row, width - len(prefix) :], mask[row, width - len(prefix) :] = torch.tensor(prefix), 1
-    decoder = make_decoder(model, len(prefixes), width + max_new)
-    logits, out, alive = decoder.prefill(ids, mask), [[] for _ in prefixes], torch.ones(len(prefixes), dtype=bool)
-    for _ in range(max_new):
-        tokens = logits.argmax(-1)
-        for row in alive.nonzero().flatten().tolist():
-            out[row].append(int(tokens[row]))
-            if tokens[row] == tokenizer.eos_token_id or "</answer>" in tokenizer.decode(out[row]):
-                alive[row] = False
-        if not alive.any():
-            break
-        logits = decoder.step(torch.where(alive, tokens, tokenizer.pad_token_id), attend=alive)
-    return out
 
 
 def prefixes(with_result):
@@ -60,11 +37,8 @@ def prefixes(with_result):
 for with_result in (False, True):
     for rule in ("greedy", "temperature 1"):
         made, envs = prefixes(with_result)
-        if rule == "greedy":
-            turns = greedy(made)
-        else:
-            turns = [ids for ids, _ in ch16.sample_turns(model, tokenizer, made, 32, torch.Generator().manual_seed(0),
-                                                         ("</answer>",))]  # fmt: skip
+        turns = [ids for ids, _ in ch16.sample_turns(model, tokenizer, made, 32, torch.Generator().manual_seed(0),
+                                                     ("</answer>",), greedy=rule == "greedy")]  # fmt: skip
         texts = [ch16.turn_text(tokenizer, ids) for ids in turns]
         tagged = sum("<answer>" in text and "</answer>" in text for text in texts)
         right = sum(bool(env.step(text)[4].get("success")) for env, text in zip(envs, texts))

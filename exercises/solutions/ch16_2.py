@@ -10,7 +10,7 @@ import torch
 
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import ch16_real_model as ch16
-from course_lib.diagnostics import mutual_information
+from course_lib.diagnostics import mutual_information, teacher_forced_logp
 from course_lib.envs.base import distinct_seeds
 from course_lib.prompt_format import ChatFormat
 
@@ -32,6 +32,8 @@ for name, system in (("instruction only", ch16.GRID_INSTRUCTION), ("with a worke
             pairs.append(([*prompt, *ids[: span[0]]], ids[span[0] : span[1]]))
     line = f"{name:22}: closed reasoning {len(pairs)}/16"
     if len(pairs) >= 2:
-        found = mutual_information(ch16.cross_scores(model, *zip(*pairs)), list(range(len(pairs))))
+        found = mutual_information(
+            teacher_forced_logp(model, *zip(*pairs), reuse_prompts=True), list(range(len(pairs)))
+        )
         line += f", retrieval {found['retrieval_accuracy']:.2f} against chance {found['chance']:.2f}"
     print(line + f"; e.g. {ch16.turn_text(tokenizer, turns[0][0])[:70]!r}")
