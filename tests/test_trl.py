@@ -265,3 +265,20 @@ def test_env_module_registers_the_environment_trl_trains_on(tmp_path, monkeypatc
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("trl_grpo_steps=1 ")
     task, _, _ = course_trl.checkpoint_task(str(folder), env="trl_line")
     assert task.sampling.stop_tags == ("</move>",), "issue 42, item 1: the environment's stop tags, not tool tags"
+
+
+def test_the_trainers_temporary_folder_is_removed_at_exit_unless_kept():
+    """TRL needs an output folder even when it saves nothing; the course's is gone when the process ends."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "from course_lib.integrations import trl as t; "
+        "print(t.temporary_output_dir()); print(t.temporary_output_dir(keep=True))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    removed, kept = (Path(line) for line in done.stdout.split()[-2:])
+    assert removed.name.startswith("course-trl-") and not removed.exists()
+    assert kept.is_dir()
+    kept.rmdir()

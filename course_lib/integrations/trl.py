@@ -33,9 +33,11 @@ with the chapter's environment in a reward function (the benchmark `python -m co
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import copy
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -90,7 +92,8 @@ class TRLSettings:
     """Save a trainer checkpoint (weights, optimizer, scheduler, RNG) every this many steps (`--save-steps`) into
     `output_dir`; 0 saves nothing, as before."""
     output_dir: str | None = None
-    """Where TRL writes its checkpoints and tracker logs (`--output-dir`); None: a fresh temporary folder."""
+    """Where TRL writes its checkpoints and tracker logs (`--output-dir`); None: a fresh temporary folder, removed
+    when the process exits unless something asked to keep files there (`save_steps`, `report_to`)."""
 
 
 def chapter_task(chapter: str) -> ToolTask:
@@ -241,6 +244,16 @@ def grpo_config(settings: TRLSettings, output_dir: str, max_completion_length: i
     )
 
 
+def temporary_output_dir(keep: bool = False) -> str:
+    """A fresh `course-trl-*` folder in the system's temporary directory for a trainer's `output_dir`, which
+    `GRPOConfig` requires even when nothing is saved; removed when the process exits unless `keep` (the trainer
+    saves checkpoints or tracker logs there, and the command prints where)."""
+    path = tempfile.mkdtemp(prefix="course-trl-")
+    if not keep:
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def _trainer(
     model, tokenizer, prompts: dict[str, int], reward, settings: TRLSettings, max_completion: int,
     trainer_class: type[GRPOTrainer] = GRPOTrainer, config_overrides: dict | None = None, **kwargs,
@@ -249,7 +262,7 @@ def _trainer(
 
     disable_progress_bars()
     dataset = Dataset.from_dict({"prompt": list(prompts)})
-    output_dir = settings.output_dir or tempfile.mkdtemp(prefix="course-trl-")
+    output_dir = settings.output_dir or temporary_output_dir(keep=bool(settings.save_steps or settings.report_to))
     with quiet_deprecations():
         return trainer_class(
             model=model,
