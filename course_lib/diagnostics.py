@@ -20,6 +20,7 @@ uses the per-token mean log-probability of z (length-normalised); the sequence s
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
@@ -299,3 +300,29 @@ def term_gradient_norms(
             ref_logprobs, _ = token_logprobs(reference, batch.input_ids, batch.attention_mask, temperature)
         out["kl"] = norm(masked_aggregate(kl_k3(logprobs, ref_logprobs), mask, "token-mean"))
     return out
+
+
+class MIStop:
+    """RAGEN-2's MI as an early stop with rollback (chapter 12's gate, and TRL's and verl's monitors): training
+    stops once the monitor MI falls below `(1 - drop) * base_mi`. `check(record)` is `train_grpo`'s `stop` (it reads
+    `eval_monitor_mi`); `remember(model, mi)` keeps the last state whose monitor MI passed; `restore(model)` puts
+    it back after a stop."""
+
+    def __init__(self, base_mi: float, drop: float):
+        self.threshold = (1 - drop) * base_mi
+        self.state: dict | None = None
+        self.stopped_at: int | None = None
+
+    def remember(self, model, mi: float) -> None:
+        if mi >= self.threshold:
+            self.state = copy.deepcopy(model.state_dict())
+
+    def check(self, record: Mapping[str, float]) -> bool:
+        if record["eval_monitor_mi"] < self.threshold:
+            self.stopped_at = int(record["iteration"])
+            return True
+        return False
+
+    def restore(self, model) -> None:
+        if self.stopped_at is not None and self.state is not None:
+            model.load_state_dict(self.state)

@@ -1,6 +1,6 @@
 """The survey's methods under TRL's `GRPOTrainer` (`course_lib.integrations.trl_methods`, `trl_rollouts`,
 `trl_chapters`, `trl_monitor`): on the same episodes, TRL's batch, advantages, loss and gradients are the course's
-(`course_lib.loop`, `tree_rollout`, `ch12_capstone.MIStop`), and the chapter 07 and 08 commands train."""
+(`course_lib.loop`, `tree_rollout`, `diagnostics.MIStop`), and the chapter 07 and 08 commands train."""
 
 from __future__ import annotations
 
@@ -303,7 +303,7 @@ def test_aepos_balanced_clip_has_the_courses_value_and_gradient(ch08):
 def test_the_mi_callback_stops_and_rolls_back_where_mistop_does(ch08):
     """The same MI sequence through `MIRollback` in a TRL run and through chapter 12's `MIStop`: the same stop step
     and the same restored weights (those of the last passing measurement)."""
-    from course_lib.chapters.ch12_capstone import MIStop
+    from course_lib.diagnostics import MIStop
 
     sequence = [1.0, 0.95, 0.9, 0.7, 0.99]  # base 1, drop 0.2: the check at step 3 fails
     measured = []

@@ -15,7 +15,7 @@ import torch
 from course_lib import data, loop, tree_rollout
 from course_lib.chapters import ch07_gigpo as ch07
 from course_lib.chapters import ch08_arpo as ch08
-from course_lib.chapters.ch12_capstone import MIStop
+from course_lib.diagnostics import MIStop
 from course_lib.integrations import verl as course_verl
 from course_lib.integrations import verl_filters, verl_gigpo, verl_monitor, verl_trees
 from course_lib.rollout import RolloutEngine, collate, pad_id

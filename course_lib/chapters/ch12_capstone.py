@@ -55,7 +55,7 @@ from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch11_aepo as ch11
 from course_lib.chapters import skeleton
 from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
-from course_lib.diagnostics import reasoning_mutual_information
+from course_lib.diagnostics import MIStop, reasoning_mutual_information
 from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
 
 BASE_NAME = ch08.BASE_NAME
@@ -161,30 +161,6 @@ def evaluate(model, tokenizer, config: Chapter12Config, seed: int, held_out_mi: 
         mi = first_action_mi(model, tokenizer, trajectories, config.mi_samples, seed)
         stats |= {"mi": mi["mi"], "retrieval_accuracy": mi["retrieval_accuracy"], "mi_chance": mi["chance"]}
     return {**stats, "monitor_mi": monitor_mi(model, tokenizer, config, seed)}
-
-
-class MIStop:
-    """The early stop with rollback: `check(record)` is `train_grpo`'s `stop`; `remember(model, mi)` keeps the
-    last state whose monitor MI passed; `restore(model)` puts it back after a stop."""
-
-    def __init__(self, base_mi: float, drop: float):
-        self.threshold = (1 - drop) * base_mi
-        self.state: dict | None = None
-        self.stopped_at: int | None = None
-
-    def remember(self, model, mi: float) -> None:
-        if mi >= self.threshold:
-            self.state = copy.deepcopy(model.state_dict())
-
-    def check(self, record: Mapping[str, float]) -> bool:
-        if record["eval_monitor_mi"] < self.threshold:
-            self.stopped_at = int(record["iteration"])
-            return True
-        return False
-
-    def restore(self, model) -> None:
-        if self.stopped_at is not None and self.state is not None:
-            model.load_state_dict(self.state)
 
 
 def train(model, tokenizer, config: Chapter12Config, seed: int, arm: str, base_mi: float) -> tuple[list[dict], dict]:

@@ -2,7 +2,7 @@
 
 The survey's combination (AEPO's tree and balanced clip, arXiv 2510.14545; RAGEN-2's SNR filter and mutual
 information, arXiv 2604.06268) is four registered functions in `course_lib.loop.SEAMS` plus a monitor outside the
-loop (`ch12_capstone.MIStop`). The diagram reads which entry each seam runs from the `combined` arm's configuration
+loop (`diagnostics.MIStop`). The diagram reads which entry each seam runs from the `combined` arm's configuration
 (`ch12_capstone.arm_config`) and computes, on a small batch of four groups of four episodes, what each seam does
 with the library's own functions: the sampler's branch probability with the consecutive-branch penalty, the SNR
 filter's kept groups, the GRPO advantages of a kept group, and the balanced clip's kept gradient on one token; the

@@ -3,7 +3,7 @@
 
 RAGEN-2 (chapter 10) reads template collapse off the mutual information between the input and the first action;
 chapter 12 stops training when a monitor's MI falls below (1 - drop) x the base's and rolls back to
-the last state whose MI passed (`ch12_capstone.MIStop` inside the course's `train_grpo`). A callback is transformers'
+the last state whose MI passed (`diagnostics.MIStop` inside the course's `train_grpo`). A callback is transformers'
 own hook for this: `on_train_begin` sees the starting weights, `on_step_end` those after every optimizer step, and
 `control.should_training_stop` ends the run there. The schedule is the course's: a measurement before the first
 update, every `every` updates, and after the last, each checked before the next update.
@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 from transformers import TrainerCallback
 
-from course_lib.chapters.ch12_capstone import MIStop
+from course_lib.diagnostics import MIStop
 
 
 class MIRollback(TrainerCallback):
     """Measure `measure(model)` (e.g. `ch12_capstone.monitor_mi`) at step 0, every `every` steps and at the last
-    step, and apply chapter 12's own gate to it (`ch12_capstone.MIStop`: remember the weights whenever the MI is at
+    step, and apply chapter 12's own gate to it (`diagnostics.MIStop`: remember the weights whenever the MI is at
     least (1 - `drop`) x `base_mi`; the first time it is below, stop and load the remembered weights; none
     remembered: the weights training started from, which is what the course's loop keeps when its first check
     fails, since it then never updates)."""

@@ -1,4 +1,4 @@
-"""Chapter 12's MI monitor with rollback (`ch12_capstone.MIStop`, `monitor_mi`) on verl.
+"""Chapter 12's MI monitor with rollback (`diagnostics.MIStop`, `ch12_capstone.monitor_mi`) on verl.
 
 RAGEN-2 (arXiv 2604.06268) watches the mutual information between a prompt and the policy's first action:
 every first action z_i is scored under every monitor prompt x_j, logp[i, j] = mean log p(z_i | x_j), and
