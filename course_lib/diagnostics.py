@@ -279,7 +279,7 @@ def term_gradient_norms(
     per reward-variance bucket: when a bucket's rewards hardly vary, the task term's gradient is small and the
     regularisers' dominate."""
     from course_lib.algos.grpo import kl_k3, masked_aggregate
-    from course_lib.train import token_logprobs
+    from course_lib.models import token_logprobs
 
     parameters = [p for p in model.parameters() if p.requires_grad]
     mask = batch.loss_mask

@@ -136,7 +136,7 @@ class LogprobAndEntropy(torch.autograd.Function):
 def lean_token_logprobs(
     model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`train.token_logprobs` (`[B, T]` log-probs and entropies, position 0 zero) through `LogprobAndEntropy`: the
+    """`models.token_logprobs` (`[B, T]` log-probs and entropies, position 0 zero) through `LogprobAndEntropy`: the
     same numbers to float rounding, with a fraction of the memory at a large vocabulary. Temperature 0 reads as 1
     (greedy sampling has no distribution to score)."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
@@ -157,9 +157,9 @@ def logprobs_and_entropy(
     temperature: float,
     token_budget: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`train.token_logprobs` of the whole batch (`[B, T]` each), computed micro-batch by micro-batch, each trimmed
+    """`models.token_logprobs` of the whole batch (`[B, T]` each), computed micro-batch by micro-batch, each trimmed
     to its longest row, and padded back with zeros. Runs under whatever grad mode the caller set."""
-    from course_lib.train import token_logprobs
+    from course_lib.models import token_logprobs
 
     chunks = row_chunks(attention_mask, token_budget)
     if len(chunks) == 1:
@@ -186,7 +186,7 @@ def backward(
     """Accumulate dL/dθ of the whole batch into the parameters' `.grad`, each forward holding at most
     `token_budget` padded tokens (0: the whole batch at once); returns `(loss, stats)` of `loss_of` on the whole
     batch (the loss detached when micro-batched)."""
-    from course_lib.train import token_logprobs
+    from course_lib.models import token_logprobs
 
     chunks = row_chunks(attention_mask, token_budget)
     if len(chunks) == 1:

@@ -112,3 +112,23 @@ def reference_policy(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
         raise TypeError("reference_policy needs a PeftModel; keep a frozen copy for full fine-tuning")
     with model.disable_adapter():
         yield model
+
+
+def token_logprobs(
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-prob of each token given its prefix, and the full-vocabulary entropy there: what every loss, score and
+    check of the course reads from a model (the update, search, diagnostics), so it lives beside the models.
+
+    Inputs `[B, T]` right-padded; outputs `[B, T]`, aligned with the tokens (position 0, which has
+    no prefix, is 0).
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    logits = logits if logits.dtype == torch.float64 else logits.float()  # bf16/fp16 scored in float32
+    if temperature > 0:
+        logits = logits / temperature
+    log_probs = torch.log_softmax(logits, dim=-1)
+    chosen = log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    entropy = -(log_probs.exp() * log_probs).sum(-1)
+    zeros = torch.zeros_like(chosen[:, :1])
+    return torch.cat([zeros, chosen], dim=1), torch.cat([zeros, entropy], dim=1)

@@ -28,29 +28,10 @@ from course_lib.algos.grpo import AGGREGATIONS, kl_k3, masked_aggregate
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.envs.base import TextEnv
 from course_lib.models import build_model, reference_policy, save
+from course_lib.models import token_logprobs as token_logprobs  # lives in models; the old path still works
 from course_lib.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
 from course_lib.tokenizer import encode, encode_with_offsets
 from course_lib.tree_rollout import TreeConfig
-
-
-def token_logprobs(
-    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-prob of each token given its prefix, and the full-vocabulary entropy there.
-
-    Inputs `[B, T]` right-padded; outputs `[B, T]`, aligned with the tokens (position 0, which has
-    no prefix, is 0).
-    """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    logits = logits if logits.dtype == torch.float64 else logits.float()  # bf16/fp16 scored in float32
-    if temperature > 0:
-        logits = logits / temperature
-    log_probs = torch.log_softmax(logits, dim=-1)
-    chosen = log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-    entropy = -(log_probs.exp() * log_probs).sum(-1)
-    zeros = torch.zeros_like(chosen[:, :1])
-    return torch.cat([zeros, chosen], dim=1), torch.cat([zeros, entropy], dim=1)
-
 
 ROLLOUT_MODES = ("trajectory", "step")
 """`GRPOConfig.rollout_mode` (and `evaluate_policy`'s): the samplers test for "trajectory" and treat anything else as

@@ -46,7 +46,7 @@ def test_term_gradient_norms(model_and_batch):
     assert out["kl"] == pytest.approx(0.0, abs=1e-9)  # k3's gradient vanishes where the policies agree
     assert all(p.grad is None for p in model.parameters())  # nothing accumulated
     # the task term by hand: token-mean of -A log pi over the 5 policy tokens
-    from course_lib.train import token_logprobs
+    from course_lib.models import token_logprobs
 
     logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
     loss = (-(torch.tensor([1.0, -1.0])[:, None] * logprobs) * batch.loss_mask).sum() / batch.loss_mask.sum()
@@ -59,3 +59,9 @@ def test_term_gradient_norms(model_and_batch):
         for p in shifted.parameters():
             p.add_(0.05 * torch.randn_like(p))
     assert term_gradient_norms(model, batch, torch.zeros(2), reference=shifted)["kl"] > 0
+
+
+def test_token_logprobs_lives_in_models_and_the_old_path_still_works():
+    from course_lib import models, train
+
+    assert train.token_logprobs is models.token_logprobs

@@ -174,7 +174,7 @@ def test_the_lean_log_probs_and_entropy_are_the_log_softmaxs_with_their_gradient
 
 
 def test_lean_token_logprobs_equal_the_courses(setting):
-    from course_lib.train import token_logprobs
+    from course_lib.models import token_logprobs
 
     model, ids, attention, *_ = setting
     with torch.no_grad():

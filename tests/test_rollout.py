@@ -7,10 +7,9 @@ import torch
 
 from course_lib import envs
 from course_lib.kv_decoder import KVDecoder
-from course_lib.models import add_lora
+from course_lib.models import add_lora, token_logprobs
 from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, collate
 from course_lib.tokenizer import encode
-from course_lib.train import token_logprobs
 
 
 def rollout(model, tokenizer, n=8, seed=0, **sampling):

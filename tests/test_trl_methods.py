@@ -18,8 +18,8 @@ from course_lib.integrations import trl as course_trl
 from course_lib.integrations import trl_chapters, trl_checks
 from course_lib.integrations.trl_methods import CourseMethodTrainer
 from course_lib.integrations.trl_monitor import MIRollback
+from course_lib.models import token_logprobs
 from course_lib.rollout import RolloutEngine, collate
-from course_lib.train import token_logprobs
 from course_lib.tree_rollout import sample_trees
 
 

@@ -35,8 +35,9 @@ from course_lib.chapters import ch09_ragen as ch09
 from course_lib.claims import ClaimSpec, at_least
 from course_lib.designs import Design
 from course_lib.diagnostics import group_reward_std, reasoning_mutual_information, rollout_stats
+from course_lib.models import token_logprobs
 from course_lib.rollout import RolloutEngine, Trajectory, collate
-from course_lib.train import GRPOConfig, token_logprobs
+from course_lib.train import GRPOConfig
 
 
 @dataclass

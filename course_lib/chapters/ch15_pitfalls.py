@@ -40,8 +40,9 @@ from course_lib.chapters import ch14_own_model as ch14
 from course_lib.chapters import skeleton
 from course_lib.checkpoint import chat_sampling
 from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.models import token_logprobs
 from course_lib.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
-from course_lib.train import GRPOConfig, observation_and_policy_mask, token_logprobs, train_grpo
+from course_lib.train import GRPOConfig, observation_and_policy_mask, train_grpo
 
 PITFALLS = ("retokenization", "template", "alignment", "observations", "shared_env", "groups", "entropy", "staleness")
 """The lab's pitfalls in the issue's order (1-8); each is a key of `run`'s results and a prefix of its numbers."""

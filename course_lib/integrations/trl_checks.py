@@ -25,8 +25,8 @@ import torch
 from course_lib import data, loop
 from course_lib.integrations import trl as course_trl
 from course_lib.integrations import trl_chapters
+from course_lib.models import token_logprobs
 from course_lib.rollout import RolloutEngine, collate
-from course_lib.train import token_logprobs
 from course_lib.tree_rollout import sample_trees
 
 LOSS_TOLERANCE = 1e-6

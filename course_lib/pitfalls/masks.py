@@ -10,7 +10,7 @@
    loss tokens that are not action tokens.
 
 Shapes: `[B, T]` masks and advantages, right-padded, aligned with the tokens (position k is token k, as
-`train.token_logprobs` returns log-probs).
+`models.token_logprobs` returns log-probs).
 """
 
 from __future__ import annotations

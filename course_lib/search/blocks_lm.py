@@ -16,7 +16,7 @@ step prompt, and no plan demonstration passes through one (its suffix would be t
 answer). World-model transitions carry no goal: they are the domain's dynamics, shared by every
 problem, and stay in (a held-out share of (state, action) pairs measures the world model instead).
 
-Scores come from teacher-forced log-probs (`train.token_logprobs`); next states and plans from a
+Scores come from teacher-forced log-probs (`models.token_logprobs`); next states and plans from a
 small batched decoder over `kv_decoder.KVDecoder`. World-model predictions are cached per
 (state text, action), so searches over many problems share them.
 """
@@ -48,8 +48,8 @@ from course_lib.envs.blocksworld import (
     successors,
 )
 from course_lib.kv_decoder import KVDecoder
+from course_lib.models import token_logprobs
 from course_lib.tokenizer import build_tokenizer, encode
-from course_lib.train import token_logprobs
 
 
 def vocabulary() -> list[str]:
