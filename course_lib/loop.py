@@ -98,37 +98,31 @@ def gigpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[s
     rows (the same float32 arithmetic as `grpo`; equal to `result.episode` up to rounding), so that when
     no state repeats (A^S = 0 everywhere) GiGPO's update is bit-identical to GRPO's: the negative control
     of chapter 07 compares exactly, not within noise."""
-    from course_lib.algos.gigpo import gigpo_advantages
+    from course_lib.algos.gigpo import token_advantages
 
     settings = config.gigpo
     pooled = settings.episode_baseline == "pooled"
-    result = gigpo_advantages(
+    device = batch.step_row.device
+    rows = batch.input_ids.shape[0]
+    one_step_rows = torch.equal(batch.step_row, torch.arange(rows, device=device))  # step mode
+    episode = None
+    if pooled and one_step_rows and config.group_size > 1:
+        episode = grpo(batch, config)[0][:, None] * batch.loss_mask
+    return token_advantages(
         rewards=batch.step_reward.tolist(),
         valid=batch.step_valid.tolist(),
         anchors=batch.step_anchors,
         group_ids=batch.step_group.tolist(),
         traj_ids=batch.step_traj.tolist(),
         step_index=batch.step_index.tolist(),
+        spread=lambda values: broadcast_steps(batch, values.to(device)),
         gamma=settings.gamma,
         omega=settings.step_weight,
         scale_by_std=config.scale_by_std,
         pooled=pooled,
         invalid_penalty=config.invalid_penalty,
+        episode_tokens=episode,
     )
-    device = batch.step_row.device
-    rows = batch.input_ids.shape[0]
-    one_step_rows = torch.equal(batch.step_row, torch.arange(rows, device=device))  # step mode
-    if pooled and one_step_rows and config.group_size > 1:
-        episode = grpo(batch, config)[0][:, None] * batch.loss_mask
-    else:
-        episode = broadcast_steps(batch, torch.tensor(result.episode, dtype=torch.float, device=device))
-    step = broadcast_steps(batch, torch.tensor(result.step, dtype=torch.float, device=device))
-    sizes = result.step_group_size
-    stats = {
-        "step_group_singleton_share": sum(size == 1 for size in sizes) / max(len(sizes), 1),
-        "step_group_size_mean": sum(sizes) / max(len(sizes), 1),
-    }
-    return episode + settings.step_weight * step, stats
 
 
 # Batch filters -----------------------------------------------------------------------------------

@@ -278,17 +278,7 @@ class RolloutEngine:
         self.config = config or SamplingConfig()
         self.format = resolve_format(prompt_format or self.config.prompt_format)
         """`prompt_ids(tokenizer, observation)` and `observation_ids(tokenizer, observation, last_token)`."""
-        word_level = is_word_level(tokenizer)
-        if word_level:
-            self.stop_ids = {tag_id(tokenizer, tag) for tag in self.config.stop_tags}
-            self.stop_strings: tuple[str, ...] = ()
-        else:
-            single = (single_token_id(tokenizer, tag) for tag in self.config.stop_tags)
-            self.stop_ids = {token for token in single if token is not None}
-            self.stop_strings = tuple(self.config.stop_tags)
-        end_at_eos = not word_level if self.config.end_at_eos is None else self.config.end_at_eos
-        if end_at_eos and tokenizer.eos_token_id is not None:
-            self.stop_ids.add(tokenizer.eos_token_id)
+        self.stop_ids, self.stop_strings = stop_rule(tokenizer, self.config)
         self.pad_id = pad_id(tokenizer)
         self.timings = {"model": 0.0, "sampling": 0.0, "env": 0.0}
         """Seconds the last `run` spent in model forwards, in sampling, and in `env.step`."""
@@ -358,13 +348,9 @@ class RolloutEngine:
                     token = tokens[row]
                     _append(t, token, t.num_turns, logprobs[row], entropies[row])
                     turn_tokens[index].append(token)
-                    if (
-                        token in self.stop_ids
-                        or len(turn_tokens[index]) >= config.max_turn_tokens
-                        or (self.stop_strings and self._completes_stop_string(turn_tokens[index]))
-                    ):
+                    if len(turn_tokens[index]) >= config.max_turn_tokens or ends_turn(self, turn_tokens[index]):
                         with self._timed("env"):
-                            self._step_env(t, turn_tokens[index], queues[index])
+                            queues[index].extend(send_turn(self, t, turn_tokens[index]))
                         turn_tokens[index] = []
                 finished = t.terminated or t.truncated
                 if not finished and len(t.token_ids) >= config.max_total_tokens:
@@ -422,23 +408,102 @@ class RolloutEngine:
         chosen = log_probs.gather(-1, tokens[:, None]).squeeze(-1)
         return tokens.tolist(), chosen.tolist(), entropy.tolist()
 
-    def _completes_stop_string(self, turn: list[int]) -> bool:
-        """Whether the turn's text so far holds a stop string (it did not before its last token: the turn would
-        have ended there)."""
-        text = decode(self.tokenizer, turn)
-        return any(stop in text for stop in self.stop_strings)
 
-    def _step_env(self, t: Trajectory, action_ids: list[int], queue: deque) -> None:
-        action = decode(self.tokenizer, action_ids)
-        t.anchors.append(t.env.anchor())
-        obs, reward, terminated, truncated, info = t.env.step(action)
-        t.rewards.append(reward)
-        t.infos.append(info)
-        t.terminated, t.truncated = terminated, truncated
-        if self.config.snapshot_envs:
-            t.snapshots.append(t.env.fork())
-        if not (terminated or truncated) and obs:
-            queue.extend(self.format.observation_ids(self.tokenizer, obs, action_ids[-1]))
+# The turn rule, once for every engine -----------------------------------------------------------------------------
+# `RolloutEngine` (lock-step, one token at a time), `server_engine.ServerEngine` (a whole turn per server call: verl's
+# agent loop, its tree worker and step mode) and the TRL route's engines end a turn, send it and append what the
+# environment answers through these functions. An `engine` here is anything with `tokenizer`, `config` (a
+# `SamplingConfig`), `format` (a prompt format), `stop_ids` and `stop_strings` (from `stop_rule`).
+def stop_rule(tokenizer, config: SamplingConfig) -> tuple[set[int], tuple[str, ...]]:
+    """The ids that end a turn and the strings whose completion ends it (SamplingConfig.stop_tags, end_at_eos).
+
+    A word-level tokenizer has every tag as one token (matched by id; a `KeyError` names the pieces otherwise). A
+    checkpoint's tokenizer splits a tag into pieces the policy may spell differently: tags that are one token are
+    matched by id, and every tag also as a string on the turn's decoded text. EOS ends a turn where `end_at_eos`
+    says so (default: for a checkpoint's tokenizer, not for the course's word-level ones)."""
+    word_level = is_word_level(tokenizer)
+    if word_level:
+        stop_ids = {tag_id(tokenizer, tag) for tag in config.stop_tags}
+        stop_strings: tuple[str, ...] = ()
+    else:
+        single = (single_token_id(tokenizer, tag) for tag in config.stop_tags)
+        stop_ids = {token for token in single if token is not None}
+        stop_strings = tuple(config.stop_tags)
+    end_at_eos = not word_level if config.end_at_eos is None else config.end_at_eos
+    if end_at_eos and tokenizer.eos_token_id is not None:
+        stop_ids.add(tokenizer.eos_token_id)
+    return stop_ids, stop_strings
+
+
+def ends_turn(engine, turn: list[int]) -> bool:
+    """Whether the turn's last token ends it: a stop id, or the token that completes a stop string (the text did
+    not hold one before it, or the turn would have ended there)."""
+    if turn[-1] in engine.stop_ids:
+        return True
+    return bool(engine.stop_strings) and any(stop in decode(engine.tokenizer, turn) for stop in engine.stop_strings)
+
+
+def turn_end(engine, ids: Sequence[int]) -> int | None:
+    """The index of the token that ends a turn in `ids` (what a server returned for one turn), None if none does.
+    The tokens after it are the server's overshoot and are dropped."""
+    if engine.stop_strings:
+        text = decode(engine.tokenizer, list(ids))
+        if not any(stop in text for stop in engine.stop_strings):  # the common case: scan ids only
+            return next((k for k, token in enumerate(ids) if token in engine.stop_ids), None)
+    return next((k for k in range(len(ids)) if ends_turn(engine, list(ids[: k + 1]))), None)
+
+
+def send_turn(engine, t: Trajectory, action_ids: list[int]) -> list[int]:
+    """Send a finished turn to the environment: its text (the tokenizer's own decoding of the sampled ids, never
+    re-encoded) goes to `env.step`; the anchor of the state it was taken in, the reward, the info and the episode's
+    end are recorded, and a copy of the environment where `snapshot_envs`. Returns the observation's ids in the
+    engine's prompt format (none when the episode ended), which the caller appends with mask 0."""
+    t.anchors.append(t.env.anchor())
+    obs, reward, terminated, truncated, info = t.env.step(decode(engine.tokenizer, action_ids))
+    t.rewards.append(reward)
+    t.infos.append(info)
+    t.terminated, t.truncated = terminated, truncated
+    if engine.config.snapshot_envs:
+        t.snapshots.append(t.env.fork())
+    if terminated or truncated or not obs:
+        return []
+    return engine.format.observation_ids(engine.tokenizer, obs, action_ids[-1] if action_ids else None)
+
+
+def advance(
+    engine, t: Trajectory, ids: Sequence[int], logprobs: Sequence[float], entropies: Sequence[float],
+    budget: int, cap: int,
+) -> str:  # fmt: skip
+    """One whole turn of `t` from a server's answer: `ids` (with their `logprobs` and `entropies`), asked for at
+    most `budget` tokens with the sequence capped at `cap` tokens. Returns what happened:
+
+    - `"cut"`: the cap cut the turn short (no stop, fewer than `max_turn_tokens`, and the server used the whole
+      budget): the tokens are kept, the environment never sees them, `t` is `truncated` and `cut`;
+    - `"done"`: the turn was sent and the episode ended, or the observation reached the cap (then `cut`);
+    - `"sent"`: the turn was sent and its observation appended; the episode goes on.
+
+    The turn is trimmed after its stop (`turn_end`) and to `budget`, appended with mask 1, sent (`send_turn`) and
+    the observation appended with mask 0 up to the cap: the rule `RolloutEngine.run` applies token by token."""
+    ids = [int(token) for token in ids[:budget]]
+    stop_at = turn_end(engine, ids)
+    if stop_at is not None:
+        ids = ids[: stop_at + 1]
+    turn = t.num_turns
+    for k, token in enumerate(ids):
+        _append(t, token, turn, float(logprobs[k]), float(entropies[k]))
+    sent = stop_at is not None or len(ids) >= engine.config.max_turn_tokens or len(ids) < budget
+    if not sent:
+        t.truncated = t.cut = True
+        return "cut"
+    observation = send_turn(engine, t, ids)
+    if t.terminated or t.truncated:
+        return "done"
+    for token in observation[: cap - len(t.token_ids)]:
+        _append(t, token, turn)
+    if len(t.token_ids) >= cap:
+        t.truncated = t.cut = True
+        return "done"
+    return "sent"
 
 
 def start_trajectories(

@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 from course_lib.algos.gigpo import (
     apply_invalid_action_penalty,
@@ -16,6 +17,7 @@ from course_lib.algos.gigpo import (
     step_group_ids,
     step_group_sizes,
     to_hashable,
+    token_advantages,
 )
 
 R2 = 0.70711  # (v - mean) / unbiased std for any two different values: 0.5 / sqrt(0.5)
@@ -195,3 +197,36 @@ def test_input_validation():
         gigpo_advantages(**base, step_index=[0, 1], gamma=2.0)
     with pytest.raises(ValueError, match="more than one episode group"):
         gigpo_advantages(**{**base, "group_ids": [0, 1]}, step_index=[0, 1])
+
+
+def test_token_advantages_combine_eq8_over_the_callers_token_layout():
+    """Hand-computed: one group, trajectories a and b of two steps, gamma 0.5, pooled=False. Returns a: 0.5, 1;
+    b: 0, 0. Step group s0 = {a0: 0.5, b0: 0} gives A^S = +-0.25 / 0.35355 = +-0.70711; s1, s2 are singletons (0).
+    Episode scores 1 and 0 give A^E = +-0.5 / 0.70711 = +-0.70711. A = A^E + A^S per token (Eq. 8), one token per
+    step at column = step index."""
+    rows, cols = torch.tensor([0, 0, 1, 1]), torch.tensor([0, 1, 0, 1])
+
+    def spread(values):
+        out = torch.zeros(2, 3)
+        out[rows, cols] = values
+        return out
+
+    table = dict(
+        rewards=[0.0, 1.0, 0.0, 0.0], valid=[True] * 4, anchors=["s0", "s1", "s0", "s2"], group_ids=[0] * 4,
+        traj_ids=["a", "a", "b", "b"], step_index=[0, 1, 0, 1],
+    )  # fmt: skip
+    settings = dict(gamma=0.5, omega=1.0, scale_by_std=True, pooled=False, invalid_penalty=0.0)
+    tokens, stats = token_advantages(**table, spread=spread, **settings)
+    r = 0.70711
+    expected = torch.tensor([[2 * r, r, 0.0], [-2 * r, -r, 0.0]])
+    assert torch.allclose(tokens, expected, atol=1e-4) and tokens.dtype == torch.float32
+    assert stats == {"step_group_singleton_share": 0.5, "step_group_size_mean": 1.5}
+    # omega weighs only the step part; a given episode part replaces the spread A^E
+    half, _ = token_advantages(**table, spread=spread, **{**settings, "omega": 0.5})
+    assert torch.allclose(half, torch.tensor([[1.5 * r, r, 0.0], [-1.5 * r, -r, 0.0]]), atol=1e-4)
+    only_step, _ = token_advantages(**table, spread=spread, **settings, episode_tokens=torch.zeros(2, 3))
+    assert torch.allclose(only_step, torch.tensor([[r, 0.0, 0.0], [-r, 0.0, 0.0]]), atol=1e-4)
+    # an empty table gives zeros and no division by zero in the statistics
+    empty = dict(rewards=[], valid=[], anchors=[], group_ids=[], traj_ids=[], step_index=[])
+    nothing, stats = token_advantages(**empty, spread=lambda values: torch.zeros(2, 3) + values.sum(), **settings)
+    assert torch.equal(nothing, torch.zeros(2, 3)) and stats["step_group_size_mean"] == 0.0

@@ -185,19 +185,24 @@ def test_replay_of_course_rollouts_matches_token_for_token(chapter, caps, cut_ki
                 course_verl.play_episode(tasks.make_env("train"), t.seed, tokenizer, generate, sampling, params)
             )
             assert all(call["temperature"] == 1.0 and call["logprobs"] is True for call in calls)
-            assert [*result.prompt_ids, *result.response_ids] == t.token_ids
-            assert [0] * len(result.prompt_ids) + result.response_mask == t.loss_mask
-            assert result.response_logprobs == t.logprobs[len(result.prompt_ids) :]
-            assert [-1] * len(result.prompt_ids) + result.turn_ids == t.turn_ids
+            assert result.token_ids == t.token_ids and result.loss_mask == t.loss_mask
+            assert result.logprobs == t.logprobs and result.turn_ids == t.turn_ids
             assert (result.rewards, result.anchors) == (t.rewards, t.anchors)
             assert result.total_reward == t.total_reward and result.success == t.success
             assert (result.terminated, result.truncated, result.cut) == (t.terminated, t.truncated, t.cut)
             # the independent rebuild from the environment's transcript agrees: mask 0 exactly on observation tokens
-            ids, mask = expected_tokens(result.as_trajectory(), tokenizer)
+            ids, mask = expected_tokens(result, tokenizer)
             assert ids == t.token_ids and mask == t.loss_mask
-            assert alignment_errors(result.as_trajectory(), tokenizer) == []
-            for step, (start, end) in enumerate(result.action_spans):
-                assert set(result.response_mask[start:end]) == {1} and set(result.turn_ids[start:end]) == {step}
+            assert alignment_errors(result, tokenizer) == []
+            fields = course_verl.output_fields(result)
+            prompt = len(fields["prompt_ids"])
+            assert fields["prompt_ids"] + fields["response_ids"] == t.token_ids
+            assert set(t.turn_ids[:prompt]) == {-1} and -1 not in t.turn_ids[prompt:]
+            assert [0] * prompt + fields["response_mask"] == t.loss_mask
+            assert fields["response_logprobs"] == t.logprobs[prompt:]
+            for step, (start, end) in enumerate(fields["extra_fields"]["action_spans"]):
+                assert set(fields["response_mask"][start:end]) == {1}
+                assert set(fields["extra_fields"]["turn_ids"][start:end]) == {step}
             if t.cut:
                 cut_last_masks.add(t.loss_mask[-1])
         if cap is None and 0 in cut_kinds:  # the batch holds what the check is about: observations in responses
@@ -240,18 +245,20 @@ def test_sampling_the_base_through_a_fake_server():
             )
         )
         results.append(result)
-        trajectory = result.as_trajectory()
-        ids, mask = expected_tokens(trajectory, tokenizer)
-        assert ids == trajectory.token_ids and mask == trajectory.loss_mask
-        assert alignment_errors(trajectory, tokenizer) == []
+        ids, mask = expected_tokens(result, tokenizer)
+        assert ids == result.token_ids and mask == result.loss_mask
+        assert alignment_errors(result, tokenizer) == []
         # the reward is the environment's: replaying the actions it received on a fresh copy gives the same
         replay = tasks.make_env("train")
         replay.reset(seed=seed)
         assert result.total_reward == sum(replay.step(action)[1] for action in result.env.transcript.actions)
-        assert len(result.response_logprobs) == len(result.response_ids)
-        assert all(p == 0.0 for p, m in zip(result.response_logprobs, result.response_mask, strict=True) if m == 0)
-        assert result.chat_turns == 1 + len(result.action_spans) + result.observations
-        extra = course_verl.episode_extra_fields(result)
+        fields = course_verl.output_fields(result)
+        assert len(fields["response_logprobs"]) == len(fields["response_ids"])
+        assert all(p == 0.0 for p, m in zip(fields["response_logprobs"], fields["response_mask"], strict=True) if not m)
+        observations = sum(1 for k in range(result.num_turns) if any(
+            turn == k and not m for turn, m in zip(result.turn_ids, result.loss_mask, strict=True)))  # fmt: skip
+        assert fields["num_turns"] == 1 + len(fields["extra_fields"]["action_spans"]) + observations
+        extra = fields["extra_fields"]
         assert extra["success"] == result.success and extra["anchors"] == result.anchors
     assert any(r.success for r in results) and any("tool_result" in i for r in results for i in r.infos)
 
@@ -270,16 +277,17 @@ def test_malformed_actions_get_feedback_not_a_crash():
     async def generate(prompt_ids, params):
         return next(turns), None  # a server that returns no log-probs
 
-    result = asyncio.run(course_verl.play_episode(tasks.make_env("train"), 3, tokenizer, generate, tasks.sampling))
+    engine = course_verl.episode_engine(generate, tokenizer, tasks.sampling)
+    result = asyncio.run(engine.play_episode(tasks.make_env("train"), 3))
     penalty = tasks.make_env("train").invalid_penalty
     assert result.env.transcript.actions == ["<unk> <unk>", "<tool_call> 1 + </answer>", "<answer> </answer>"]
     assert [info["valid"] for info in result.infos] == [False, False, False]
     assert result.rewards == [penalty] * 3 and result.total_reward == pytest.approx(3 * penalty)
     assert result.truncated and not result.terminated and not result.cut  # the env's turn limit ended it
-    assert result.response_logprobs is None
-    tokens = list(zip(result.response_ids, result.response_mask, result.turn_ids, strict=True))
+    assert engine.logprobs_missing and course_verl.output_fields(result, engine)["response_logprobs"] is None
+    tokens = list(zip(result.token_ids, result.loss_mask, result.turn_ids, strict=True))
     feedback = [decode(tokenizer, [i for i, m, k in tokens if m == 0 and k == step]) for step in (0, 1)]
     assert feedback == [result.env.transcript.observations[1], result.env.transcript.observations[2]]
     assert all(text.startswith("<feedback>") for text in feedback)
-    ids, mask = expected_tokens(result.as_trajectory(), tokenizer)
-    assert ids == [*result.prompt_ids, *result.response_ids] and mask[len(result.prompt_ids) :] == result.response_mask
+    ids, mask = expected_tokens(result, tokenizer)
+    assert ids == result.token_ids and mask == result.loss_mask

@@ -22,8 +22,9 @@ Two details follow the official verl-agent code rather than the printed equation
   a single row then uses mean 0 and std 1 (its advantage is its score). `pooled=False` is Eq. 3 as
   printed: one score per trajectory (that of its first step).
 
-Plain Python lists in and out (one value per row, rows in any order); the caller broadcasts each
-row's advantage to the tokens of that step's action.
+Plain Python lists in and out (one value per row, rows in any order). `token_advantages` is the
+combination step every trainer shares (the course's loop and verl's estimator): the step table's
+A^E and A^S spread over each step's action tokens by the caller's `spread`, then Eq. 8 per token.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+
+import torch
 
 
 def _check_gamma(gamma: float) -> None:
@@ -258,3 +261,46 @@ def gigpo_advantages(
         scores=scores,
         step_group_size=step_group_sizes(anchors, group_ids),
     )
+
+
+def step_group_stats(sizes: Sequence[int]) -> dict[str, float]:
+    """The share of steps whose step group holds only themselves (no state recurred: A^S = 0 there) and the
+    mean step-group size, over the steps of a batch."""
+    return {
+        "step_group_singleton_share": sum(size == 1 for size in sizes) / max(len(sizes), 1),
+        "step_group_size_mean": sum(sizes) / max(len(sizes), 1),
+    }
+
+
+def token_advantages(
+    rewards: Sequence[float],
+    valid: Sequence[bool],
+    anchors: Sequence,
+    group_ids: Sequence[Hashable],
+    traj_ids: Sequence[Hashable],
+    step_index: Sequence[int],
+    spread: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    gamma: float,
+    omega: float,
+    scale_by_std: bool,
+    pooled: bool,
+    invalid_penalty: float,
+    episode_tokens: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GiGPO's per-token advantages A = A^E + omega * A^S (Eq. 8) from a step table of K steps, and
+    `step_group_stats`.
+
+    The table's columns are `gigpo_advantages`' inputs. `spread(values)` maps per-step values `[K]`
+    (float32) to the tokens of each step's action, `[B, T]` (0 elsewhere): the caller's layout, e.g.
+    `rollout.broadcast_steps` or verl's action spans. `episode_tokens` `[B, T]`, when given, replaces
+    the spread A^E (step mode with the pooled baseline: GRPO's own group advantage on the step rows,
+    so that with no recurring state the update is GRPO's bit for bit)."""
+    result = gigpo_advantages(
+        rewards=rewards, valid=valid, anchors=anchors, group_ids=group_ids, traj_ids=traj_ids,
+        step_index=step_index, gamma=gamma, omega=omega, scale_by_std=scale_by_std, pooled=pooled,
+        invalid_penalty=invalid_penalty,
+    )  # fmt: skip
+    episode = spread(torch.tensor(result.episode, dtype=torch.float)) if episode_tokens is None else episode_tokens
+    step = spread(torch.tensor(result.step, dtype=torch.float))
+    return episode + omega * step, step_group_stats(result.step_group_size)

@@ -10,9 +10,10 @@ tokens the environment returned (mask 0) alternate in order. Tokens come from an
 
 This module has three layers:
 
-- `play_episode`: the course's turn semantics (those of `course_lib.rollout.RolloutEngine`, one sequence at a time)
-  on top of any async `generate(prompt_ids, sampling_params) -> (token_ids, logprobs)` callable. It needs no verl,
-  so the main environment tests it against the course's own rollouts.
+- `play_episode`: one episode through `server_engine.ServerEngine`, the course's turn rule (`rollout.advance`, the
+  one `RolloutEngine` applies) over any async `generate(prompt_ids, sampling_params) -> (token_ids, logprobs)`
+  callable, returned as a course `Trajectory`; `output_fields` lays it out as verl's `AgentLoopOutput`. It needs no
+  verl, so the main environment tests it against the course's own rollouts.
 - `CourseEnvAgentLoop`, registered in verl as `AGENT_NAME`: a thin `AgentLoopBase` subclass that calls
   `play_episode` with verl's server manager. It is defined only when verl is installed (verl pins a transformers
   older than the course's main environment, so it lives in its own virtual environment; see `make test-verl`);
@@ -41,17 +42,17 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from course_lib.chapters import chapter_key
 from course_lib.envs.base import TextEnv, distinct_seeds
 from course_lib.rollout import SamplingConfig, Trajectory
-from course_lib.tokenizer import decode, encode, tag_id
+from course_lib.server_engine import ServerEngine, turn_sampling_params  # noqa: F401 (turn_sampling_params: re-export)
+from course_lib.tokenizer import encode
 
 AGENT_NAME = "course_env_agent"
 """The `agent_name` every exported row carries, and the name the agent loop is registered under."""
@@ -153,86 +154,6 @@ def task_seeds(chapter: str | int, split: str, count: int) -> list[int]:
 
 
 # The turn logic, without verl ----------------------------------------------------------------------------------
-@dataclass
-class EpisodeResult:
-    """One episode played through `play_episode`, in the layout of verl's `AgentLoopOutput` plus the course's
-    step bookkeeping (what `course_lib.rollout.Trajectory` records)."""
-
-    env: TextEnv
-    seed: int
-    prompt_ids: list[int]
-    response_ids: list[int] = field(default_factory=list)
-    response_mask: list[int] = field(default_factory=list)
-    """1 on tokens the policy generated, 0 on observation tokens (verl's `response_mask`)."""
-    response_logprobs: list[float] | None = field(default_factory=list)
-    """Sampling log-probs of the policy tokens, 0.0 on observation tokens; None when the server gave none."""
-    turn_ids: list[int] = field(default_factory=list)
-    """Per response token: the step whose action or observation it is (as `Trajectory.turn_ids`)."""
-    rewards: list[float] = field(default_factory=list)
-    infos: list[dict[str, Any]] = field(default_factory=list)
-    anchors: list[Any] = field(default_factory=list)
-    """The anchor of the state each action was taken in (GiGPO's grouping key), one per step."""
-    action_spans: list[tuple[int, int]] = field(default_factory=list)
-    """`[start, end)` of each step's action within `response_ids` (the unsent action of a cut sequence included)."""
-    terminated: bool = False
-    truncated: bool = False
-    cut: bool = False
-    """The token cap ended the sequence while the episode was still running (then also `truncated`)."""
-    observations: int = 0
-    """Observations appended to the response (none after the last step, nor where the cap left no room)."""
-    generate_seconds: float = 0.0
-    env_seconds: float = 0.0
-
-    @property
-    def total_reward(self) -> float:
-        return float(sum(self.rewards))
-
-    @property
-    def success(self) -> bool:
-        return bool(self.infos and self.infos[-1].get("success", False))
-
-    @property
-    def num_steps(self) -> int:
-        """Actions the environment received."""
-        return len(self.rewards)
-
-    @property
-    def chat_turns(self) -> int:
-        """verl's `num_turns`: messages in the conversation (the prompt, each action, each observation appended)."""
-        return 1 + len(self.action_spans) + self.observations
-
-    def as_trajectory(self) -> Trajectory:
-        """The episode as a course `Trajectory`, so `rollout.expected_tokens` and `rollout.alignment_errors` check it
-        (entropies are unknown to a server and left at 0)."""
-        logprobs = self.response_logprobs or [0.0] * len(self.response_ids)
-        return Trajectory(
-            env=self.env,
-            token_ids=[*self.prompt_ids, *self.response_ids],
-            loss_mask=[0] * len(self.prompt_ids) + list(self.response_mask),
-            logprobs=[0.0] * len(self.prompt_ids) + list(logprobs),
-            entropies=[0.0] * (len(self.prompt_ids) + len(self.response_ids)),
-            turn_ids=[-1] * len(self.prompt_ids) + list(self.turn_ids),
-            seed=self.seed,
-            rewards=list(self.rewards),
-            infos=list(self.infos),
-            anchors=list(self.anchors),
-            terminated=self.terminated,
-            truncated=self.truncated,
-            cut=self.cut,
-        )
-
-
-def turn_sampling_params(base: dict[str, Any] | None, stop_ids: Sequence[int], max_tokens: int) -> dict[str, Any]:
-    """verl's sampling params for one turn: the caller's (temperature, top_p, logprobs ...) plus the turn's limits.
-
-    `stop_token_ids` and `max_tokens` are read by both of verl's servers (vLLM's `SamplingParams`; SGLang takes
-    `max_tokens` as `max_new_tokens`); vLLM keeps the stop token as the last generated id. `ignore_eos` is set
-    because the course's rollout treats `<eos>` as an ordinary token: only a stop tag or the turn's length ends a
-    turn.
-    """
-    return {**(base or {}), "stop_token_ids": sorted(stop_ids), "max_tokens": int(max_tokens), "ignore_eos": True}
-
-
 async def play_episode(
     env: TextEnv,
     seed: int,
@@ -242,117 +163,92 @@ async def play_episode(
     sampling_params: dict[str, Any] | None = None,
     max_response_tokens: int | None = None,
     max_prompt_tokens: int | None = None,
-) -> EpisodeResult:
-    """Reset `env` with `seed` and play it to the end with `generate`, turn by turn, as `RolloutEngine` does.
+) -> Trajectory:
+    """Reset `env` with `seed` and play it to the end with `generate`, turn by turn, as `RolloutEngine` does: the
+    episode as a course `Trajectory` (entropies unknown to a server are `-log p`; `server_engine`).
 
-    The prompt is `[bos] + encode(reset observation)`. Each turn asks for at most `sampling.max_turn_tokens` new
-    tokens (fewer when the sequence's `sampling.max_total_tokens` cap, or `max_response_tokens` of response, is
-    closer) and stops at the first of `sampling.stop_tags`; tokens the server returns past the stop tag or the
-    budget are dropped. A turn that ends at a stop tag, fills its `max_turn_tokens`, or that the server ended on its
-    own is decoded and sent to `env.step`; a turn the total cap cut short is not (the sequence is then `cut`). A
-    malformed action is the environment's business: it answers with feedback and a penalty, like any other step.
-    The observation is appended as ids with mask 0, up to the cap. Returns the tokens in verl's layout with the
-    environment's rewards, infos and anchors. A prompt longer than `max_prompt_tokens` raises ValueError before
-    any generation (cutting it would change the task).
-    """
-    stop_ids = {tag_id(tokenizer, tag) for tag in sampling.stop_tags}
-    obs, _ = env.reset(seed=seed)
-    result = EpisodeResult(env=env, seed=seed, prompt_ids=[tokenizer.bos_token_id, *encode(tokenizer, obs)])
-    if max_prompt_tokens is not None and len(result.prompt_ids) > max_prompt_tokens:
-        raise ValueError(f"a prompt of {len(result.prompt_ids)} tokens exceeds the {max_prompt_tokens} allowed")
-    limit = sampling.max_total_tokens
-    if max_response_tokens is not None:
-        limit = min(limit, len(result.prompt_ids) + max_response_tokens)
-
-    def length() -> int:
-        return len(result.prompt_ids) + len(result.response_ids)
-
-    if length() >= limit:  # no room for a single token: the prompt alone fills the cap
-        result.truncated = result.cut = True
-        return result
-    while True:
-        step = result.num_steps
-        budget = min(sampling.max_turn_tokens, limit - length())
-        start = time.perf_counter()
-        token_ids, logprobs = await generate(
-            [*result.prompt_ids, *result.response_ids], turn_sampling_params(sampling_params, stop_ids, budget)
-        )
-        result.generate_seconds += time.perf_counter() - start
-        token_ids = [int(t) for t in token_ids[:budget]]
-        stop_at = next((i for i, t in enumerate(token_ids) if t in stop_ids), None)
-        if stop_at is not None:
-            token_ids = token_ids[: stop_at + 1]
-        if logprobs is None or result.response_logprobs is None:
-            result.response_logprobs = None  # one turn without log-probs: verl then recomputes them all
-        elif len(logprobs) < len(token_ids):
-            raise ValueError(f"the server returned {len(logprobs)} log-probs for {len(token_ids)} tokens")
-        else:
-            result.response_logprobs += [float(p) for p in logprobs[: len(token_ids)]]
-        result.action_spans.append((len(result.response_ids), len(result.response_ids) + len(token_ids)))
-        _extend(result, token_ids, mask=1, turn=step)
-
-        sent = stop_at is not None or len(token_ids) >= sampling.max_turn_tokens or len(token_ids) < budget
-        if not sent:  # the total cap cut this turn: the environment never sees it (RolloutEngine's `cut`)
-            result.truncated = result.cut = True
-            return result
-        result.anchors.append(env.anchor())
-        start = time.perf_counter()
-        obs, reward, terminated, truncated, info = env.step(decode(tokenizer, token_ids))
-        result.env_seconds += time.perf_counter() - start
-        result.rewards.append(reward)
-        result.infos.append(info)
-        result.terminated, result.truncated = terminated, truncated
-        if terminated or truncated:
-            return result
-        observation = encode(tokenizer, obs) if obs else []
-        room = limit - length()
-        _extend(result, observation[:room], mask=0, turn=step)
-        result.observations += bool(observation[:room])
-        if length() >= limit:
-            result.truncated = result.cut = True
-            return result
+    `server_engine.ServerEngine` plays it: each turn asks for at most `sampling.max_turn_tokens` new tokens (fewer
+    when the sequence's `sampling.max_total_tokens` cap, or `max_response_tokens` of response, is closer) and
+    stops at the first of `sampling.stop_tags`; `rollout.advance` trims the turn, sends it or marks the sequence
+    `cut`, and appends the observation. A malformed action is the environment's business: it answers with feedback
+    and a penalty, like any other step. A prompt longer than `max_prompt_tokens` raises ValueError before any
+    generation. To read the server's timings and whether it returned log-probs, hold the engine (`episode_engine`)."""
+    engine = episode_engine(generate, tokenizer, sampling, sampling_params, max_response_tokens)
+    return await engine.play_episode(env, seed, max_prompt_tokens)
 
 
-def _extend(result: EpisodeResult, token_ids: list[int], mask: int, turn: int) -> None:
-    result.response_ids += token_ids
-    result.response_mask += [mask] * len(token_ids)
-    result.turn_ids += [turn] * len(token_ids)
-    if mask == 0 and result.response_logprobs is not None:
-        result.response_logprobs += [0.0] * len(token_ids)
+def episode_engine(
+    generate: Generate,
+    tokenizer,
+    sampling: SamplingConfig,
+    sampling_params: dict[str, Any] | None = None,
+    max_response_tokens: int | None = None,
+) -> ServerEngine:
+    """A `ServerEngine` over verl's two-value `generate` (token ids and log-probs; verl's server returns no
+    entropies)."""
+
+    async def turn(prompt_ids: list[int], params: dict[str, Any]):
+        token_ids, logprobs = await generate(prompt_ids, params)
+        return token_ids, logprobs, None
+
+    return ServerEngine(turn, tokenizer, sampling, sampling_params, max_response_tokens=max_response_tokens)
 
 
-def episode_extra_fields(result: EpisodeResult) -> dict[str, Any]:
+def response_layout(t: Trajectory) -> tuple[int, list[tuple[int, int]], int]:
+    """The prompt's length, `[start, end)` of each step's action within the response (the unsent action of a cut
+    sequence included) and the number of observations appended to it (none after the last step, nor where the cap
+    left no room)."""
+    prompt = sum(1 for turn in t.turn_ids if turn < 0)
+    rows = list(zip(t.turn_ids[prompt:], t.loss_mask[prompt:], strict=True))
+    spans, observations = [], 0
+    for turn in range(max((k for k, _ in rows), default=-1) + 1):
+        actions = [position for position, (k, m) in enumerate(rows) if k == turn and m]
+        if actions:
+            spans.append((actions[0], actions[-1] + 1))
+        observations += any(k == turn and not m for k, m in rows)
+    return prompt, spans, observations
+
+
+def episode_extra_fields(t: Trajectory) -> dict[str, Any]:
     """What `AgentLoopOutput.extra_fields` carries: verl turns every key into a per-row column of the batch's
     `non_tensor_batch`, where a patched advantage estimator (GiGPO's) can find the step anchors and boundaries."""
+    prompt, spans, _ = response_layout(t)
     return {
-        "success": result.success,
-        "env_steps": result.num_steps,
-        "step_rewards": list(result.rewards),
-        "step_valid": [bool(info.get("valid", True)) for info in result.infos],
-        "anchors": list(result.anchors),
-        "action_spans": [list(span) for span in result.action_spans],
-        "turn_ids": list(result.turn_ids),
-        "terminated": result.terminated,
-        "truncated": result.truncated,
-        "cut": result.cut,
+        "success": t.success,
+        "env_steps": t.num_turns,
+        "step_rewards": list(t.rewards),
+        "step_valid": [bool(info.get("valid", True)) for info in t.infos],
+        "anchors": list(t.anchors),
+        "action_spans": [list(span) for span in spans],
+        "turn_ids": list(t.turn_ids[prompt:]),
+        "terminated": t.terminated,
+        "truncated": t.truncated,
+        "cut": t.cut,
         # verl's default keys, so that rows of this loop and of verl's tool loop concatenate
-        "turn_scores": list(result.rewards),
+        "turn_scores": list(t.rewards),
         "tool_rewards": [],
     }
 
 
-def output_fields(result: EpisodeResult) -> dict[str, Any]:
+def output_fields(t: Trajectory, engine: ServerEngine | None = None) -> dict[str, Any]:
     """The keyword arguments of verl's `AgentLoopOutput` for one played episode (what `CourseEnvAgentLoop.run`
-    returns; the tree and step-mode layouts build theirs from it too)."""
+    returns; the tree and step-mode layouts build theirs from it too). With the `engine` that played it (alone):
+    its timings as verl's metrics, and `response_logprobs=None` where the server returned none (verl then
+    recomputes them all). `num_turns` is verl's count of messages: the prompt, each action, each observation."""
+    prompt, spans, observations = response_layout(t)
+    missing = engine is not None and engine.logprobs_missing
+    timings = engine.timings if engine is not None else {}
     return {
-        "prompt_ids": result.prompt_ids,
-        "response_ids": result.response_ids,
-        "response_mask": result.response_mask,
-        "response_logprobs": result.response_logprobs,
-        "reward_score": result.total_reward,
-        "num_turns": result.chat_turns,
-        "metrics": {"generate_sequences": result.generate_seconds, "tool_calls": result.env_seconds},
-        "extra_fields": episode_extra_fields(result),
+        "prompt_ids": t.token_ids[:prompt],
+        "response_ids": t.token_ids[prompt:],
+        "response_mask": t.loss_mask[prompt:],
+        "response_logprobs": None if missing else t.logprobs[prompt:],
+        "reward_score": t.total_reward,
+        "num_turns": 1 + len(spans) + observations,
+        "metrics": (
+            {"generate_sequences": timings["generate"], "tool_calls": timings["env"]} if engine is not None else {}
+        ),
+        "extra_fields": episode_extra_fields(t),
     }
 
 
@@ -399,18 +295,17 @@ if verl_available():
                 )
                 return list(out.token_ids), (list(out.log_probs) if out.log_probs else None)
 
-            result = await play_episode(
+            engine = episode_engine(
+                generate, self.tokenizer, sampling, sampling_params,
+                max_response_tokens=int(self.rollout_config.response_length),
+            )  # fmt: skip
+            trajectory = await engine.play_episode(
                 tasks.make_env(str(extra["split"])),
                 int(extra["seed"]),
-                self.tokenizer,
-                generate,
-                sampling,
-                sampling_params,
-                max_response_tokens=int(self.rollout_config.response_length),
                 # verl left-pads prompts to rollout.prompt_length (set by data.max_prompt_length): refuse longer ones
                 max_prompt_tokens=int(self.rollout_config.prompt_length),
             )
-            return AgentLoopOutput(**output_fields(result))
+            return AgentLoopOutput(**output_fields(trajectory, engine))
 
 
 # The dataset and the agent-loop yaml ----------------------------------------------------------------------------

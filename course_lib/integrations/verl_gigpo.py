@@ -19,10 +19,11 @@ Two row layouts, the two modes of `course_lib.loop.gigpo`:
   into such rows; each carries the same step columns (one step) plus `episode_uid` (the episode it belongs to),
   `step_offset` (its index within the episode) and `episode_reward` (the episode's total, verl-agent's row score).
 
-The arithmetic is the course's own: `algos.gigpo.gigpo_advantages` on the flat step table, then the per-step
-values spread over the action tokens in float32 and combined as A^E + omega A^S, as `loop.gigpo` does (also its
-step-mode detail: with the pooled episode baseline and groups of several episodes the episode part is GRPO's
-group-normalised episode reward over the step rows, `algos.grpo.group_advantages`). Nothing here imports verl.
+The arithmetic is the course's own: `algos.gigpo.token_advantages` on the flat step table, the combination step
+`loop.gigpo` calls too (`gigpo_advantages`, the per-step values spread over the action tokens in float32, A^E +
+omega A^S); also its step-mode detail: with the pooled episode baseline and groups of several episodes the episode
+part is GRPO's group-normalised episode reward over the step rows (`algos.grpo.group_advantages`). Nothing here
+imports verl.
 """
 
 from __future__ import annotations
@@ -139,31 +140,19 @@ def gigpo_token_advantages(
     `response_mask` `[B, T]`: verl's (1 on the policy's tokens); `non_tensor_batch`: the batch's object columns;
     `index` `[B]`: the rows' group uids (`non_tensor_batch["uid"]`, one per prompt, shared by its `rollout.n`
     samples: GiGPO's episode group)."""
-    from course_lib.algos.gigpo import gigpo_advantages
+    from course_lib.algos.gigpo import token_advantages
     from course_lib.algos.grpo import group_advantages
 
     groups = dense_ids(list(index))
     table = step_table(non_tensor_batch, groups)
     pooled = settings.episode_baseline == "pooled"
-    result = gigpo_advantages(
-        rewards=table.reward,
-        valid=table.valid,
-        anchors=table.anchors,
-        group_ids=table.group,
-        traj_ids=table.traj,
-        step_index=table.index,
-        gamma=settings.gamma,
-        omega=settings.step_weight,
-        scale_by_std=settings.scale_by_std,
-        pooled=pooled,
-        invalid_penalty=settings.invalid_penalty,
-    )
     mask = response_mask.float()
     step_mode = "episode_uid" in non_tensor_batch
     episodes_per_group: dict[int, set] = {}
     if step_mode:
         for group, episode in zip(groups, non_tensor_batch["episode_uid"], strict=True):
             episodes_per_group.setdefault(group, set()).add(episode)
+    episode = None
     if pooled and step_mode and any(len(e) > 1 for e in episodes_per_group.values()):
         # loop.gigpo's step-mode branch: GRPO on the step rows' episode rewards (minus each row's penalty)
         rewards = torch.tensor([float(r) for r in non_tensor_batch["episode_reward"]], dtype=torch.float)
@@ -172,15 +161,21 @@ def gigpo_token_advantages(
             invalid.index_add_(0, torch.tensor(table.row, dtype=torch.long), (~torch.tensor(table.valid)).float())
             rewards = rewards - settings.invalid_penalty * invalid
         episode = group_advantages(rewards, torch.tensor(groups), settings.scale_by_std)[:, None] * mask
-    else:
-        episode = spread(table, torch.tensor(result.episode, dtype=torch.float), mask)
-    step = spread(table, torch.tensor(result.step, dtype=torch.float), mask)
-    sizes = result.step_group_size
-    stats = {
-        "step_group_singleton_share": sum(size == 1 for size in sizes) / max(len(sizes), 1),
-        "step_group_size_mean": sum(sizes) / max(len(sizes), 1),
-    }
-    return episode + settings.step_weight * step, stats
+    return token_advantages(
+        rewards=table.reward,
+        valid=table.valid,
+        anchors=table.anchors,
+        group_ids=table.group,
+        traj_ids=table.traj,
+        step_index=table.index,
+        spread=lambda values: spread(table, values, mask),
+        gamma=settings.gamma,
+        omega=settings.step_weight,
+        scale_by_std=settings.scale_by_std,
+        pooled=pooled,
+        invalid_penalty=settings.invalid_penalty,
+        episode_tokens=episode,
+    )
 
 
 def step_rows(episodes: Sequence, uid_of_group: Mapping[int, str] | None = None) -> list[dict[str, Any]]:

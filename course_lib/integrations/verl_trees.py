@@ -9,20 +9,19 @@ repeats each prompt n times with one uid), grows every group as a tree with `tre
 the leaves to verl's own per-sample padding and batch stacking. The leaves fill their group's rows, so they share
 the prompt's uid and verl's GRPO normalises them as one group, as the course's `loop.tree_groups` does.
 
-`sample_trees` needs an engine with `rollout`, `fork`, `run`, `config` and `tokenizer`; `ServerEngine` is that
-engine over verl's server (`server_manager.generate`, token ids in and out), playing turns with the course's
-`RolloutEngine` rules (stop tags, turn and total caps, observations appended as ids with mask 0, environment
-snapshots for forks when `snapshot_envs`). It is also the engine `step_mode.rollout_steps` needs, so chapter 07's
-step-mode episodes can be played through verl's server and turned into step rows (`verl_gigpo.step_rows`). The
-tree is grown on a worker thread; each batch of sequences it continues is one `asyncio.gather` on the worker's
-event loop, so the server sees them concurrently.
+`sample_trees` needs an engine with `rollout`, `fork`, `run`, `config` and `tokenizer`; `server_engine.ServerEngine`
+is that engine over verl's server (`server_manager.generate`, token ids in and out), playing turns with the course's
+turn rule (`rollout.advance`). It is also the engine `step_mode.rollout_steps` needs, so chapter 07's step-mode
+episodes can be played through verl's server and turned into step rows (`verl_gigpo.step_rows`). The tree is grown
+on a worker thread; each batch of sequences it continues is one `asyncio.gather` on the worker's event loop, so the
+server sees them concurrently.
 
 **Entropies.** The branch rule compares the entropy of the tokens after a tool response with the first turn's
 (`algos.arpo`, `algos.aepo`): full-vocabulary entropies per sampled token, which verl's server does not return
-(`TokenOutput` carries the sampled tokens' log-probs only). `ServerEngine` reads them from the server's
+(`TokenOutput` carries the sampled tokens' log-probs only). `server_generate` reads them from the server's
 `TokenOutput.extra_fields["entropies"]` when present (a server backed by the torch model, as in the tests, fills
-them exactly), else it uses `-log p` of the sampled token, an unbiased one-sample estimate of the entropy at that
-position (its expectation over the sampled token is the entropy). What vLLM can return is top-k log-probs
+them exactly), else `ServerEngine` uses `-log p` of the sampled token, an unbiased one-sample estimate of the entropy
+at that position (its expectation over the sampled token is the entropy). What vLLM can return is top-k log-probs
 (`logprobs=k`), from which the truncated sum -sum_k p log p is a lower bound (ARPO's released code uses top-10);
 wiring that into verl's server call is a GPU-side change not made here.
 
@@ -42,140 +41,26 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import zlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from course_lib.integrations.verl import (
-    EpisodeResult,
-    chapter_tasks,
-    output_fields,
-    turn_sampling_params,
-    verl_available,
-)
-from course_lib.prompt_format import resolve as resolve_format
-from course_lib.rollout import SamplingConfig, Trajectory, fork_trajectory, start_trajectories
-from course_lib.tokenizer import decode, tag_id
+from course_lib.integrations.verl import chapter_tasks, output_fields, verl_available
+from course_lib.rollout import Trajectory
+from course_lib.server_engine import Generate, ServerEngine
 from course_lib.tree_rollout import TreeConfig, sample_trees
 
-TreeGenerate = Callable[[list[int], dict[str, Any]], Awaitable[tuple[list[int], list[float], list[float] | None]]]
-"""`await generate(prompt_ids, sampling_params)` -> new token ids, their log-probs, their entropies (or None)."""
 MANAGER_CLASS = "course_lib.integrations.verl_trees.TreeAgentLoopManager"
-
-
-class ServerEngine:
-    """The engine `tree_rollout.sample_trees` drives, over an inference server: `rollout`, `fork`, `run`."""
-
-    def __init__(
-        self,
-        generate: TreeGenerate,
-        tokenizer,
-        config: SamplingConfig,
-        sampling_params: dict[str, Any] | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-        max_response_tokens: int | None = None,
-    ):
-        """`max_response_tokens`: a cap on the tokens after the prompt (verl's `rollout.response_length`, which
-        its padded tensors hold), on top of `config.max_total_tokens`, as `verl.play_episode` applies it."""
-        self.generate, self.tokenizer, self.config = generate, tokenizer, config
-        self.sampling_params, self.loop = dict(sampling_params or {}), loop
-        self.max_response_tokens = max_response_tokens
-        self.format = resolve_format(config.prompt_format)
-        self.stop_ids = {tag_id(tokenizer, tag) for tag in config.stop_tags}
-
-    def rollout(self, envs, seeds: Sequence[int], group_ids: Sequence[int] | None = None, generator=None):
-        """Reset `envs[i]` with `seeds[i]` and play each episode to its end (as `RolloutEngine.rollout`)."""
-        return self.run(start_trajectories(self, envs, seeds, group_ids), generator)
-
-    def fork(self, trajectory: Trajectory, steps: int, parent: int | None = None) -> Trajectory:
-        """`trajectory` cut after the observation of step `steps`, with its environment as it was then (the same
-        cut `RolloutEngine.fork` makes)."""
-        return fork_trajectory(self, trajectory, steps, parent)
-
-    def run(self, trajectories: list[Trajectory], generator=None) -> list[Trajectory]:
-        """Continue every trajectory to the end of its episode, all at once on the server."""
-
-        async def together():
-            await asyncio.gather(*(self.play(t) for t in trajectories))
-
-        if self.loop is None:
-            asyncio.run(together())
-        else:  # called from a worker thread while the loop serves the server calls
-            asyncio.run_coroutine_threadsafe(together(), self.loop).result()
-        return trajectories
-
-    async def play(self, t: Trajectory) -> None:
-        """Play `t` (its prefix ends at a turn boundary) turn by turn, as `RolloutEngine.run` plays one row."""
-        cap, config = self.config.max_total_tokens, self.config
-        if self.max_response_tokens is not None:
-            cap = min(cap, sum(1 for turn in t.turn_ids if turn < 0) + self.max_response_tokens)
-        while not (t.terminated or t.truncated):
-            if len(t.token_ids) >= cap:
-                t.truncated = t.cut = True
-                return
-            budget = min(config.max_turn_tokens, cap - len(t.token_ids))
-            params = turn_sampling_params(self.sampling_params, self.stop_ids, budget)
-            ids, logprobs, entropies = await self.generate(list(t.token_ids), params)
-            ids = [int(i) for i in ids[:budget]]
-            stop_at = next((k for k, token in enumerate(ids) if token in self.stop_ids), None)
-            if stop_at is not None:
-                ids = ids[: stop_at + 1]
-            if entropies is None:  # one-sample estimate: E[-log p(x)] over x ~ p is the entropy
-                entropies = [-float(p) for p in logprobs]
-            turn = t.num_turns
-            for k, token in enumerate(ids):
-                t.token_ids.append(token)
-                t.loss_mask.append(1)
-                t.logprobs.append(float(logprobs[k]))
-                t.entropies.append(float(entropies[k]))
-                t.turn_ids.append(turn)
-            sent = stop_at is not None or len(ids) >= config.max_turn_tokens or len(ids) < budget
-            if not sent:
-                t.truncated = t.cut = True
-                return
-            t.anchors.append(t.env.anchor())
-            obs, reward, terminated, truncated, info = t.env.step(decode(self.tokenizer, ids))
-            t.rewards.append(reward)
-            t.infos.append(info)
-            t.terminated, t.truncated = terminated, truncated
-            if config.snapshot_envs:
-                t.snapshots.append(t.env.fork())
-            if terminated or truncated:
-                return
-            observation = self.format.observation_ids(self.tokenizer, obs, ids[-1]) if obs else []
-            room = cap - len(t.token_ids)
-            for token in observation[:room]:
-                t.token_ids.append(token)
-                t.loss_mask.append(0)
-                t.logprobs.append(0.0)
-                t.entropies.append(0.0)
-                t.turn_ids.append(turn)
-            if len(t.token_ids) >= cap:
-                t.truncated = t.cut = True
-                return
+TreeGenerate = Generate  # the name this module gave `server_engine.Generate` before the engine moved there
+__all__ = ["MANAGER_CLASS", "ServerEngine", "grow", "leaf_fields", "server_generate", "tree_config"]
 
 
 def leaf_fields(leaf: Trajectory, parent: int | None, fork_step: int) -> dict[str, Any]:
     """A tree leaf as the keyword arguments of verl's `AgentLoopOutput` (those `CourseEnvAgentLoop` returns for an
-    episode, plus the leaf's `tree_parent` and `tree_fork_step` in `extra_fields`)."""
-    prompt = sum(1 for turn in leaf.turn_ids if turn < 0)
-    turns = leaf.turn_ids[prompt:]
-    mask = leaf.loss_mask[prompt:]
-    spans, observations = [], 0
-    for turn in range(max(turns, default=-1) + 1):  # the action of each turn (a cut one included), in order
-        actions = [k for k, (t, m) in enumerate(zip(turns, mask, strict=True)) if t == turn and m]
-        if actions:
-            spans.append((actions[0], actions[-1] + 1))
-        observations += any(t == turn and not m for t, m in zip(turns, mask, strict=True))
-    result = EpisodeResult(
-        env=leaf.env, seed=leaf.seed, prompt_ids=leaf.token_ids[:prompt], response_ids=leaf.token_ids[prompt:],
-        response_mask=mask, response_logprobs=leaf.logprobs[prompt:], turn_ids=turns, rewards=list(leaf.rewards),
-        infos=list(leaf.infos), anchors=list(leaf.anchors), action_spans=spans, terminated=leaf.terminated,
-        truncated=leaf.truncated, cut=leaf.cut, observations=observations,
-    )  # fmt: skip
-    fields = output_fields(result)
-    fields["metrics"] = {}  # the worker times the whole tree, not a leaf
+    episode, plus the leaf's `tree_parent` and `tree_fork_step` in `extra_fields`; no metrics: the worker times the
+    whole tree, not a leaf)."""
+    fields = output_fields(leaf)
     fields["extra_fields"].update(tree_parent=-1 if parent is None else int(parent), tree_fork_step=int(fork_step))
     return fields
 
@@ -259,7 +144,7 @@ if verl_available():
             super().__init__(*args, **kwargs)
 
 
-def server_generate(server_manager) -> TreeGenerate:
+def server_generate(server_manager) -> Generate:
     """`ServerEngine`'s `generate` over verl's `server_manager.generate` (one request id per call: a tree's
     sequences share prefixes, which the server's prefix cache finds without sticky routing)."""
     import uuid
@@ -267,7 +152,7 @@ def server_generate(server_manager) -> TreeGenerate:
     async def generate(prompt_ids: list[int], params: dict[str, Any]):
         out = await server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=prompt_ids, sampling_params=params)
         entropies = (out.extra_fields or {}).get("entropies")
-        logprobs = list(out.log_probs) if out.log_probs else [0.0] * len(out.token_ids)
+        logprobs = list(out.log_probs) if out.log_probs else None
         return list(out.token_ids), logprobs, (list(entropies) if entropies is not None else None)
 
     return generate
