@@ -29,7 +29,7 @@ from course_lib import real_models
 from course_lib.prompt_format import ChatFormat, chat_name
 from course_lib.rollout import SamplingConfig, pad_id
 from course_lib.tokenizer import encode
-from course_lib.train import TOOL_RESPONSE, SFTConfig, Turns, _turns, completion_text, supervised_warm_start
+from course_lib.warm_start import TOOL_RESPONSE, SFTConfig, Turns, _turns, completion_text, supervised_warm_start
 
 LOGITS_PER_FORWARD = 512 * 49_152
 """The most logits (tokens x vocabulary) one forward of a checkpoint's warm start or update holds: 512 tokens of
@@ -171,7 +171,7 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"):
 
 
 def split_turns(completion: str | Turns) -> list[tuple[str, str]]:
-    """A demonstration's completion as `(action, observation)` turns. Turns (`train.Turns`: the environment's own,
+    """A demonstration's completion as `(action, observation)` turns. Turns (`warm_start.Turns`: the environment's own,
     `env.demonstration()`) are returned as they are; a text (actions and `<tool_response>` observations
     joined by spaces, as the tool chapters write them) is cut at its tool responses, the only observations a text can
     show, and the last turn's observation is empty."""

@@ -1,7 +1,6 @@
-"""Supervised warm start and the RL loop (chapter 00; reused by every RL chapter).
+"""The RL loop (chapter 00; reused by every RL chapter). The warm start before it is `course_lib.warm_start`.
 
-`supervised_warm_start` fits the model to demonstration token sequences, with a loss mask so that
-only the tokens a policy would generate are learned. `train_grpo` repeats `policy_iteration`: sample
+`train_grpo` repeats `policy_iteration`: sample
 (the sampler seam), estimate advantages (the estimator seam), keep some rows (the batch-filter
 seam), take policy-gradient steps on the policy tokens (the loss seam), and record metrics with the
 time spent in each phase. The seams are chosen by name in `GRPOConfig` (see `course_lib.loop`); the
@@ -20,18 +19,41 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from course_lib import config as course_config
 from course_lib import loop, micro_batch, run_state
 from course_lib.algos.aepo import entropy_aware_advantages
 from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import AGGREGATIONS, kl_k3, masked_aggregate
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.envs.base import TextEnv
-from course_lib.models import build_model, reference_policy, save
-from course_lib.models import token_logprobs as token_logprobs  # lives in models; the old path still works
+from course_lib.models import reference_policy, token_logprobs
 from course_lib.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
-from course_lib.tokenizer import encode, encode_with_offsets
 from course_lib.tree_rollout import TreeConfig
+from course_lib.validation import at_least, one_of, within
+
+MOVED = {
+    **dict.fromkeys(
+        ("SFTConfig", "supervised_warm_start", "demonstration_examples", "warm_start_and_save", "completion_text",
+         "TOOL_RESPONSE", "Turns"), "course_lib.warm_start",
+    ),
+}  # fmt: skip
+"""Names that lived here and moved (issue 44): `train.X` still gives them for one release, with a warning."""
+
+
+def __getattr__(name: str):
+    """`from course_lib.train import SFTConfig` (an old path) still works, with a DeprecationWarning naming the new
+    one (PEP 562)."""
+    if name not in MOVED:
+        raise AttributeError(f"module 'course_lib.train' has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    warnings.warn(
+        f"course_lib.train.{name} moved to {MOVED[name]}.{name}; the old path goes in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(MOVED[name]), name)
+
 
 ROLLOUT_MODES = ("trajectory", "step")
 """`GRPOConfig.rollout_mode` (and `evaluate_policy`'s): the samplers test for "trajectory" and treat anything else as
@@ -42,30 +64,6 @@ ENTROPY_ROWS = ("all", "zero_variance")
 """`GRPOConfig.entropy_rows`."""
 EPISODE_BASELINES = ("pooled", "trajectory")
 """`GiGPOConfig.episode_baseline` (`loop.gigpo` tests for "pooled" and reads anything else as "trajectory")."""
-TREE_RULES = ("arpo", "aepo")
-"""`TreeConfig.rule` (`tree_rollout.sample_trees`)."""
-MONITOR_UNITS = ("normalised", "nats")
-"""`TreeConfig.monitor_units` (`tree_rollout.monitored_entropies`)."""
-FILTER_MODES = ("linear", "softmax")
-"""`FilterConfig.mode` (`algos.filters.top_p_groups_by_reward_std`)."""
-
-
-def _one_of(name: str, value: object, allowed: Sequence[object]) -> None:
-    """Raise a ValueError that names the allowed values unless `value` is one of them."""
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}")
-
-
-def _at_least(name: str, value: float, low: float, strict: bool = False) -> None:
-    """Raise a ValueError unless `value` >= `low` (> `low` when `strict`)."""
-    if value < low or (strict and value == low):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {low}; got {value!r}")
-
-
-def _within(name: str, value: float, low: float, high: float, low_open: bool = False) -> None:
-    """Raise a ValueError unless `value` lies in [low, high] (`(low, high]` when `low_open`)."""
-    if not (low < value <= high if low_open else low <= value <= high):
-        raise ValueError(f"{name} must lie in {'(' if low_open else '['}{low}, {high}]; got {value!r}")
 
 
 def stored_logprob_error(model: torch.nn.Module, trajectories: Sequence[Trajectory], pad_id: int) -> float:
@@ -89,169 +87,6 @@ def stored_logprob_error(model: torch.nn.Module, trajectories: Sequence[Trajecto
 
 
 @dataclass
-class SFTConfig:
-    """Supervised warm start."""
-
-    steps: int = 1000
-    """Optimizer steps."""
-    batch_size: int = 64
-    """Sequences per step, sampled with replacement from the demonstrations."""
-    learning_rate: float = 3e-3
-    """AdamW learning rate (constant after a linear warm-up)."""
-    warmup_steps: int = 50
-    """Linear warm-up length."""
-    weight_decay: float = 0.01
-    """AdamW weight decay."""
-    micro_batch_tokens: int = 0
-    """Padded tokens per forward (`course_lib.micro_batch`): 0 runs each step's batch at once; a budget splits its
-    rows into micro-batches with the same gradient, so that a real vocabulary's logits fit in memory."""
-    gradient_checkpointing: bool = False
-    """Recompute a layer's activations in the backward instead of keeping them (`micro_batch.memory_options`): for
-    a real model on a GPU; the same gradient."""
-    autocast: str = "none"
-    """`none` (float32) or `bf16` (matrix products under bfloat16 autocast, logits scored in float32)."""
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        """Refuse impossible settings when they are made, not minutes into a run (a ValueError naming the field)."""
-        _one_of("SFTConfig.autocast", self.autocast, micro_batch.AUTOCAST)
-        _at_least("SFTConfig.steps", self.steps, 0)
-        _at_least("SFTConfig.micro_batch_tokens", self.micro_batch_tokens, 0)
-        _at_least("SFTConfig.batch_size", self.batch_size, 1)
-        _at_least("SFTConfig.learning_rate", self.learning_rate, 0.0, strict=True)
-        _at_least("SFTConfig.warmup_steps", self.warmup_steps, 1)  # the warm-up divides by it
-        _at_least("SFTConfig.weight_decay", self.weight_decay, 0.0)
-
-
-def supervised_warm_start(
-    model: torch.nn.Module,
-    examples: Sequence[tuple[list[int], list[int]]],
-    pad_id: int,
-    config: SFTConfig,
-    generator: torch.Generator,
-    progress: bool = False,
-) -> list[dict[str, float]]:
-    """Train on `examples`, each `(token_ids, loss_mask)`; the mask marks tokens to learn.
-
-    Returns a history of `{"step", "loss"}` every 10 steps.
-    """
-    device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / config.warmup_steps))
-    model.train()
-    history = []
-    for step in tqdm(range(config.steps), disable=not progress, desc="warm start"):
-        picks = torch.randint(len(examples), (config.batch_size,), generator=generator).tolist()
-        width = max(len(examples[i][0]) for i in picks)
-        ids = torch.full((len(picks), width), pad_id, dtype=torch.long)
-        attention = torch.zeros(len(picks), width, dtype=torch.long)
-        mask = torch.zeros(len(picks), width)
-        for row, i in enumerate(picks):
-            tokens, target = examples[i]
-            ids[row, : len(tokens)] = torch.tensor(tokens)
-            attention[row, : len(tokens)] = 1  # by length: a checkpoint whose pad is its EOS has EOS inside turns
-            mask[row, : len(target)] = torch.tensor(target, dtype=torch.float)
-        ids, mask = ids.to(device), mask.to(device)
-        optimizer.zero_grad(set_to_none=True)
-        with micro_batch.memory_options(model, config.gradient_checkpointing, config.autocast):
-            loss, _ = micro_batch.backward(
-                model, ids, attention.to(device), 1.0,
-                lambda logprobs, _entropy, mask=mask: (masked_aggregate(-logprobs, mask, "token-mean"), {}),
-                config.micro_batch_tokens,
-            )  # fmt: skip
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % 10 == 0 or step == config.steps - 1:
-            history.append({"step": step, "loss": loss.item()})
-    model.eval()
-    return history
-
-
-TOOL_RESPONSE = re.compile(r"<tool_response>.*?(?:</tool_response>|\Z)", re.DOTALL)
-"""A tool response in a demonstration's text, tags included (an unclosed one runs to the end)."""
-
-
-Turns = Sequence[tuple[str, str]]
-"""A demonstration's completion as the environment's own turns: `(action, observation that answered it)` per step
-(`TextEnv.demonstration`), the last observation empty when the episode ended there."""
-
-
-def completion_text(completion: str | Turns) -> str:
-    """A completion (text, or turns) as one text, actions and observations joined by spaces as the chapters write
-    them (for counting its words)."""
-    if isinstance(completion, str):
-        return completion
-    return " ".join(part for turn in completion for part in turn if part)
-
-
-def demonstration_examples(tokenizer, texts: Sequence[tuple[str, str | Turns]]) -> list[tuple[list[int], list[int]]]:
-    """Token ids and loss masks of `(prompt, completion)` demonstrations, BOS and the prompt first.
-
-    A completion given as turns (`Turns`, e.g. `env.demonstration()`) is laid out as the rollout engine
-    lays out an episode: each action's ids (mask 1), then its observation's ids (mask 0), whatever the observation's
-    text. A completion given as one text is a tool-using episode's: the mask is 1 on the tokens the policy writes and
-    0 on everything inside `<tool_response> ... </tool_response>`, exactly as in RL rollouts (the only observations a
-    text can show; another environment's observations need turns). The responses are found in the text and each
-    token's character span (the tokenizer's offsets) says whether it overlaps one, so the mask is right for a
-    tokenizer that splits the tags into pieces as well as for the course's, where each tag is one token.
-    """
-    bos = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
-    examples = []
-    for prompt, completion in texts:
-        ids = [*bos, *encode(tokenizer, prompt)]
-        mask = [0] * len(ids)
-        if not isinstance(completion, str):
-            for action, observation in _turns(completion):
-                action_ids, observation_ids = encode(tokenizer, action), encode(tokenizer, observation)
-                ids += action_ids + observation_ids
-                mask += [1] * len(action_ids) + [0] * len(observation_ids)
-            examples.append((ids, mask))
-            continue
-        spans = [match.span() for match in TOOL_RESPONSE.finditer(completion)]
-        completion_ids, offsets = encode_with_offsets(tokenizer, completion)
-        for token, (start, end) in zip(completion_ids, offsets, strict=True):
-            inside = any(start < span_end and end > span_start for span_start, span_end in spans)
-            ids.append(token)
-            mask.append(0 if inside else 1)
-        examples.append((ids, mask))
-    return examples
-
-
-def _turns(completion: Turns) -> list[tuple[str, str]]:
-    """`completion`'s turns as a list, refused (ValueError naming the turn) unless each is two strings."""
-    turns = list(completion)
-    for number, turn in enumerate(turns):
-        if not (isinstance(turn, (tuple, list)) and len(turn) == 2 and all(isinstance(p, str) for p in turn)):
-            raise ValueError(f"turn {number} of a demonstration is {turn!r:.60}, not (action, observation) strings")
-    return [tuple(turn) for turn in turns]
-
-
-def warm_start_and_save(
-    out_dir: str | Path,
-    tokenizer,
-    model_preset: str,
-    max_positions: int,
-    make_examples: Callable[[], Sequence[tuple[list[int], list[int]]]],
-    sft: SFTConfig,
-    seed: int,
-    progress: bool = False,
-) -> list[dict[str, float]]:
-    """Build a base checkpoint: seed, create a fresh model, fit `make_examples()`, save both.
-
-    The order (seed, model, examples, training) is fixed so that a rebuild with the same seed writes
-    byte-identical files, which is what the data manifest's hashes rely on.
-    """
-    generator = course_config.seed_everything(seed)
-    model = build_model(tokenizer, model_preset, max_positions=max_positions).to(course_config.device())
-    history = supervised_warm_start(model, make_examples(), tokenizer.pad_token_id, sft, generator, progress)
-    save(model.to("cpu"), tokenizer, out_dir)
-    return history
-
-
-@dataclass
 class GiGPOConfig:
     """GiGPO's step-level credit (`algos.gigpo`); defaults from verl-agent's GiGPO scripts."""
 
@@ -269,8 +104,8 @@ class GiGPOConfig:
 
     def validate(self) -> None:
         """Refuse an unknown baseline (it would silently mean `trajectory`) and a discount outside [0, 1]."""
-        _one_of("GiGPOConfig.episode_baseline", self.episode_baseline, EPISODE_BASELINES)
-        _within("GiGPOConfig.gamma", self.gamma, 0.0, 1.0)
+        one_of("GiGPOConfig.episode_baseline", self.episode_baseline, EPISODE_BASELINES)
+        within("GiGPOConfig.gamma", self.gamma, 0.0, 1.0)
 
 
 @dataclass
@@ -363,42 +198,33 @@ class GRPOConfig:
         in place. The nested `tree` and `filter` settings are checked here too. The four seam names are not: a
         method may register its function after the config is made (chapter 09's critic does), so `train_grpo`
         resolves them before its first rollout, with `loop.resolve`'s error listing what is registered."""
-        _at_least("GRPOConfig.iterations", self.iterations, 0)
-        _at_least("GRPOConfig.prompts_per_iteration", self.prompts_per_iteration, 1)
-        _at_least("GRPOConfig.group_size", self.group_size, 1)
-        _at_least("GRPOConfig.learning_rate", self.learning_rate, 0.0, strict=True)
-        _within("GRPOConfig.clip_low", self.clip_low, 0.0, 1.0)
-        _at_least("GRPOConfig.clip_high", self.clip_high, 0.0)
-        _one_of("GRPOConfig.autocast", self.autocast, micro_batch.AUTOCAST)
-        _one_of("GRPOConfig.aggregation", self.aggregation, AGGREGATIONS)
-        _at_least("GRPOConfig.kl_coef", self.kl_coef, 0.0)
-        _one_of("GRPOConfig.entropy_scope", self.entropy_scope, ENTROPY_SCOPES)
-        _one_of("GRPOConfig.entropy_rows", self.entropy_rows, ENTROPY_ROWS)
-        _at_least("GRPOConfig.max_grad_norm", self.max_grad_norm, 0.0, strict=True)
-        _at_least("GRPOConfig.micro_batch_tokens", self.micro_batch_tokens, 0)
-        _at_least("GRPOConfig.updates_per_batch", self.updates_per_batch, 1)
-        _at_least("GRPOConfig.eval_every", self.eval_every, 1)
+        at_least("GRPOConfig.iterations", self.iterations, 0)
+        at_least("GRPOConfig.prompts_per_iteration", self.prompts_per_iteration, 1)
+        at_least("GRPOConfig.group_size", self.group_size, 1)
+        at_least("GRPOConfig.learning_rate", self.learning_rate, 0.0, strict=True)
+        within("GRPOConfig.clip_low", self.clip_low, 0.0, 1.0)
+        at_least("GRPOConfig.clip_high", self.clip_high, 0.0)
+        one_of("GRPOConfig.autocast", self.autocast, micro_batch.AUTOCAST)
+        one_of("GRPOConfig.aggregation", self.aggregation, AGGREGATIONS)
+        at_least("GRPOConfig.kl_coef", self.kl_coef, 0.0)
+        one_of("GRPOConfig.entropy_scope", self.entropy_scope, ENTROPY_SCOPES)
+        one_of("GRPOConfig.entropy_rows", self.entropy_rows, ENTROPY_ROWS)
+        at_least("GRPOConfig.max_grad_norm", self.max_grad_norm, 0.0, strict=True)
+        at_least("GRPOConfig.micro_batch_tokens", self.micro_batch_tokens, 0)
+        at_least("GRPOConfig.updates_per_batch", self.updates_per_batch, 1)
+        at_least("GRPOConfig.eval_every", self.eval_every, 1)
         for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
             if not isinstance(getattr(self, seam), str) or not getattr(self, seam):
                 raise ValueError(f"GRPOConfig.{seam} must be a registered name (loop.SEAMS[{seam!r}])")
-        _one_of("GRPOConfig.rollout_mode", self.rollout_mode, ROLLOUT_MODES)
-        _at_least("GRPOConfig.history_window", self.history_window, 0)
+        one_of("GRPOConfig.rollout_mode", self.rollout_mode, ROLLOUT_MODES)
+        at_least("GRPOConfig.history_window", self.history_window, 0)
         from course_lib.step_mode import ANCHOR_SOURCES  # here: importing the loop loads no step-mode code
 
-        _one_of("GRPOConfig.anchor_source", self.anchor_source, ANCHOR_SOURCES)
-        _at_least("GRPOConfig.invalid_penalty", self.invalid_penalty, 0.0)
+        one_of("GRPOConfig.anchor_source", self.anchor_source, ANCHOR_SOURCES)
+        at_least("GRPOConfig.invalid_penalty", self.invalid_penalty, 0.0)
         self.gigpo.validate()
-        tree = self.tree
-        _one_of("TreeConfig.rule", tree.rule, TREE_RULES)
-        _one_of("TreeConfig.monitor_units", tree.monitor_units, MONITOR_UNITS)
-        _at_least("TreeConfig.global_samples", tree.global_samples, 1)
-        _within("TreeConfig.alpha", tree.alpha, 0.0, 1.0)
-        _at_least("TreeConfig.entropy_tokens", tree.entropy_tokens, 1)
-        _at_least("TreeConfig.monitor_tokens", tree.monitor_tokens, 1)
-        _at_least("TreeConfig.penalty_slope", tree.penalty_slope, 0.0)
-        _within("FilterConfig.keep_fraction", self.filter.keep_fraction, 0.0, 1.0, low_open=True)
-        _within("FilterConfig.top_p", self.filter.top_p, 0.0, 1.0, low_open=True)
-        _one_of("FilterConfig.mode", self.filter.mode, FILTER_MODES)
+        self.tree.validate()
+        self.filter.validate()
 
 
 def train_grpo(
@@ -455,7 +281,7 @@ def train_grpo(
         settings = given if settings is None else settings
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs the checkpoint_dir to resume from")
-    _at_least("save_every", save_every, 1)
+    at_least("save_every", save_every, 1)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -728,7 +554,7 @@ def evaluate_policy(
 ) -> tuple[dict[str, float], list]:
     """Roll out once per seed (all in one batch) and summarise with `rollout_stats`; in step mode the
     episodes are `step_mode.Episode`s."""
-    _one_of("rollout_mode", rollout_mode, ROLLOUT_MODES)
+    one_of("rollout_mode", rollout_mode, ROLLOUT_MODES)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     engine = RolloutEngine(model, tokenizer, sampling)

@@ -49,6 +49,12 @@ import torch
 from course_lib.algos import aepo
 from course_lib.algos.arpo import branch_probability, should_branch
 from course_lib.rollout import RolloutEngine, Trajectory
+from course_lib.validation import at_least, one_of, within
+
+TREE_RULES = ("arpo", "aepo")
+"""`TreeConfig.rule` (`sample_trees`)."""
+MONITOR_UNITS = ("normalised", "nats")
+"""`TreeConfig.monitor_units` (`monitored_entropies`)."""
 
 
 @dataclass
@@ -75,6 +81,20 @@ class TreeConfig:
     """Pre-monitoring: how many of a turn's first tokens its entropy sums (the code's 20 positions)."""
     monitor_units: str = "normalised"
     """Pre-monitoring: `normalised` (each token's entropy divided by log |V|, the code's scale) or `nats`."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse an unknown rule or unit and impossible sizes (a ValueError naming the field); also run by
+        `GRPOConfig.validate`, for a config changed in place."""
+        one_of("TreeConfig.rule", self.rule, TREE_RULES)
+        one_of("TreeConfig.monitor_units", self.monitor_units, MONITOR_UNITS)
+        at_least("TreeConfig.global_samples", self.global_samples, 1)
+        within("TreeConfig.alpha", self.alpha, 0.0, 1.0)
+        at_least("TreeConfig.entropy_tokens", self.entropy_tokens, 1)
+        at_least("TreeConfig.monitor_tokens", self.monitor_tokens, 1)
+        at_least("TreeConfig.penalty_slope", self.penalty_slope, 0.0)
 
 
 @dataclass

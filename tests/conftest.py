@@ -9,7 +9,7 @@ import torch
 
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.models import build_model
-from course_lib.train import SFTConfig, supervised_warm_start
+from course_lib.warm_start import SFTConfig, supervised_warm_start
 
 # Tiny models: thread wake-ups cost more than the matrix work, and a second test process or a
 # busy machine makes two intra-op threads tens of times slower.

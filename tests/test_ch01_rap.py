@@ -33,7 +33,7 @@ from course_lib.search.blocks_lm import (
 )
 from course_lib.search.mcts import MCTS, MCTSConfig
 from course_lib.search.rap import ImaginedBlocksworld, RewardConfig, combine, state_confidence
-from course_lib.train import supervised_warm_start
+from course_lib.warm_start import supervised_warm_start
 
 TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
 

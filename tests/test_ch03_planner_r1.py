@@ -241,7 +241,8 @@ def test_rare_success_pipeline_on_a_miniature(tmp_path, monkeypatch):
     """The designed experiment end to end with three SFT steps, two GRPO iterations and four queries:
     both bases are built and loaded from a temporary folder, and nothing is recorded when told not to."""
     from course_lib import results
-    from course_lib.train import GRPOConfig, SFTConfig
+    from course_lib.train import GRPOConfig
+    from course_lib.warm_start import SFTConfig
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     config = dataclasses.replace(

@@ -17,7 +17,8 @@ from course_lib.envs.two_hop_qa import all_questions, expert_actions, split_of, 
 from course_lib.models import build_model
 from course_lib.rollout import RolloutEngine, Trajectory, alignment_errors
 from course_lib.tokenizer import build_tokenizer, encode
-from course_lib.train import demonstration_examples, evaluate_policy
+from course_lib.train import evaluate_policy
+from course_lib.warm_start import demonstration_examples
 
 QUESTIONS = {f"<question> {q.text()} </question>": q for q in all_questions()}
 """Prompt text -> question."""

@@ -19,7 +19,8 @@ from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.prompt_format import ChatFormat, PlainFormat
 from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
 from course_lib.tokenizer import decode, encode, is_word_level
-from course_lib.train import demonstration_examples, stored_logprob_error
+from course_lib.train import stored_logprob_error
+from course_lib.warm_start import demonstration_examples
 
 STOPS = ("</tool_call>", "</answer>")
 

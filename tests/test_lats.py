@@ -168,7 +168,7 @@ def test_imperfect_world_model_pipeline_on_a_miniature(tmp_path, monkeypatch):
 
     from course_lib import results
     from course_lib.chapters import ch01_rap as ch01
-    from course_lib.train import SFTConfig
+    from course_lib.warm_start import SFTConfig
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     chapter01 = replace(ch01.preset(), world_model_test=10, iterations=(1, 2))

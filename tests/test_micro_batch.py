@@ -14,7 +14,8 @@ from course_lib.algos.aepo import entropy_aware_advantages
 from course_lib.algos.grpo import kl_k3, masked_aggregate
 from course_lib.models import add_lora, build_model, reference_policy
 from course_lib.tokenizer import build_tokenizer
-from course_lib.train import GRPOConfig, SFTConfig, supervised_warm_start
+from course_lib.train import GRPOConfig
+from course_lib.warm_start import SFTConfig, supervised_warm_start
 
 
 def mask_of(lengths: list[int], width: int) -> torch.Tensor:

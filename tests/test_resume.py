@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from course_lib.algos.filters import FilterConfig
-from course_lib.train import GiGPOConfig, GRPOConfig, SFTConfig
+from course_lib.train import GiGPOConfig, GRPOConfig
 from course_lib.tree_rollout import TreeConfig
+from course_lib.warm_start import SFTConfig
 
 
 @pytest.mark.parametrize(
@@ -39,6 +40,28 @@ def test_nested_modes_are_checked_too():
         GRPOConfig(tree=TreeConfig(monitor_units="normalized"))
     with pytest.raises(ValueError, match="FilterConfig.mode must be one of 'linear', 'softmax'; got 'soft'"):
         GRPOConfig(filter=FilterConfig(mode="soft"))
+
+
+def test_each_methods_config_validates_itself_and_again_inside_a_grpo_config():
+    """A tree or filter setting is refused where it is made, without a GRPOConfig around it; one changed in place
+    afterwards is refused when the GRPOConfig that holds it is validated."""
+    with pytest.raises(ValueError, match="TreeConfig.alpha must lie in"):
+        TreeConfig(alpha=2.0)
+    with pytest.raises(ValueError, match="FilterConfig.keep_fraction must lie in"):
+        FilterConfig(keep_fraction=0.0)
+    config = GRPOConfig()
+    config.tree.entropy_tokens = 0
+    with pytest.raises(ValueError, match="TreeConfig.entropy_tokens must be >= 1; got 0"):
+        config.validate()
+
+
+def test_the_warm_starts_old_path_still_works_with_a_warning():
+    from course_lib import train, warm_start
+
+    with pytest.warns(DeprecationWarning, match="course_lib.train.SFTConfig moved to course_lib.warm_start"):
+        assert train.SFTConfig is warm_start.SFTConfig
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        train.nothing  # noqa: B018
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,7 @@ def test_task_splits_count_seeds_from_zero_per_split():
 def test_warm_start_base_is_deterministic(tmp_path):
     """Same seed, same files: the manifest's hashes of a rebuilt base stay valid."""
     from course_lib.data import sha256
-    from course_lib.train import SFTConfig
+    from course_lib.warm_start import SFTConfig
 
     texts = [("<question> 1 + 2 </question>", "<answer> 3 </answer>")] * 8
     sft = SFTConfig(steps=2, batch_size=4)

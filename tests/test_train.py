@@ -11,7 +11,8 @@ from course_lib import envs, loop, train
 from course_lib.models import add_lora
 from course_lib.rollout import SamplingConfig, collate
 from course_lib.tokenizer import encode
-from course_lib.train import GRPOConfig, SFTConfig, supervised_warm_start, train_grpo
+from course_lib.train import GRPOConfig, train_grpo
+from course_lib.warm_start import SFTConfig, supervised_warm_start
 
 SAMPLING = SamplingConfig(max_turn_tokens=8, max_total_tokens=40)
 KEYS = {"success", "tool_use", "entropy", "reward", "loss", "grad_norm", "clip_fraction", "time_rollout", "time_update"}

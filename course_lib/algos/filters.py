@@ -40,6 +40,11 @@ from dataclasses import dataclass
 
 import torch
 
+from course_lib.validation import one_of, within
+
+FILTER_MODES = ("linear", "softmax")
+"""`FilterConfig.mode` (`top_p_groups_by_reward_std`)."""
+
 
 @dataclass
 class FilterConfig:
@@ -53,6 +58,16 @@ class FilterConfig:
     """SNR-aware: `linear` (RAGEN-2's docs) or `softmax` (its published main-table recipe)."""
     include_zero: bool = False
     """SNR-aware: whether zero-std groups are candidates (the docs: no; the main-table recipe: yes)."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse shares outside (0, 1] and an unknown mode (a ValueError naming the field); also run by
+        `GRPOConfig.validate`, for a config changed in place."""
+        within("FilterConfig.keep_fraction", self.keep_fraction, 0.0, 1.0, low_open=True)
+        within("FilterConfig.top_p", self.top_p, 0.0, 1.0, low_open=True)
+        one_of("FilterConfig.mode", self.mode, FILTER_MODES)
 
 
 def _as_ids(group_ids: Sequence[int] | torch.Tensor) -> list[int]:

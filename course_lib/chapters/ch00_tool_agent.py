@@ -24,8 +24,9 @@ from course_lib.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all,
 from course_lib.envs.arithmetic import OPERAND_RANGE, draw_problem, solve, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
 from course_lib.tokenizer import build_tokenizer, is_word_level
-from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
-from course_lib.train import demonstration_examples as demonstration_examples  # the chapter's, as tests call it
+from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.warm_start import SFTConfig
+from course_lib.warm_start import demonstration_examples as demonstration_examples  # the chapter's, as tests call it
 
 ENV_NAME = "tool_arithmetic"
 BASE_NAME = "ch00_base"

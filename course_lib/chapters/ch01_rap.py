@@ -33,7 +33,7 @@ from course_lib.search.blocks_lm import BlocksLM, CorpusConfig, build_blocks_tok
 from course_lib.search.blocks_lm import held_out_transitions as world_model_test_set
 from course_lib.search.mcts import MCTS, MCTSConfig
 from course_lib.search.rap import ImaginedBlocksworld, RewardConfig
-from course_lib.train import SFTConfig, warm_start_and_save
+from course_lib.warm_start import SFTConfig, warm_start_and_save
 
 TASKS_NAME = "ch01_tasks"
 VALIDATION_PER_LENGTH = 60

@@ -32,7 +32,7 @@ from course_lib.models import build_model
 from course_lib.search.blocks_lm import BlocksLM, SplitRolesLM, build_blocks_tokenizer, examples, world_corpus
 from course_lib.search.lats import Budget, LATSConfig, Memory, Outcome, lats, react, retries, rollout
 from course_lib.search.mcts import StopSearch
-from course_lib.train import SFTConfig, supervised_warm_start
+from course_lib.warm_start import SFTConfig, supervised_warm_start
 
 LENGTHS = ch01.LENGTHS
 

@@ -44,12 +44,8 @@ from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import build_tokenizer
 from course_lib.tools import call
 from course_lib.tools.travel import WORLD
-from course_lib.train import (
-    GRPOConfig,
-    SFTConfig,
-    evaluate_policy,
-    train_grpo,
-)
+from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.warm_start import SFTConfig
 
 ENV_NAME = "mini_travel"
 TASKS_NAME = "ch03_tasks"

@@ -32,7 +32,8 @@ from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.envs.word_math import MAX_NUMBER, draw_problem, vocabulary
 from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import build_tokenizer, is_word_level, tag_id
-from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
+from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.warm_start import SFTConfig
 
 ENV_NAME = "word_math"
 BASE_NAME = "ch04_base"

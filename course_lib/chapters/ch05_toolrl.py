@@ -60,14 +60,8 @@ from course_lib.results import own_numbers, recorded_numbers
 from course_lib.rollout import SamplingConfig
 from course_lib.stats import interval
 from course_lib.tokenizer import build_tokenizer, encode
-from course_lib.train import (
-    GRPOConfig,
-    SFTConfig,
-    evaluate_policy,
-    supervised_warm_start,
-    train_grpo,
-    warm_start_and_save,
-)
+from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.warm_start import SFTConfig, supervised_warm_start, warm_start_and_save
 
 BASE_NAME = "ch05_base"
 ARMS = ("fine", "coarse", "length", "dynamic")

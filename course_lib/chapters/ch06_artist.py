@@ -28,7 +28,8 @@ from course_lib.envs.price_tools import NUMBER_RANGE, draw_problem, solve, vocab
 from course_lib.rollout import SamplingConfig, Trajectory
 from course_lib.tokenizer import build_tokenizer
 from course_lib.tools.lookup_table import TABLE
-from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
+from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.warm_start import SFTConfig
 
 ENV_NAME = "price_tools"
 BASE_NAME = "ch06_base"

@@ -35,13 +35,8 @@ from course_lib.envs.base import distinct_seeds
 from course_lib.envs.key_door import ACTIONS, expert_action, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig
 from course_lib.stats import interval
-from course_lib.train import (
-    GiGPOConfig,
-    GRPOConfig,
-    SFTConfig,
-    evaluate_policy,
-    train_grpo,
-)
+from course_lib.train import GiGPOConfig, GRPOConfig, evaluate_policy, train_grpo
+from course_lib.warm_start import SFTConfig
 
 ENV_NAME = "key_door"
 BASE_NAME = "ch07_base"

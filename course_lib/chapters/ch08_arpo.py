@@ -63,9 +63,10 @@ from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.envs.two_hop_qa import Question, TwoHopQAEnv, expert_actions, naive_actions, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.stats import interval
-from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
+from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights
 from course_lib.tree_rollout import TreeConfig, TreeNode, TreeStats, sample_trees, turn_entropy
+from course_lib.warm_start import SFTConfig
 
 ENV_NAME = "two_hop_qa"
 BASE_NAME = "ch08_base"

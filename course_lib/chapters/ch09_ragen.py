@@ -43,7 +43,8 @@ from course_lib.envs import frozen_lake
 from course_lib.envs.base import InvalidAction
 from course_lib.envs.reasoning import parse_turn, turn_text
 from course_lib.rollout import SamplingConfig, Trajectory
-from course_lib.train import GRPOConfig, SFTConfig, evaluate_policy, train_grpo
+from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.warm_start import SFTConfig
 
 ENV_NAME = "frozen_lake"
 BASE_NAME = "ch09_base"

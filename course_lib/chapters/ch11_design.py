@@ -55,8 +55,9 @@ from course_lib.designs import Design
 from course_lib.envs.two_hop_qa import TOOL, Question, expert_actions, vocabulary
 from course_lib.rollout import RolloutEngine, SamplingConfig
 from course_lib.tools.knowledge_base import KB
-from course_lib.train import SFTConfig, evaluate_policy
+from course_lib.train import evaluate_policy
 from course_lib.tree_rollout import TreeConfig, sample_trees
+from course_lib.warm_start import SFTConfig
 
 BASE_NAME = "ch11_research_base"
 MAX_POSITIONS = 256

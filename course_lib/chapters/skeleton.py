@@ -499,10 +499,10 @@ def warm_start_base(
     progress: bool = False,
 ) -> list[dict[str, float]]:
     """A base checkpoint warm-started on `(prompt, completion)` demonstrations: a tokenizer over `words`,
-    then `train.warm_start_and_save` on `demonstration_examples(tokenizer, texts())` (drawn after the
+    then `warm_start.warm_start_and_save` on `demonstration_examples(tokenizer, texts())` (drawn after the
     model is built, in `warm_start_and_save`'s fixed order, so a rebuild writes byte-identical files)."""
     from course_lib.tokenizer import build_tokenizer
-    from course_lib.train import demonstration_examples, warm_start_and_save
+    from course_lib.warm_start import demonstration_examples, warm_start_and_save
 
     tokenizer = build_tokenizer(words)
 

@@ -92,7 +92,7 @@ class TextEnv:
         """The episode so far as a demonstration, `(reset text, turns)`: the turn boundaries the environment itself
         drew, so a warm start masks every observation out of its loss whatever its text looks like (a grid's
         `<pos> 2 3 </pos>` as well as a `<tool_response>`). The observation after an episode's last action is left
-        out (empty), as a rollout never shows it. `train.demonstration_examples` and
+        out (empty), as a rollout never shows it. `warm_start.demonstration_examples` and
         `checkpoint.demonstration_examples` take it as they take a `(prompt, completion)` pair."""
         if not self.transcript.observations:
             raise RuntimeError("demonstration() called before reset()")
