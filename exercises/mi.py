@@ -1,8 +1,8 @@
 """Implement it (chapter 10): RAGEN-2's cross-scoring estimate of the mutual information between input and reasoning.
 
 Fill in `cross_scoring`, then run `pytest exercises/test_mi.py`, or in notebook 10
-`check("mi.cross_scoring", use="mine")`. The reference solution is `course_lib/diagnostics.py::mutual_information`
-(its `mi` and `retrieval_accuracy` entries).
+`check("mi.cross_scoring", use="mine")`. The reference solution is
+`course_lib/diagnostics/__init__.py::mutual_information` (its `mi` and `retrieval_accuracy` entries).
 """
 
 from __future__ import annotations

@@ -140,8 +140,8 @@ def test_top_branch_share_by_hand():
 
 
 def test_the_loss_seam_matches_the_hard_clip_in_value():
-    from course_lib import loop
-    from course_lib.train import GRPOConfig
+    from course_lib.rl import loop
+    from course_lib.rl.train import GRPOConfig
 
     generator = torch.Generator().manual_seed(1)
     logprobs, old = torch.randn(3, 5, generator=generator) * 0.4, torch.zeros(3, 5)
@@ -160,8 +160,8 @@ def test_the_loss_seam_matches_the_hard_clip_in_value():
 
 def test_training_with_aepos_loss_and_entropy_aware_advantage(warm_model, tokenizer):
     from course_lib import envs
-    from course_lib.rollout import SamplingConfig
-    from course_lib.train import GRPOConfig, train_grpo
+    from course_lib.engine.rollout import SamplingConfig
+    from course_lib.rl.train import GRPOConfig, train_grpo
 
     config = GRPOConfig(iterations=2, prompts_per_iteration=2, group_size=4, policy_loss="entropy_balanced",
                         entropy_advantage=0.2, updates_per_batch=2)  # fmt: skip

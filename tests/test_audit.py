@@ -1,4 +1,4 @@
-"""The leakage audit (`course_lib.audit`) and the distinct held-out seeds every evaluation uses."""
+"""The leakage audit (`course_lib.course.audit`) and the distinct held-out seeds every evaluation uses."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import torch
 
-from course_lib import audit
 from course_lib.chapters import ch01_rap as ch01
+from course_lib.course import audit
+from course_lib.course.results import MODULES
 from course_lib.envs.base import TextEnv, distinct_seeds
-from course_lib.results import MODULES
-from course_lib.train import GRPOConfig, policy_iteration
+from course_lib.rl.train import GRPOConfig, policy_iteration
 
 # Every overlap the audit finds on the committed data, per (chapter, split, what it is compared
 # with, unit). Anything not listed must be 0.
@@ -123,7 +123,7 @@ def test_chapter13_is_skipped_without_trl(monkeypatch):
 
 
 def test_run_seeds_are_every_seed_recorded_in_the_chapters_results_files(tmp_path, monkeypatch):
-    from course_lib import results
+    from course_lib.course import results
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     for name, seeds in (("ch07", [0, 1]), ("ch07_confirmation", [10, 11]), ("ch08", [5])):

@@ -7,9 +7,9 @@ import re
 
 import torch
 
-from course_lib import bench
 from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.hf_decoder import make_decoder
+from course_lib.course import bench
+from course_lib.engine.hf_decoder import make_decoder
 from course_lib.models import build_model
 
 
@@ -99,7 +99,7 @@ def test_counting_records_the_shapes_each_decoder_ran():
 def test_the_real_model_rollout_benchmark_runs_on_a_chat_checkpoint(tmp_path, capsys):
     """`rollout --model`: the engine against generate() over the chat template on the same episodes, and both
     phases against the matmul roofline, on a stand-in (a Llama with a BPE tokenizer and ChatML) in place of SmolLM2."""
-    from course_lib import standins
+    from course_lib.course import standins
 
     folder = standins.build_standin(tmp_path / "llama", "llama", max_positions=512)
     status = bench.main(["rollout", "--model", str(folder), "--batch", "4", "--group", "2", "--repeats", "2"])
@@ -117,7 +117,7 @@ def test_the_real_model_rollout_benchmark_runs_on_a_chat_checkpoint(tmp_path, ca
 def test_the_chat_generate_baseline_plays_the_same_episodes_as_the_engine(tmp_path):
     """Both sides take the same number of turns per episode on a policy that always ends its turn at once (a stand-in
     whose only likely token is the end-of-turn token): generate() over the template is a fair baseline."""
-    from course_lib import standins
+    from course_lib.course import standins
 
     folder = standins.build_standin(tmp_path / "llama", "llama", max_positions=512)
     model, tokenizer, task = bench.chat_task(str(folder))

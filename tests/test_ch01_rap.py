@@ -17,6 +17,7 @@ from course_lib.envs.blocksworld import (
     split_of,
 )
 from course_lib.models import build_model
+from course_lib.rl.warm_start import supervised_warm_start
 from course_lib.search.blocks_lm import (
     BlocksLM,
     CorpusConfig,
@@ -33,7 +34,6 @@ from course_lib.search.blocks_lm import (
 )
 from course_lib.search.mcts import MCTS, MCTSConfig
 from course_lib.search.rap import ImaginedBlocksworld, RewardConfig, combine, state_confidence
-from course_lib.warm_start import supervised_warm_start
 
 TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
 

@@ -8,8 +8,8 @@ import torch
 
 from course_lib import envs, models
 from course_lib.chapters import ch03_planner_r1 as ch03
+from course_lib.engine.rollout import Trajectory
 from course_lib.envs.planner_reward import FAILURE_CATEGORIES, Query, check_plan
-from course_lib.rollout import Trajectory
 from course_lib.tokenizer import encode
 
 
@@ -240,9 +240,9 @@ def test_rare_success_numbers_and_verdicts():
 def test_rare_success_pipeline_on_a_miniature(tmp_path, monkeypatch):
     """The designed experiment end to end with three SFT steps, two GRPO iterations and four queries:
     both bases are built and loaded from a temporary folder, and nothing is recorded when told not to."""
-    from course_lib import results
-    from course_lib.train import GRPOConfig
-    from course_lib.warm_start import SFTConfig
+    from course_lib.course import results
+    from course_lib.rl.train import GRPOConfig
+    from course_lib.rl.warm_start import SFTConfig
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     config = dataclasses.replace(

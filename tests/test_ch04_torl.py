@@ -8,8 +8,8 @@ import torch
 
 from course_lib import models
 from course_lib.chapters import ch04_torl as ch04
+from course_lib.engine.rollout import Trajectory
 from course_lib.envs.word_math import Problem, evaluate
-from course_lib.rollout import Trajectory
 from course_lib.tokenizer import encode
 
 
@@ -157,7 +157,7 @@ def test_command_line_variants_without_claims(capsys, tmp_path, monkeypatch):
 
     import pytest
 
-    from course_lib import results
+    from course_lib.course import results
 
     # a folder of the test's own, so that the refusal tested here does not depend on whether the tree is committed
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)

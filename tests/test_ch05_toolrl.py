@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from course_lib.chapters import ch05_toolrl as ch
+from course_lib.engine.rollout import SamplingConfig
 from course_lib.envs.function_calling import draw_task
 from course_lib.models import build_model
-from course_lib.rollout import SamplingConfig
-from course_lib.train import GRPOConfig
+from course_lib.rl.train import GRPOConfig
 
 TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
 
@@ -214,7 +214,7 @@ def test_required_claims_fail_on_a_small_or_unresolved_effect():
 
 
 def test_repool_rewrites_every_record_from_all_seeds(tmp_path, monkeypatch):
-    from course_lib import results as recorded
+    from course_lib.course import results as recorded
 
     monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
     recorded.begin()

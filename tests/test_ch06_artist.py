@@ -7,7 +7,7 @@ import torch
 
 from course_lib import envs, models
 from course_lib.chapters import ch06_artist as ch06
-from course_lib.rollout import Trajectory
+from course_lib.engine.rollout import Trajectory
 from course_lib.tokenizer import encode
 from course_lib.tools.lookup_table import TABLE
 

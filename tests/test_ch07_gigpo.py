@@ -99,7 +99,7 @@ def test_claim_numbers_and_verdicts_on_hand_made_results():
 
 def test_confirmation_prints_the_fresh_seeds_lead_alone(monkeypatch, capsys):
     """`--confirm` (without `--record`): each seed's own numbers, and the lead's t-interval over the seeds it ran and
-    nothing else (C7.1's verdict pools them with the chapter's seeds: `course_lib.verdicts`)."""
+    nothing else (C7.1's verdict pools them with the chapter's seeds: `course_lib.course.verdicts`)."""
     leads = {10: 0.08, 11: 0.02, 12: 0.05}
 
     def fake_run(seed):
@@ -152,8 +152,8 @@ def test_a_fork_on_another_environment_runs_and_drops_the_control_it_cannot_have
     """Chapter 07 on the template environment (`number_line`) with a base folder of its own, groups of 4 and the
     environment's stop tag: every arm trains, the noisy-view pair is not run, and C7.2 prints "not applicable" with
     the reason while every other claim gets a verdict."""
-    from course_lib.claims import NOT_APPLICABLE
-    from course_lib.rollout import SamplingConfig
+    from course_lib.course.claims import NOT_APPLICABLE
+    from course_lib.engine.rollout import SamplingConfig
 
     config = ch.preset("cpu")
     config = dataclasses.replace(
@@ -218,7 +218,7 @@ def test_a_fork_takes_its_environments_stop_tags(number_line_base, capsys):
 def test_every_arm_reaches_the_trackers_under_a_name_of_its_own():
     """Issue 42, item 16: `gigpo_gamma1` and `gigpo_mean` reached trackers as `3-gigpo` and `4-gigpo`, the same method
     as `gigpo`; the method's label names what they change (progress bars, tracker runs, checkpoint folders)."""
-    from course_lib.train import method_label
+    from course_lib.rl.train import method_label
 
     labels = {arm: method_label(ch.arm_config(ch.Chapter07Config(), arm)) for arm in ch.ARMS}
     assert labels == {
@@ -232,7 +232,7 @@ def test_every_arm_reaches_the_trackers_under_a_name_of_its_own():
 @pytest.mark.parametrize("scale", ["cpu", "gpu"])
 def test_the_chapters_own_sampling_resolves_to_todays(scale):
     """Issue 42: chapter 07's own config resolves to itself, with today's stop tag and caps."""
-    from course_lib.rollout import SamplingConfig
+    from course_lib.engine.rollout import SamplingConfig
 
     own = ch.preset(scale)
     assert ch.on_environment(own) is own

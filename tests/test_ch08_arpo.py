@@ -13,12 +13,13 @@ import torch
 
 from course_lib import data, models
 from course_lib.chapters import ch08_arpo as ch08
+from course_lib.engine.bookkeeping import alignment_errors
+from course_lib.engine.rollout import RolloutEngine, Trajectory
 from course_lib.envs.two_hop_qa import all_questions, expert_actions, split_of, vocabulary
 from course_lib.models import build_model
-from course_lib.rollout import RolloutEngine, Trajectory, alignment_errors
+from course_lib.rl.train import evaluate_policy
+from course_lib.rl.warm_start import demonstration_examples
 from course_lib.tokenizer import build_tokenizer, encode
-from course_lib.train import evaluate_policy
-from course_lib.warm_start import demonstration_examples
 
 QUESTIONS = {f"<question> {q.text()} </question>": q for q in all_questions()}
 """Prompt text -> question."""
@@ -406,7 +407,7 @@ def test_entropy_traces_by_hand(tokenizer):
 
 
 def test_branch_decisions_by_hand():
-    from course_lib.tree_rollout import TreeNode, TreeStats
+    from course_lib.engine.tree_rollout import TreeNode, TreeStats
 
     two = {"tool_result": "x in a ceo p q ; x in b ceo r s"}
     one = {"tool_result": "x in a ceo p q"}
@@ -433,8 +434,8 @@ def test_a_fork_on_another_environment_runs_and_drops_the_claim_it_cannot_have(n
     """Chapter 08 on the template environment (`number_line`) with a base folder of its own and the environment's
     stop tag: both samplers and every arm run (the tree forks the environment through `TextEnv.fork`), and C8.1,
     which reads two_hop_qa's planted ambiguity, prints "not applicable" while the other claims get verdicts."""
-    from course_lib.claims import NOT_APPLICABLE
-    from course_lib.rollout import SamplingConfig
+    from course_lib.course.claims import NOT_APPLICABLE
+    from course_lib.engine.rollout import SamplingConfig
 
     config = ch08.preset("cpu")
     config = dataclasses.replace(
@@ -463,8 +464,8 @@ def test_a_fork_takes_its_environments_stop_tags_or_is_refused_naming_what_to_se
     resolves to itself, unchanged."""
     from course_lib import envs
     from course_lib.chapters import skeleton
+    from course_lib.engine.rollout import SamplingConfig
     from course_lib.envs.template import NumberLineEnv
-    from course_lib.rollout import SamplingConfig
 
     own = ch08.preset("cpu")
     assert ch08.on_environment(own) == own and ch08.on_environment(own).sampling == ch08.Chapter08Config().sampling
@@ -526,7 +527,7 @@ def test_a_fork_without_ambiguity_prints_no_ambiguous_nan():
 def test_the_chapters_own_sampling_resolves_to_todays(scale):
     """Issue 42: the resolution of a fork's sampling leaves the chapter's own config as it is, object and values:
     today's stop tags and caps, on both presets."""
-    from course_lib.rollout import SamplingConfig
+    from course_lib.engine.rollout import SamplingConfig
 
     own = ch08.preset(scale)
     assert ch08.on_environment(own) is own

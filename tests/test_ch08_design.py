@@ -9,11 +9,12 @@ import random
 import pytest
 import torch
 
-from course_lib import designs, loop
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch08_design as design
+from course_lib.course import designs
+from course_lib.engine.rollout import RolloutEngine, Trajectory
 from course_lib.envs.two_hop_qa import KB, question_pool
-from course_lib.rollout import RolloutEngine, Trajectory
+from course_lib.rl import loop
 
 
 def ambiguous_question():

@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from course_lib import designs
 from course_lib.algos.filters import top_groups_by_reward_std
 from course_lib.chapters import ch09_design as design
+from course_lib.course import designs
 
 
 def test_optimizer_steps_by_hand():

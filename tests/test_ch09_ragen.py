@@ -10,9 +10,9 @@ import pytest
 
 from course_lib import data, models
 from course_lib.chapters import ch09_ragen as ch09
+from course_lib.engine.rollout import Trajectory
 from course_lib.envs import frozen_lake
 from course_lib.envs.reasoning import parse_turn
-from course_lib.rollout import Trajectory
 from course_lib.tokenizer import build_tokenizer, encode
 
 

@@ -1,7 +1,7 @@
 """Chapter 10's designed setting (C10.3d): the configuration it pre-registered and a check that can fail."""
 
-from course_lib import designs
 from course_lib.chapters import ch10_design, ch10_ragen2
+from course_lib.course import designs
 
 
 def test_the_arms_differ_only_in_the_filter_at_the_papers_entropy_coefficient():

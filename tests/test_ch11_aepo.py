@@ -14,8 +14,8 @@ import torch
 
 from course_lib import data
 from course_lib.chapters import ch11_aepo as ch11
-from course_lib.rollout import Trajectory
-from course_lib.tree_rollout import TreeConfig, monitored_entropies, turn_entropy_sum
+from course_lib.engine.rollout import Trajectory
+from course_lib.engine.tree_rollout import TreeConfig, monitored_entropies, turn_entropy_sum
 
 
 def test_arms_change_only_what_they_name():
@@ -147,7 +147,7 @@ def test_a_short_run_measures_every_claim_number():
 def test_recorded_figure_shows_every_recorded_seed_with_readable_names():
     import matplotlib.pyplot as plt
 
-    from course_lib import results as recorded
+    from course_lib.course import results as recorded
 
     seeds = recorded.seed_numbers(recorded.load("ch11"))
     fig = ch11.plot_recorded()

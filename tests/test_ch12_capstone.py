@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from course_lib.chapters import ch12_capstone as ch12
-from course_lib.claims import NOT_RUN_HERE
+from course_lib.course.claims import NOT_RUN_HERE
 
 
 def test_arms_change_only_what_they_name():
@@ -130,7 +130,7 @@ def test_the_mi_stop_fires_and_rolls_back(monkeypatch):
 def test_recorded_figure_shows_every_recorded_seed_with_readable_names():
     import matplotlib.pyplot as plt
 
-    from course_lib import results as recorded
+    from course_lib.course import results as recorded
 
     seeds = recorded.seed_numbers(recorded.load("ch12"))
     fig = ch12.plot_recorded()

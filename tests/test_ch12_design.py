@@ -1,7 +1,7 @@
 """Chapter 12's designed setting (C12.1d): the configuration it pre-registered and a check that can fail."""
 
-from course_lib import designs
 from course_lib.chapters import ch12_capstone, ch12_design
+from course_lib.course import designs
 
 
 def test_only_the_learning_rate_differs_from_the_chapter():

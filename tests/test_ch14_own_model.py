@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from course_lib import checkpoint, standins
 from course_lib.chapters import ch14_own_model as ch14
+from course_lib.course import standins
+from course_lib.rl import checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,10 @@
-"""How likely a check is to fail by chance (`course_lib.chance`), against hand-computed values."""
+"""How likely a check is to fail by chance (`course_lib.course.chance`), against hand-computed values."""
 
 import math
 
 import pytest
 
-from course_lib import chance
+from course_lib.course import chance
 
 
 def test_an_exact_check_cannot_fail_by_chance():

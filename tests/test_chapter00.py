@@ -7,7 +7,7 @@ import torch
 from course_lib import models
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.envs.arithmetic import solve
-from course_lib.train import evaluate_policy, train_grpo
+from course_lib.rl.train import evaluate_policy, train_grpo
 
 
 def test_demonstrations_mix_tool_and_direct_answers():
@@ -82,7 +82,7 @@ def test_claims_report_prints_and_raises(capsys):
     """Required failures raise after every line is printed; documented non-reproductions do not."""
     import pytest
 
-    from course_lib.claims import Claim, ClaimFailed, report
+    from course_lib.course.claims import Claim, ClaimFailed, report
 
     report([Claim("C9.9", "holds", True), Claim("C9.8", "too small here", False, required=False)])
     assert capsys.readouterr().out.splitlines() == [

@@ -14,13 +14,15 @@ import dataclasses
 import pytest
 import torch
 
-from course_lib import checkpoint, standins
 from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.prompt_format import ChatFormat, PlainFormat
-from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
+from course_lib.course import standins
+from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
+from course_lib.engine.prompt_format import ChatFormat, PlainFormat
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig
+from course_lib.rl import checkpoint
+from course_lib.rl.train import stored_logprob_error
+from course_lib.rl.warm_start import demonstration_examples
 from course_lib.tokenizer import decode, encode, is_word_level
-from course_lib.train import stored_logprob_error
-from course_lib.warm_start import demonstration_examples
 
 STOPS = ("</tool_call>", "</answer>")
 
@@ -310,7 +312,7 @@ def test_a_template_without_a_tool_role_says_which_option_gives_observations_ano
     way to give observations another one, which is reachable from the command line (`--observation-role user`,
     `sampling.prompt_format=chat:user`); with it, demonstrations and rollouts render observations as user turns."""
     from course_lib.chapters import skeleton
-    from course_lib.prompt_format import resolve
+    from course_lib.engine.prompt_format import resolve
 
     without = _no_tool_role(tokenizer)
     turns = [("<tool_call> 12 + 30 </tool_call>", "<tool_response> 42 </tool_response>"), ("<answer> 42 </answer>", "")]

@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from course_lib import chance
-from course_lib.claims import (
+from course_lib.course import chance
+from course_lib.course.claims import (
     NOT_MET,
     NOT_REPRODUCED,
     NOT_RUN_HERE,
@@ -20,7 +20,7 @@ from course_lib.claims import (
     evaluate_all,
     report,
 )
-from course_lib.results import MODULES
+from course_lib.course.results import MODULES
 
 
 def chapter(key: str):
@@ -302,7 +302,7 @@ def test_ch06_verdicts():
 
 
 def test_checks_do_not_turn_on_float_residues():
-    from course_lib.claims import ClaimSpec, settled
+    from course_lib.course.claims import ClaimSpec, settled
 
     margin = ClaimSpec("C0.9", "lead of at least 5 points", "-", "lead", lambda n: n["lead"] >= 0.05)
     assert 0.85 - 0.80 < 0.05 and 0.905 - 0.855 > 0.05  # what plain floats would decide
@@ -315,7 +315,7 @@ def test_checks_do_not_turn_on_float_residues():
 
 
 def test_a_claim_that_cannot_apply_is_not_checked_and_never_fails(capsys):
-    from course_lib.claims import NOT_APPLICABLE, ClaimSpec, evaluate_all, report
+    from course_lib.course.claims import NOT_APPLICABLE, ClaimSpec, evaluate_all, report
 
     def explode(numbers):
         raise AssertionError("a claim that does not apply must not be checked")
@@ -333,7 +333,7 @@ def test_a_claim_that_cannot_apply_is_not_checked_and_never_fails(capsys):
 
 
 def test_nontrivial_base_is_the_shared_design_claim_with_its_band():
-    from course_lib.claims import NONTRIVIAL_BASE, nontrivial_base
+    from course_lib.course.claims import NONTRIVIAL_BASE, nontrivial_base
 
     spec = nontrivial_base("C9.1", "the stand-in")
     assert NONTRIVIAL_BASE == (0.05, 0.80) and spec.kind == "design" and spec.value == "base_success"

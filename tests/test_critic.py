@@ -1,4 +1,4 @@
-"""The critic: values aligned with tokens, terminal rewards, whitening, GAE through the loop (course_lib.critic)."""
+"""The critic: values aligned with tokens, terminal rewards, whitening, GAE through the loop (course_lib.rl.critic)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import copy
 import pytest
 import torch
 
-from course_lib import envs, loop
-from course_lib.critic import Critic, CriticConfig, build_critic, masked_whiten, terminal_rewards, token_values
-from course_lib.rollout import SamplingConfig, Trajectory, collate
-from course_lib.train import GRPOConfig, train_grpo
+from course_lib import envs
+from course_lib.engine.rollout import SamplingConfig, Trajectory, collate
+from course_lib.rl import loop
+from course_lib.rl.critic import Critic, CriticConfig, build_critic, masked_whiten, terminal_rewards, token_values
+from course_lib.rl.train import GRPOConfig, train_grpo
 
 
 def row(tokens: list[int], mask: list[int], reward: float, group: int = 0) -> Trajectory:

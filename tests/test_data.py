@@ -88,7 +88,7 @@ def test_write_task_set_round_trips_through_load_tasks(tmp_path):
 
 
 def test_importing_data_loads_no_chapter():
-    """`course_lib.data` imports no chapter module (the chapters import it; only `course_lib.build` maps a chapter
+    """`course_lib.data` imports no chapter module (the chapters import it; only `course.build` maps a chapter
     to its builder), checked in a fresh interpreter."""
     import subprocess
     import sys
@@ -103,7 +103,8 @@ def test_build_table_names_every_chapter_with_data():
     import importlib
     import pkgutil
 
-    from course_lib import build, chapters
+    from course_lib import chapters
+    from course_lib.course import build
 
     modules = [m.name for m in pkgutil.iter_modules(chapters.__path__) if m.name[:2] == "ch" and m.name[2:4].isdigit()]
     found = {
@@ -119,7 +120,7 @@ def test_data_command_line_keeps_its_commands(capsys):
     import subprocess
     import sys
 
-    from course_lib import build
+    from course_lib.course import build
 
     help_text = subprocess.run(
         [sys.executable, "-m", "course_lib.data", "build", "--help"],
@@ -142,7 +143,7 @@ def assert_command_exists(command: str) -> None:
     import shlex
     import subprocess
 
-    from course_lib import build
+    from course_lib.course import build
 
     words = shlex.split(command)
     while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):  # environment assignments in front
@@ -223,7 +224,7 @@ def test_artifact_missing_from_a_manifest_names_a_command_that_exists(tmp_path, 
 def test_unknown_artifact_names_no_command_that_does_not_exist(tmp_path):
     """The issue's case: a user's own environment `counter` was sent to `python -m course_lib.data build counter`."""
     message = data_error(lambda: data.verify("counter_base", data_dir=tmp_path))
-    assert "no course command builds 'counter_base'" in message and "course_lib.build.BUILDERS" in message
+    assert "no course command builds 'counter_base'" in message and "course_lib.course.build.BUILDERS" in message
     assert quoted_commands(message) == []
 
 

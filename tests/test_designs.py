@@ -8,9 +8,10 @@ import types
 import numpy as np
 import pytest
 
-from course_lib import chance, designs, stats, verdicts
-from course_lib import results as recorded
-from course_lib.claims import ClaimSpec, at_least
+from course_lib.course import chance, designs, verdicts
+from course_lib.course import results as recorded
+from course_lib.course.claims import ClaimSpec, at_least
+from course_lib.diagnostics import stats
 
 
 def test_seeds_needed_matches_the_formula_by_hand():

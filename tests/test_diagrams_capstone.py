@@ -11,7 +11,7 @@ import torch  # noqa: E402
 from course_lib.algos.filters import top_p_groups_by_reward_std  # noqa: E402
 from course_lib.algos.grpo import group_advantages  # noqa: E402
 from course_lib.chapters import ch12_capstone as ch12  # noqa: E402
-from course_lib.diagrams import capstone  # noqa: E402
+from course_lib.course.diagrams import capstone  # noqa: E402
 
 
 def drawn_text(fig) -> dict[str, str]:

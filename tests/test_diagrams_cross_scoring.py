@@ -8,8 +8,8 @@ import torch
 
 matplotlib.use("Agg")
 
+from course_lib.course.diagrams import cross_scoring  # noqa: E402
 from course_lib.diagnostics import mutual_information  # noqa: E402
-from course_lib.diagrams import cross_scoring  # noqa: E402
 
 
 def drawn(fig) -> list[str]:

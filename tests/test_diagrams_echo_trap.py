@@ -7,7 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from course_lib.chapters import ch09_ragen as ch09  # noqa: E402
-from course_lib.diagrams import echo_trap  # noqa: E402
+from course_lib.course.diagrams import echo_trap  # noqa: E402
 
 
 def texts(fig) -> list[str]:

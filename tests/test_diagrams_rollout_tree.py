@@ -7,7 +7,7 @@ import torch
 matplotlib.use("Agg")
 
 from course_lib.algos.arpo import branch_probability, should_branch  # noqa: E402
-from course_lib.diagrams import rollout_tree  # noqa: E402
+from course_lib.course.diagrams import rollout_tree  # noqa: E402
 
 
 def drawn(fig) -> dict[str, str]:

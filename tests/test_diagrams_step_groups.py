@@ -7,7 +7,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from course_lib.diagrams import step_groups  # noqa: E402
+from course_lib.course.diagrams import step_groups  # noqa: E402
 
 
 def drawn(fig) -> dict[str, str]:

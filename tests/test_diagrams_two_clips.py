@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from course_lib.algos import aepo  # noqa: E402
-from course_lib.diagrams import two_clips  # noqa: E402
+from course_lib.course.diagrams import two_clips  # noqa: E402
 
 
 def library_gradient(advantage: float, ratio: float, balanced: bool) -> float:

@@ -90,8 +90,8 @@ def test_referenced_files_exist(source: Path, text: str):
 
 def test_referenced_paths_finds_links_and_paths():
     """The extractor itself: links, backticked repository paths, and nothing else."""
-    text = "see [a](../docs/claims.md#x), [b](https://x.org), `course_lib/train.py`, `verl/a.py`, `cfg.x = 1`"
-    assert referenced_paths(text) == [("../docs/claims.md", True), ("course_lib/train.py", False)]
+    text = "see [a](../docs/claims.md#x), [b](https://x.org), `course_lib/rl/train.py`, `verl/a.py`, `cfg.x = 1`"
+    assert referenced_paths(text) == [("../docs/claims.md", True), ("course_lib/rl/train.py", False)]
 
 
 def committed_claim_ids(path: Path) -> list[str]:
@@ -166,8 +166,8 @@ def test_readme_claims_column_matches_docs():
     the ids the chapter modules declare are the same again."""
     import importlib
 
-    from course_lib import verdicts
-    from course_lib.results import MODULES
+    from course_lib.course import verdicts
+    from course_lib.course.results import MODULES
 
     readme, docs = readme_claim_ids(), docs_claim_ids()
     for key, name in MODULES.items():

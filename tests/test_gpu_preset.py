@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 from transformers import AutoConfig
 
-from course_lib import build, data, models, train
+from course_lib import data, models
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
+from course_lib.course import build
+from course_lib.rl import warm_start
 
 GPU_COMMAND = "python -m course_lib.data build ch00 --scale gpu"
 REPO_DATA = Path(__file__).resolve().parent.parent / "data"
@@ -208,7 +210,7 @@ def test_every_builder_builds_its_gpu_preset_model(chapter, tmp_path, monkeypatc
         except _BaseRequested as base:
             requested[scale][name] = base.args[0]
 
-    monkeypatch.setattr(train, "build_model", no_model)
+    monkeypatch.setattr(warm_start, "build_model", no_model)
     monkeypatch.setattr(data, "write_artifact", write_artifact)
     monkeypatch.setattr(data, "write_task_set", lambda *args, **kwargs: None)  # task sets do not depend on size
     for scale in ("cpu", "gpu"):
@@ -220,9 +222,9 @@ def test_every_builder_builds_its_gpu_preset_model(chapter, tmp_path, monkeypatc
 
 
 def test_the_prepared_gpu_run_runs_chapters_under_the_gpu_preset_and_summarises(monkeypatch, tmp_path, capsys):
-    """`python -m course_lib.gpu_preset` (the script for a machine with a GPU), on the tiny gpu preset: chapter 00's
-    command in its own process, its verdicts read back, and a chapter the budget leaves no time for reported."""
-    from course_lib import gpu_preset
+    """`python -m course_lib.course.gpu_preset` (the script for a machine with a GPU), on the tiny gpu preset: chapter
+    00's command in its own process, its verdicts read back, and a chapter the budget leaves no time for reported."""
+    from course_lib.course import gpu_preset
 
     _tiny_gpu_env(monkeypatch, tmp_path)
     assert gpu_preset.main(["--chapters", "00", "--budget-minutes", "5"]) == 0
@@ -239,7 +241,7 @@ def test_the_prepared_gpu_run_runs_chapters_under_the_gpu_preset_and_summarises(
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory) -> Path:
     """A random-init qwen2 stand-in with the byte-level BPE tokenizer and ChatML template, saved as a checkpoint."""
-    from course_lib import standins
+    from course_lib.course import standins
 
     return standins.build_standin(tmp_path_factory.mktemp("standin") / "model", "qwen2")
 
@@ -248,7 +250,7 @@ def test_pretrained_mode_runs_chapter00_on_a_checkpoint_under_the_gpu_preset(sta
     """`--model <folder>` on the tiny gpu preset: chapter 00's command in its own process on the stand-in (LoRA warm
     start in the chat format, RL, claims), its minutes, warm start and verdicts in the summary, its last lines
     printed; nothing recorded."""
-    from course_lib import gpu_preset
+    from course_lib.course import gpu_preset
 
     _tiny_gpu_env(monkeypatch, tmp_path / "gpu")
     monkeypatch.chdir(tmp_path)  # a `results/` written by mistake would land here
@@ -279,7 +281,7 @@ def _fake_chapter(calls: list):
 
 
 def test_pretrained_mode_passes_the_folder_offline_and_reads_the_warm_start(standin, monkeypatch, capsys):
-    from course_lib import gpu_preset
+    from course_lib.course import gpu_preset
 
     calls: list = []
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -310,7 +312,7 @@ def test_pretrained_mode_passes_the_folder_offline_and_reads_the_warm_start(stan
     ],
 )
 def test_pretrained_mode_refuses_what_it_cannot_do(standin, argv, message, capsys):
-    from course_lib import gpu_preset
+    from course_lib.course import gpu_preset
 
     with pytest.raises(SystemExit):
         gpu_preset.main(["--model", str(standin), *argv])
@@ -318,7 +320,7 @@ def test_pretrained_mode_refuses_what_it_cannot_do(standin, argv, message, capsy
 
 
 def test_full_finetune_needs_a_model(capsys):
-    from course_lib import gpu_preset
+    from course_lib.course import gpu_preset
 
     with pytest.raises(SystemExit):
         gpu_preset.main(["--full-finetune"])
@@ -328,7 +330,7 @@ def test_full_finetune_needs_a_model(capsys):
 def test_a_hub_id_is_read_from_the_cache_and_never_downloaded(standin, tmp_path, capsys):
     """A hub id resolves to its snapshot in the Hugging Face cache (laid out here as `huggingface_hub` writes it);
     one not there is an error that says the course does not download, and names the download command."""
-    from course_lib import gpu_preset
+    from course_lib.course import gpu_preset
 
     commit = "0123456789abcdef0123456789abcdef01234567"
     repo = tmp_path / "hub" / "models--course--standin"
@@ -350,7 +352,8 @@ def test_a_hub_id_is_read_from_the_cache_and_never_downloaded(standin, tmp_path,
 def test_the_real_model_records_under_its_name(standin, monkeypatch, capsys):
     """`--model smollm2 --record`: the chapters get the name (resolved again from its checked cache) and `--record`,
     and write `results/gpu/<chapter>_smollm2.json`; any other checkpoint's run is still refused a record."""
-    from course_lib import gpu_preset, real_models
+    from course_lib import real_models
+    from course_lib.course import gpu_preset
 
     calls: list = []
     monkeypatch.setattr(real_models, "path", lambda name: standin.resolve())

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from course_lib.diagnostics import reward_std_buckets, term_gradient_norms
+from course_lib.engine.rollout import Trajectory, collate
 from course_lib.models import build_model
-from course_lib.rollout import Trajectory, collate
 from course_lib.tokenizer import build_tokenizer
 
 
@@ -62,6 +62,7 @@ def test_term_gradient_norms(model_and_batch):
 
 
 def test_token_logprobs_lives_in_models_and_the_old_path_still_works():
-    from course_lib import models, train
+    from course_lib import models
+    from course_lib.rl import train
 
     assert train.token_logprobs is models.token_logprobs

@@ -19,8 +19,8 @@ from transformers import (
     Qwen3Config,
 )
 
-from course_lib.hf_decoder import HFDecoder, has_fast_path, left_pad, make_decoder
-from course_lib.kv_decoder import KVDecoder, causal_lm
+from course_lib.engine.hf_decoder import HFDecoder, has_fast_path, left_pad, make_decoder
+from course_lib.engine.kv_decoder import KVDecoder, causal_lm
 from course_lib.models import add_lora
 
 VOCAB = 100
@@ -190,8 +190,8 @@ def test_factory_chooses_the_lean_decoder_exactly_where_it_applies():
 
 
 def test_decoder_benchmark_prints_its_measurements(capsys):
-    """`python -m course_lib.bench decoder` runs end to end (its numbers are measurements, never asserted)."""
-    from course_lib import bench
+    """`python -m course_lib.course.bench decoder` runs end to end (its numbers are measurements, never asserted)."""
+    from course_lib.course import bench
 
     assert bench.main(["decoder", "--batch", "4", "--steps", "3", "--repeats", "2"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

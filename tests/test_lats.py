@@ -166,9 +166,9 @@ def test_imperfect_world_model_pipeline_on_a_miniature(tmp_path, monkeypatch):
     number is a rate, LATS is one number shared by both arms, and nothing is recorded when told not to."""
     from dataclasses import replace
 
-    from course_lib import results
     from course_lib.chapters import ch01_rap as ch01
-    from course_lib.warm_start import SFTConfig
+    from course_lib.course import results
+    from course_lib.rl.warm_start import SFTConfig
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     chapter01 = replace(ch01.preset(), world_model_test=10, iterations=(1, 2))

@@ -9,10 +9,11 @@ import sys
 import pytest
 import torch
 
-from course_lib import envs, loop
-from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory, broadcast_steps, collate
-from course_lib.step_mode import Episode, rollout_steps, step_prompt
-from course_lib.train import GRPOConfig, train_grpo
+from course_lib import envs
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory, broadcast_steps, collate
+from course_lib.engine.step_mode import Episode, rollout_steps, step_prompt
+from course_lib.rl import loop
+from course_lib.rl.train import GRPOConfig, train_grpo
 
 SAMPLING = SamplingConfig(max_turn_tokens=8, max_total_tokens=40)
 
@@ -172,12 +173,12 @@ def test_importing_the_loop_loads_no_environment_or_method_module():
     """Registries resolve lazily: importing the loop and the engine loads no environment and no algorithm
     beyond GRPO's (which the training loop itself uses for the KL and aggregation)."""
     code = (
-        "import sys, course_lib.train, course_lib.loop, course_lib.rollout;"
+        "import sys, course_lib.rl.train, course_lib.rl.loop, course_lib.engine.rollout;"
         "print(sorted(m for m in sys.modules if m.startswith('course_lib.')))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "course_lib.envs.word_math" not in loaded and "course_lib.algos.gigpo" not in loaded
-    assert "course_lib.tools" not in loaded and "course_lib.step_mode" not in loaded
+    assert "course_lib.tools" not in loaded and "course_lib.engine.step_mode" not in loaded
 
 
 def test_group_filters_score_episodes_not_step_rows():

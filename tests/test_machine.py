@@ -1,5 +1,5 @@
 """The machine description (`course_lib.machine`) and the layering it exists for: the records layer
-(`course_lib.results`) must not import the golden run, which imports the rollout engine and, for its
+(`course_lib.course.results`) must not import the golden run, which imports the rollout engine and, for its
 cases, every chapter."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import json
 import subprocess
 import sys
 
-from course_lib import golden, machine, results
+from course_lib import machine
+from course_lib.course import golden, results
 
 
 def test_golden_keeps_the_same_machine_description():
@@ -28,10 +29,10 @@ def test_results_provenance_does_not_import_the_golden_run_or_any_chapter():
     # A fresh interpreter: this test process has imported golden and chapters already.
     script = (
         "import json, sys\n"
-        "from course_lib import results\n"
+        "from course_lib.course import results\n"
         "record = results.provenance()\n"
-        "names = [n for n in sys.modules if n == 'course_lib.golden' or n.startswith('course_lib.chapters')\n"
-        "         or n == 'course_lib.rollout']\n"
+        "names = [n for n in sys.modules if n == 'course_lib.course.golden' or n.startswith('course_lib.chapters')\n"
+        "         or n == 'course_lib.engine.rollout']\n"
         "print(json.dumps({'cpu': record['cpu'], 'imported': names}))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)

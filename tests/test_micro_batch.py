@@ -1,4 +1,4 @@
-"""Micro-batched updates (course_lib.micro_batch): row ranges by a token budget, and a gradient equal to the whole
+"""Micro-batched updates (course_lib.rl.micro_batch): row ranges by a token budget, and a gradient equal to the whole
 batch's for losses that are not sums over rows (a token-mean, AEPO's batch-standardised entropy, a KL term)."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import dataclasses
 import pytest
 import torch
 
-from course_lib import loop, micro_batch
 from course_lib.algos.aepo import entropy_aware_advantages
 from course_lib.algos.grpo import kl_k3, masked_aggregate
 from course_lib.models import add_lora, build_model, reference_policy
+from course_lib.rl import loop, micro_batch
+from course_lib.rl.train import GRPOConfig
+from course_lib.rl.warm_start import SFTConfig, supervised_warm_start
 from course_lib.tokenizer import build_tokenizer
-from course_lib.train import GRPOConfig
-from course_lib.warm_start import SFTConfig, supervised_warm_start
 
 
 def mask_of(lengths: list[int], width: int) -> torch.Tensor:
@@ -187,7 +187,7 @@ def test_lean_token_logprobs_equal_the_courses(setting):
 
 
 def test_a_checkpoints_budget_bounds_its_logits_not_a_small_vocabularys_batch():
-    from course_lib import checkpoint
+    from course_lib.rl import checkpoint
 
     assert checkpoint.micro_batch_tokens(49_152) == 512, "SmolLM2: the budget measured by bench update"
     assert checkpoint.micro_batch_tokens(600) > 64 * 250, "a stand-in: chapter 00's whole batch in one pass"

@@ -104,7 +104,7 @@ def test_teacher_forced_logp_matches_one_forward_per_pair(scorer):
 
 
 def fake_turn(tokens: list[int], prompt_length: int, group: int):
-    from course_lib.rollout import Trajectory
+    from course_lib.engine.rollout import Trajectory
 
     turns = [-1] * prompt_length + [0] * (len(tokens) - prompt_length)
     mask = [0] * prompt_length + [1] * (len(tokens) - prompt_length)

@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 from nbconvert import HTMLExporter
 
-from course_lib import notebooks
+from course_lib.course import notebooks
 
 
 def test_html_pages_load_a_local_mathjax(tmp_path):
@@ -71,14 +71,14 @@ def test_the_site_links_pages_that_exist_and_no_notebook_file(tmp_path):
 
 
 def test_a_chapter_link_to_the_implementing_file_opens_its_copy_in_the_site(tmp_path):
-    """Lessons link the file that implements a method (`../course_lib/loop.py`): the site holds the library's and the
+    """Lessons link the file that implements a method (`../course_lib/rl/loop.py`): the site holds the library's and the
     exercises' Python files under `code/` and re-points such links there; other repository files stay unlinked."""
-    assert notebooks.site_page("course_lib/loop.py") == "code/course_lib/loop.py"
+    assert notebooks.site_page("course_lib/rl/loop.py") == "code/course_lib/rl/loop.py"
     assert notebooks.site_page("exercises/measure.py") == "code/exercises/measure.py"
     assert notebooks.site_page("tests/test_loop.py") is None and notebooks.site_page("LICENSE") is None
-    page = '<a href="../course_lib/algos/gigpo.py">x</a> <a href="../course_lib/loop.py#L3">y</a>'
+    page = '<a href="../course_lib/algos/gigpo.py">x</a> <a href="../course_lib/rl/loop.py#L3">y</a>'
     rewritten = notebooks.rewrite_links(page, "notebooks/07_x.ipynb", "07_x.html")
-    assert rewritten == '<a href="code/course_lib/algos/gigpo.py">x</a> <a href="code/course_lib/loop.py#L3">y</a>'
+    assert rewritten == '<a href="code/course_lib/algos/gigpo.py">x</a> <a href="code/course_lib/rl/loop.py#L3">y</a>'
     notebooks.copy_sources(tmp_path)
     assert (tmp_path / "code/course_lib/algos/gigpo.py").read_text() == (
         notebooks.ROOT / "course_lib/algos/gigpo.py"

@@ -213,7 +213,7 @@ def test_every_course_environment_is_published(name):
 
 def test_grpo_trainer_trains_through_the_adapter(tmp_path):
     """TRL's own `GRPOTrainer(environment_factory=...)` takes `TRLEnvironment` and trains one step on CPU: a random
-    qwen3 stand-in (course_lib.standins) with TRL's Qwen3 chat template, key_door served by OpenEnv. `act` is the
+    qwen3 stand-in (course_lib.course.standins) with TRL's Qwen3 chat template, key_door served by OpenEnv. `act` is the
     one tool TRL registers, every rollout's `reset` gets its row's seed, and the environment's reward is a logged
     reward column (0 here: a random model reaches no goal; the steps and rewards themselves are the tests above)."""
     pytest.importorskip("trl")
@@ -225,7 +225,7 @@ def test_grpo_trainer_trains_through_the_adapter(tmp_path):
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import qwen3_chat_template
 
-    from course_lib.standins import build_standin
+    from course_lib.course.standins import build_standin
 
     seeds_seen = []
 
@@ -277,7 +277,7 @@ def test_unknown_names_and_kwargs_fail_when_the_app_is_built():
 def test_the_course_imports_without_openenv():
     """Nothing but this module imports openenv: the extra stays optional."""
     code = (
-        "import sys, course_lib, course_lib.envs, course_lib.integrations, course_lib.train; "
+        "import sys, course_lib, course_lib.envs, course_lib.integrations, course_lib.rl.train; "
         "course_lib.envs.make('key_door'); assert 'openenv' not in sys.modules, 'openenv imported'"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -1,4 +1,4 @@
-"""`course_lib.pitfalls`: each check flags a constructed bad case and passes a good one, on exact small inputs."""
+"""`course.pitfalls`: each check flags a constructed bad case and passes a good one, on exact small inputs."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import warnings
 import pytest
 import torch
 
-from course_lib import pitfalls, standins
+from course_lib.course import pitfalls, standins
+from course_lib.engine.rollout import Trajectory
 from course_lib.envs.base import TextEnv
-from course_lib.rollout import Trajectory
 
 
 def trajectory(ids: list[int], mask: list[int], turns: list[int]) -> Trajectory:

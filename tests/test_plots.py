@@ -1,4 +1,4 @@
-"""`course_lib.plots` renders on an Agg canvas and draws what it says: mean lines, min-max bands,
+"""`course_lib.diagnostics.plots` renders on an Agg canvas and draws what it says: mean lines, min-max bands,
 error bars with the stated interval, 2-per-row grids."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 
-from course_lib import plots, stats  # noqa: E402
+from course_lib.diagnostics import plots, stats  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -103,8 +103,8 @@ def test_learning_curves_keeps_working_and_lays_out_two_per_row():
 
 
 def test_recorded_panels_draw_recorded_bands_and_this_run(tmp_path, monkeypatch):
-    from course_lib import results
-    from course_lib.claims import ClaimSpec
+    from course_lib.course import results
+    from course_lib.course.claims import ClaimSpec
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(results, "_run_provenance", None)  # this test's own run, restored after it
@@ -126,8 +126,8 @@ def test_recorded_panels_draw_recorded_bands_and_this_run(tmp_path, monkeypatch)
 
 
 def test_recorded_panels_put_one_legend_below_the_panels_not_on_the_data(tmp_path, monkeypatch):
-    from course_lib import results
-    from course_lib.claims import ClaimSpec
+    from course_lib.course import results
+    from course_lib.course.claims import ClaimSpec
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(results, "_run_provenance", None)  # this test's own run, restored after it

@@ -16,7 +16,9 @@ import zipfile
 import pytest
 import torch
 
-from course_lib import build, checkpoint, data, real_models
+from course_lib import data, real_models
+from course_lib.course import build
+from course_lib.rl import checkpoint
 
 
 @pytest.fixture
@@ -95,8 +97,8 @@ def test_one_grpo_iteration_of_chapter_00_keeps_exact_bookkeeping(smollm2, monke
     id is the chat template's, every mask follows the turns, and the log-probs the engine stored equal one full
     forward of each episode."""
     from course_lib.chapters import ch00_tool_agent as ch00
-    from course_lib.rollout import RolloutEngine
-    from course_lib.train import stored_logprob_error
+    from course_lib.engine.rollout import RolloutEngine
+    from course_lib.rl.train import stored_logprob_error
 
     monkeypatch.setenv(checkpoint.ENV_VARIABLE, "smollm2")
     cfg = ch00.preset("cpu")

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from course_lib import standins
 from course_lib.chapters import ch16_real_model as ch16
-from course_lib.claims import evaluate_all
+from course_lib.course import standins
+from course_lib.course.claims import evaluate_all
 from course_lib.diagnostics import teacher_forced_logp
 from course_lib.tokenizer import encode
 

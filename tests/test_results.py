@@ -1,6 +1,6 @@
 """Recorded results: every chapter's `results/chNN.json` exists, covers its claims on seeds 0-2, and
 each recorded verdict is what the claim's check gives on the recorded numbers (so a hand-edited
-number or verdict fails here); plus unit tests of `course_lib.results` on a temporary folder.
+number or verdict fails here); plus unit tests of `course_lib.course.results` on a temporary folder.
 
 The per-chapter files are written by each chapter's `--record` run; until they are, the first three
 tests fail by design (the message names the command to run)."""
@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from course_lib import results
-from course_lib.claims import NOT_REPRODUCED, ClaimSpec
+from course_lib.course import results
+from course_lib.course.claims import NOT_REPRODUCED, ClaimSpec
 
 CHAPTERS = sorted(results.MODULES)
 
@@ -184,7 +184,7 @@ def test_recorded_numbers_follow_numeric_seed_order_and_skip_missing():
 
 
 def test_own_numbers_drop_pooled_ones_in_seed_order():
-    from course_lib.results import own_numbers
+    from course_lib.course.results import own_numbers
 
     loaded = {"seeds": {"10": {"numbers": {"a": 3.0, "p_x": 9.0}}, "2": {"numbers": {"a": 1.0, "p_x": 9.0}}}}
     assert own_numbers(loaded, "p_") == [{"a": 1.0}, {"a": 3.0}]

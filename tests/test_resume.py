@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from course_lib.algos.filters import FilterConfig
-from course_lib.train import GiGPOConfig, GRPOConfig
-from course_lib.tree_rollout import TreeConfig
-from course_lib.warm_start import SFTConfig
+from course_lib.engine.tree_rollout import TreeConfig
+from course_lib.rl.train import GiGPOConfig, GRPOConfig
+from course_lib.rl.warm_start import SFTConfig
 
 
 @pytest.mark.parametrize(
@@ -56,9 +56,9 @@ def test_each_methods_config_validates_itself_and_again_inside_a_grpo_config():
 
 
 def test_the_warm_starts_old_path_still_works_with_a_warning():
-    from course_lib import train, warm_start
+    from course_lib.rl import train, warm_start
 
-    with pytest.warns(DeprecationWarning, match="course_lib.train.SFTConfig moved to course_lib.warm_start"):
+    with pytest.warns(DeprecationWarning, match="course_lib.rl.train.SFTConfig moved to course_lib.rl.warm_start"):
         assert train.SFTConfig is warm_start.SFTConfig
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         train.nothing  # noqa: B018
@@ -105,8 +105,8 @@ def test_replace_validates_and_the_boundaries_are_allowed():
 
 def test_train_grpo_checks_a_config_changed_in_place_and_its_seams_before_any_work(warm_model, tokenizer):
     from course_lib import envs
-    from course_lib.rollout import SamplingConfig
-    from course_lib.train import train_grpo
+    from course_lib.engine.rollout import SamplingConfig
+    from course_lib.rl.train import train_grpo
 
     evaluated = []
     config = GRPOConfig(iterations=1, prompts_per_iteration=1, group_size=2)
@@ -124,8 +124,8 @@ def test_on_iteration_sees_every_finished_record_in_order(warm_model, tokenizer)
     """Each record reaches the callback once it holds its update's metrics; the final evaluation's record too,
     and the stopping one when `stop` ends the run."""
     from course_lib import envs
-    from course_lib.rollout import SamplingConfig
-    from course_lib.train import train_grpo
+    from course_lib.engine.rollout import SamplingConfig
+    from course_lib.rl.train import train_grpo
 
     seen, weights_at_call = [], []
     first_weight = next(warm_model.parameters())
@@ -159,8 +159,8 @@ class Interrupted(Exception):
 
 def _run(model, tokenizer, config, seed=0, **options):
     from course_lib import envs
-    from course_lib.rollout import SamplingConfig
-    from course_lib.train import train_grpo
+    from course_lib.engine.rollout import SamplingConfig
+    from course_lib.rl.train import train_grpo
 
     sampling = SamplingConfig(**SAMPLING_SMALL)
     return train_grpo(model, tokenizer, lambda: envs.make("tool_arithmetic"), sampling, config, seed, **options)
@@ -173,8 +173,8 @@ def _evaluator(tokenizer):
     import random
 
     from course_lib import envs
-    from course_lib.rollout import SamplingConfig
-    from course_lib.train import evaluate_policy
+    from course_lib.engine.rollout import SamplingConfig
+    from course_lib.rl.train import evaluate_policy
 
     def evaluate(model):
         make_env = lambda: envs.make("tool_arithmetic")  # noqa: E731
@@ -252,7 +252,7 @@ def test_a_finished_run_extends_and_save_every_thins_the_checkpoints(warm_model,
     resume=True: equal to four iterations in one go. `iterations` is not part of the fingerprint."""
     import copy
 
-    from course_lib import run_state
+    from course_lib.rl import run_state
 
     saves = []
     reference_model = copy.deepcopy(warm_model)
@@ -301,7 +301,8 @@ def test_a_save_cut_short_leaves_the_last_checkpoint_usable(monkeypatch, warm_mo
     loads as a model and tokenizer."""
     import copy
 
-    from course_lib import models, run_state
+    from course_lib import models
+    from course_lib.rl import run_state
 
     config = GRPOConfig(iterations=3, prompts_per_iteration=2, group_size=2)
     reference_model = copy.deepcopy(warm_model)
@@ -332,7 +333,7 @@ def test_a_save_cut_short_leaves_the_last_checkpoint_usable(monkeypatch, warm_mo
 
 
 def test_the_progress_bar_names_the_method(warm_model, tokenizer, capsys):
-    from course_lib.train import method_label
+    from course_lib.rl.train import method_label
 
     assert method_label(GRPOConfig()) == "grpo"
     assert method_label(GRPOConfig(advantage="gigpo", rollout_mode="step")) == "gigpo [step mode]"
@@ -416,8 +417,8 @@ def test_a_fingerprint_without_settings_is_todays():
     resumes from them as before)."""
     import json
 
-    from course_lib import run_state
-    from course_lib.rollout import SamplingConfig
+    from course_lib.engine.rollout import SamplingConfig
+    from course_lib.rl import run_state
 
     config, sampling = GRPOConfig(iterations=7, learning_rate=1e-3), SamplingConfig(max_turn_tokens=8)
     plain = dataclasses.asdict(config)

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from course_lib import envs
-from course_lib.kv_decoder import KVDecoder
+from course_lib.engine.bookkeeping import alignment_errors
+from course_lib.engine.kv_decoder import KVDecoder
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig, collate
 from course_lib.models import add_lora, token_logprobs
-from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, collate
 from course_lib.tokenizer import encode
 
 
@@ -212,7 +213,7 @@ def test_sampling_config_validates_replacements_too():
 
 
 def test_sampling_config_accepts_every_setting_the_course_uses():
-    from course_lib.prompt_format import FORMATS, ChatFormat
+    from course_lib.engine.prompt_format import FORMATS, ChatFormat
 
     SamplingConfig()  # the defaults
     greedy = SamplingConfig(temperature=0.0, max_turn_tokens=1, max_total_tokens=1, stop_tags=())

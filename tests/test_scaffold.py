@@ -1,5 +1,5 @@
-"""`python -m course_lib.scaffold`: a new chapter on an environment of yours, written outside the course, runs as a
-course chapter does (overrides, tracking, resume), and its own test and notebook stub are what the course asks."""
+"""`python -m course_lib.course.scaffold`: a new chapter on an environment of yours, written outside the course, runs
+as a course chapter does (overrides, tracking, resume), and its own test and notebook stub are what the course asks."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from course_lib import models, scaffold
+from course_lib import models
 from course_lib.chapters import skeleton
+from course_lib.course import scaffold
 from course_lib.envs.template import vocabulary
 from course_lib.tokenizer import build_tokenizer
 

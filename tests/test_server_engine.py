@@ -10,12 +10,13 @@ import asyncio
 import pytest
 import torch
 
-from course_lib import standins
 from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.course import standins
+from course_lib.engine.bookkeeping import alignment_errors
+from course_lib.engine.prompt_format import ChatFormat
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig
+from course_lib.engine.server_engine import ServerEngine
 from course_lib.integrations import verl as course_verl
-from course_lib.prompt_format import ChatFormat
-from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors
-from course_lib.server_engine import ServerEngine
 from course_lib.tokenizer import decode, encode
 
 STOPS = ("</tool_call>", "</answer>")

@@ -8,7 +8,7 @@ import pytest
 
 from course_lib import models
 from course_lib.chapters import skeleton
-from course_lib.claims import ClaimSpec
+from course_lib.course.claims import ClaimSpec
 
 CLAIMS = (ClaimSpec("C9.1", "the number is positive", "no paper", "x", lambda n: n["x"] > 0),)
 
@@ -67,7 +67,7 @@ def test_task_splits_count_seeds_from_zero_per_split():
 def test_warm_start_base_is_deterministic(tmp_path):
     """Same seed, same files: the manifest's hashes of a rebuilt base stay valid."""
     from course_lib.data import sha256
-    from course_lib.warm_start import SFTConfig
+    from course_lib.rl.warm_start import SFTConfig
 
     texts = [("<question> 1 + 2 </question>", "<answer> 3 </answer>")] * 8
     sft = SFTConfig(steps=2, batch_size=4)
@@ -113,7 +113,7 @@ def test_base_for_refuses_a_checkpoint_on_an_environment_without_demonstrations(
     """A chapter forked onto another environment (chapters 07 and 08 take `env_name`) has no demonstrations of it to
     warm a checkpoint on: `--model` there is refused before anything loads; without `--model` the base loads."""
     from course_lib.chapters import ch07_gigpo as ch07
-    from course_lib.checkpoint import ENV_VARIABLE
+    from course_lib.rl.checkpoint import ENV_VARIABLE
 
     (tmp_path / "config.json").write_text("{}")
     monkeypatch.setenv(ENV_VARIABLE, str(tmp_path))
@@ -177,8 +177,8 @@ def _training_chapter(warm_model, tokenizer):
     from dataclasses import dataclass
 
     from course_lib import envs
-    from course_lib.rollout import SamplingConfig
-    from course_lib.train import GRPOConfig, train_grpo
+    from course_lib.engine.rollout import SamplingConfig
+    from course_lib.rl.train import GRPOConfig, train_grpo
 
     @dataclass
     class Config:
@@ -256,7 +256,7 @@ def test_a_forks_record_keeps_the_claims_that_do_not_apply_with_their_reason(tmp
     refuses such a run, since its records hold every claim of their chapter."""
     import json
 
-    from course_lib import results as recorded
+    from course_lib.course import results as recorded
 
     monkeypatch.setattr(recorded, "_run_provenance", None)
     chapter = toy(run=lambda seed: {"x": 1, "minutes": 0.0, "not_applicable": {"C9.1": "toy has no number"}})

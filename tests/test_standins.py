@@ -1,4 +1,4 @@
-"""The local stand-ins of a real checkpoint (`course_lib.standins`): a byte-level BPE tokenizer trained on the
+"""The local stand-ins of a real checkpoint (`course_lib.course.standins`): a byte-level BPE tokenizer trained on the
 environments' text with a ChatML template, and random-init models of several families saved and reloaded with
 `from_pretrained`; and the multi-turn pitfalls measured on them."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from course_lib import standins
-from course_lib.standins import BOS, FAMILIES, IM_END, IM_START, PAD
+from course_lib.course import standins
+from course_lib.course.standins import BOS, FAMILIES, IM_END, IM_START, PAD
 from course_lib.tokenizer import TAGS
 
 

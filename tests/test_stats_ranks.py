@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from course_lib.stats import average_ranks, spearman
+from course_lib.diagnostics.stats import average_ranks, spearman
 
 
 def test_average_ranks_share_ties():

@@ -1,4 +1,4 @@
-"""Watching chapter commands train (`course_lib.tracking`): a line per evaluation, a bar on a terminal, trackers
+"""Watching chapter commands train (`course_lib.rl.tracking`): a line per evaluation, a bar on a terminal, trackers
 (jsonl always; tensorboard read back when installed; wandb offline when installed), all without changing a number;
 and `--report-to` / `--save-steps` passed through to TRL."""
 
@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import data, tracking, train
+from course_lib import data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
+from course_lib.rl import tracking, train
 
 TINY = ["--set", "grpo.iterations=2", "--set", "grpo.prompts_per_iteration=2", "--set", "grpo.group_size=4",
         "--set", "grpo.eval_every=1", "--set", "eval_tasks=4"]  # fmt: skip
@@ -177,7 +178,7 @@ def test_a_run_interrupted_twice_and_resumed_is_tracked_as_one_uninterrupted_run
     killed before the save) are dropped as the run logs them again, so the file equals an uninterrupted run's; and
     TensorBoard hides those steps (`purge_step`) instead of logging them twice."""
     from course_lib import envs
-    from course_lib.rollout import SamplingConfig
+    from course_lib.engine.rollout import SamplingConfig
 
     tensorboard = True
     try:

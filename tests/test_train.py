@@ -7,12 +7,13 @@ import math
 
 import torch
 
-from course_lib import envs, loop, train
+from course_lib import envs
+from course_lib.engine.rollout import SamplingConfig, collate
 from course_lib.models import add_lora
-from course_lib.rollout import SamplingConfig, collate
+from course_lib.rl import loop, train
+from course_lib.rl.train import GRPOConfig, train_grpo
+from course_lib.rl.warm_start import SFTConfig, supervised_warm_start
 from course_lib.tokenizer import encode
-from course_lib.train import GRPOConfig, train_grpo
-from course_lib.warm_start import SFTConfig, supervised_warm_start
 
 SAMPLING = SamplingConfig(max_turn_tokens=8, max_total_tokens=40)
 KEYS = {"success", "tool_use", "entropy", "reward", "loss", "grad_norm", "clip_fraction", "time_rollout", "time_update"}

@@ -9,9 +9,9 @@ import torch
 
 from course_lib import envs
 from course_lib.algos.grpo import group_advantages
-from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
-from course_lib.tree_credit import prefix_gradient_gap, shared_prefix, token_weights
-from course_lib.tree_rollout import TreeConfig, sample_trees
+from course_lib.diagnostics.tree_credit import prefix_gradient_gap, shared_prefix, token_weights
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory
+from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 
 
 @pytest.fixture

@@ -9,10 +9,12 @@ import pytest
 import torch
 from test_rollout import rebuild
 
-from course_lib import envs, loop
-from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory, alignment_errors
-from course_lib.train import GRPOConfig
-from course_lib.tree_rollout import TreeConfig, branch_points, sample_trees, turn_entropy
+from course_lib import envs
+from course_lib.engine.bookkeeping import alignment_errors
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory
+from course_lib.engine.tree_rollout import TreeConfig, branch_points, sample_trees, turn_entropy
+from course_lib.rl import loop
+from course_lib.rl.train import GRPOConfig
 
 GROUP, TASKS = 6, 3
 
@@ -116,7 +118,7 @@ def test_bad_settings_are_refused(warm_model, tokenizer):
 
 
 def test_the_loop_trains_on_a_tree_and_logs_what_it_did(warm_model, tokenizer):
-    from course_lib.train import train_grpo
+    from course_lib.rl.train import train_grpo
 
     config = GRPOConfig(
         iterations=1, prompts_per_iteration=2, group_size=4, sampler="tree", tree=TreeConfig(global_samples=2)
@@ -133,7 +135,7 @@ def test_the_tree_graph_draws_shared_steps_once(warm_model, tokenizer):
     import matplotlib
 
     matplotlib.use("Agg")
-    from course_lib.tree_view import ROOT, draw_tree, tree_graph
+    from course_lib.diagnostics.tree_view import ROOT, draw_tree, tree_graph
 
     trajectories, stats = tree(warm_model, tokenizer, alpha=1.0, beta=0.0)
     graph = tree_graph(trajectories, stats, 0, tokenizer)

@@ -10,10 +10,12 @@ import re
 import pytest
 import torch
 
-from course_lib import bench, data
+from course_lib import data
+from course_lib.course import bench
+from course_lib.engine.bookkeeping import expected_tokens
+from course_lib.engine.rollout import RolloutEngine
 from course_lib.envs.function_calling import answer_text
 from course_lib.integrations import trl as course_trl
-from course_lib.rollout import RolloutEngine, expected_tokens
 from course_lib.tokenizer import encode
 
 
@@ -130,9 +132,9 @@ def test_the_command_trains_a_checkpoint_in_its_chat_format(env, tmp_path, capsy
     """`--model` (a stand-in checkpoint: byte-level BPE, ChatML) on chapter 00's task or, with `--env`, on any
     course environment: TRL trains through the course's engine in the chat format and prints its last line; the
     rollouts' prompt and observation ids are the template's (`alignment_errors` with the chat format)."""
-    from course_lib import standins
-    from course_lib.prompt_format import ChatFormat
-    from course_lib.rollout import alignment_errors
+    from course_lib.course import standins
+    from course_lib.engine.bookkeeping import alignment_errors
+    from course_lib.engine.prompt_format import ChatFormat
 
     # 512 positions: frozen_lake's episodes under the default budget take up to 346 of this tokenizer's tokens, and a
     # checkpoint with fewer positions is refused (issue 42, item 5)
@@ -196,8 +198,8 @@ def test_prompts_are_keyed_by_problem_not_by_text():
     `distinct_seeds` picks), even when its first observation's text is another problem's; the rollout plays each
     prompt's own seed. Asking for more problems than the task has says why, naming `problem_key`."""
     from course_lib.chapters import ToolTask
+    from course_lib.engine.rollout import SamplingConfig
     from course_lib.envs.base import distinct_seeds
-    from course_lib.rollout import SamplingConfig
 
     task = ToolTask("hidden_goal", "unused", SamplingConfig(), _HiddenGoal.make)
     prompts = course_trl.training_prompts(task, 32)
@@ -230,7 +232,7 @@ def test_a_checkpoint_without_a_tool_role_trains_with_observations_in_another(tm
     a model it is refused, and without the option such a template's error names it."""
     import copy
 
-    from course_lib import standins
+    from course_lib.course import standins
 
     tokenizer = copy.deepcopy(standins.default_tokenizer())
     tokenizer.chat_template = standins.chat_template(bos=False).replace("'assistant', 'tool']", "'assistant']")
@@ -247,7 +249,7 @@ def test_a_checkpoint_without_a_tool_role_trains_with_observations_in_another(tm
 def test_env_module_registers_the_environment_trl_trains_on(tmp_path, monkeypatch, capsys):
     """Issue 42, item 13, TRL's side: `--env-module` imports the module that registers `--env`'s environment; without
     it the name is refused before any model loads, naming the option."""
-    from course_lib import standins
+    from course_lib.course import standins
 
     (tmp_path / "trl_fork_envs").mkdir()
     (tmp_path / "trl_fork_envs" / "__init__.py").write_text("")

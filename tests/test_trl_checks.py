@@ -8,7 +8,7 @@ import torch
 
 from course_lib import data
 from course_lib.chapters import ch13_scale_out as ch13
-from course_lib.claims import evaluate_all
+from course_lib.course.claims import evaluate_all
 from course_lib.integrations import trl_chapters, trl_checks
 from course_lib.integrations.trl_methods import CourseMethodTrainer
 

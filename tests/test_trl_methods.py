@@ -1,6 +1,6 @@
 """The survey's methods under TRL's `GRPOTrainer` (`course_lib.integrations.trl_methods`, `trl_rollouts`,
 `trl_chapters`, `trl_monitor`): on the same episodes, TRL's batch, advantages, loss and gradients are the course's
-(`course_lib.loop`, `tree_rollout`, `diagnostics.MIStop`), and the chapter 07 and 08 commands train."""
+(`course_lib.rl.loop`, `tree_rollout`, `diagnostics.MIStop`), and the chapter 07 and 08 commands train."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from course_lib import data, loop
+from course_lib import data
+from course_lib.engine.rollout import RolloutEngine, collate
+from course_lib.engine.tree_rollout import sample_trees
 from course_lib.integrations import trl as course_trl
 from course_lib.integrations import trl_chapters, trl_checks
 from course_lib.integrations.trl_methods import CourseMethodTrainer
 from course_lib.integrations.trl_monitor import MIRollback
 from course_lib.models import token_logprobs
-from course_lib.rollout import RolloutEngine, collate
-from course_lib.tree_rollout import sample_trees
+from course_lib.rl import loop
 
 
 @pytest.fixture(scope="module")

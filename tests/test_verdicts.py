@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from course_lib import chance, stats, verdicts
-from course_lib import results as recorded
-from course_lib.claims import CHANCE_LIMIT, NOT_REPRODUCED, ClaimSpec, at_least
+from course_lib.course import chance, verdicts
+from course_lib.course import results as recorded
+from course_lib.course.claims import CHANCE_LIMIT, NOT_REPRODUCED, ClaimSpec, at_least
+from course_lib.diagnostics import stats
 
 
 def spec(kind="finding", effects=(), check=lambda n: n["x"] > 0, required=False) -> ClaimSpec:
@@ -215,7 +216,7 @@ def test_takeaways_fill_statuses_and_numbers_from_results():
 
 
 def test_generated_claims_tables_and_readme_match_results():
-    assert verdicts.drift() == [], "run `python -m course_lib.verdicts --write`"
+    assert verdicts.drift() == [], "run `python -m course_lib.course.verdicts --write`"
 
 
 def test_a_difference_that_could_not_be_measured_is_counted_apart_and_never_holds():

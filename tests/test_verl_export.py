@@ -20,8 +20,9 @@ from course_lib.chapters import ch04_torl as ch04
 from course_lib.chapters import ch05_toolrl as ch05
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import chapter_key
+from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig
 from course_lib.integrations import verl as course_verl
-from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
 from course_lib.tokenizer import decode, encode, tag_id
 
 COLUMNS = {"data_source", "prompt", "agent_name", "reward_model", "extra_info"}

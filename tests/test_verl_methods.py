@@ -12,15 +12,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from course_lib import data, loop, tree_rollout
+from course_lib import data
 from course_lib.chapters import ch07_gigpo as ch07
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.diagnostics import MIStop
+from course_lib.engine import tree_rollout
+from course_lib.engine.rollout import RolloutEngine, collate, pad_id
+from course_lib.engine.step_mode import rollout_steps
 from course_lib.integrations import verl as course_verl
 from course_lib.integrations import verl_filters, verl_gigpo, verl_monitor, verl_trees
-from course_lib.rollout import RolloutEngine, collate, pad_id
-from course_lib.step_mode import rollout_steps
-from course_lib.train import FilterConfig, GiGPOConfig, GRPOConfig
+from course_lib.rl import loop
+from course_lib.rl.train import FilterConfig, GiGPOConfig, GRPOConfig
 
 PROMPTS, GROUP = 2, 4
 

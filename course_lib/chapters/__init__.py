@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from course_lib.engine.rollout import SamplingConfig
 from course_lib.envs.base import TextEnv
-from course_lib.rollout import SamplingConfig
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib import chance, data, envs
 from course_lib import config as course_config
-from course_lib import results as recorded
+from course_lib import data, envs
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all, nontrivial_base
+from course_lib.course import chance
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all, nontrivial_base
+from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig
 from course_lib.envs.arithmetic import OPERAND_RANGE, draw_problem, solve, vocabulary
-from course_lib.rollout import RolloutEngine, SamplingConfig, alignment_errors, expected_tokens
+from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.warm_start import SFTConfig
+from course_lib.rl.warm_start import demonstration_examples as demonstration_examples  # the chapter's, as tests call it
 from course_lib.tokenizer import build_tokenizer, is_word_level
-from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.warm_start import SFTConfig
-from course_lib.warm_start import demonstration_examples as demonstration_examples  # the chapter's, as tests call it
 
 ENV_NAME = "tool_arithmetic"
 BASE_NAME = "ch00_base"
@@ -105,7 +107,7 @@ def chat_sampling(tokenizer) -> SamplingConfig:
     """The cpu preset's sampling in `tokenizer`'s chat format, as `--model` runs the chapter
     (`checkpoint.chat_sampling`: observations in the tool role, the budgets measured on the first 512
     demonstrations in this tokenizer's tokens)."""
-    from course_lib import checkpoint  # lazily: it imports peft
+    from course_lib.rl import checkpoint  # lazily: it imports peft
 
     config = preset("cpu")
     texts = demonstration_texts(512, 0, config.tool_share, config.direct_correct)
@@ -362,7 +364,7 @@ SMOLLM2_CLAIMS: tuple[ClaimSpec, ...] = (
         statement="on SmolLM2's BPE tokenizer and chat template: " + CLAIMS[3].statement,
     ),
 )
-"""Chapter 00 on the course's real model (issue 43), decided on its own file (`course_lib.verdicts`)."""
+"""Chapter 00 on the course's real model (issue 43), decided on its own file (`course_lib.course.verdicts`)."""
 SETTINGS = (Setting(SMOLLM2_RESULTS, SMOLLM2_CLAIMS, "docs/experiments/ch00-smollm2.md"),)
 
 
@@ -384,7 +386,7 @@ def smollm2(seeds: Sequence[int], record: bool = False, progress: bool = False) 
     demonstrations and seed are the chapter's, so every seed would make the same adapter), then per seed `run` GRPO
     from a copy of it; print and (with `record`) write each seed's numbers and curves to
     `results/ch00_smollm2.json`."""
-    from course_lib import checkpoint
+    from course_lib.rl import checkpoint
 
     if record:
         recorded.begin()  # stamp the code and machine before anything runs

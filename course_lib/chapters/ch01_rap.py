@@ -27,13 +27,13 @@ import torch
 from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
+from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.envs.blocksworld import draw_problem, render_goal, render_state
+from course_lib.rl.warm_start import SFTConfig, warm_start_and_save
 from course_lib.search.blocks_lm import BlocksLM, CorpusConfig, build_blocks_tokenizer, corpus, examples
 from course_lib.search.blocks_lm import held_out_transitions as world_model_test_set
 from course_lib.search.mcts import MCTS, MCTSConfig
 from course_lib.search.rap import ImaginedBlocksworld, RewardConfig
-from course_lib.warm_start import SFTConfig, warm_start_and_save
 
 TASKS_NAME = "ch01_tasks"
 VALIDATION_PER_LENGTH = 60
@@ -455,7 +455,7 @@ DESIGNED_GAP = ClaimSpec(
     effects=(("optimistic_gap_widening", 0.05),),
 )
 SETTINGS = (Setting("ch02_imperfect_world_model", (DESIGNED_GAP,), IMPERFECT_WORLD_MODEL),)
-"""Chapter 01's designed setting, decided on its own file (`course_lib.verdicts`)."""
+"""Chapter 01's designed setting, decided on its own file (`course_lib.course.verdicts`)."""
 
 
 def claims(results: Mapping) -> list[Claim]:

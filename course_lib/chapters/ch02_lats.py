@@ -24,15 +24,15 @@ import torch
 
 from course_lib import config as course_config
 from course_lib import envs
-from course_lib import results as recorded
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.models import build_model
+from course_lib.rl.warm_start import SFTConfig, supervised_warm_start
 from course_lib.search.blocks_lm import BlocksLM, SplitRolesLM, build_blocks_tokenizer, examples, world_corpus
 from course_lib.search.lats import Budget, LATSConfig, Memory, Outcome, lats, react, retries, rollout
 from course_lib.search.mcts import StopSearch
-from course_lib.warm_start import SFTConfig, supervised_warm_start
 
 LENGTHS = ch01.LENGTHS
 
@@ -243,7 +243,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         lambda n: at_least(n["lats_top_lead"], LEAD),
         # The margin was set before the runs and kept when the base stopped seeing the held-out problems'
         # sub-problems (the per-seed lead then fell under 5 points on two seeds): lowering it after seeing them would
-        # decide the verdict from the result. Its status is `course_lib.verdicts`', over the recorded seeds.
+        # decide the verdict from the result. Its status is `course_lib.course.verdicts`', over the recorded seeds.
         required=False,
         effects=(("lats_top_lead", LEAD),),
     ),
@@ -333,7 +333,7 @@ DESIGNED_LATS = ClaimSpec(
 DESIGNED_CLAIMS: tuple[ClaimSpec, ...] = (ch01.DESIGNED_GAP, DESIGNED_LATS)
 """The designed setting's claims, C1.3d (chapter 01's) and C2.1d, recorded together per seed."""
 SETTINGS = (Setting(IMPERFECT_RESULTS, (DESIGNED_LATS,), ch01.IMPERFECT_WORLD_MODEL),)
-"""Chapter 02's designed setting, decided on its own file (`course_lib.verdicts`)."""
+"""Chapter 02's designed setting, decided on its own file (`course_lib.course.verdicts`)."""
 
 
 def train_world_model(optimistic_share: float, config: ImperfectWorldModelConfig, seed: int = 0) -> BlocksLM:

@@ -32,20 +32,20 @@ import numpy as np
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib import results as recorded
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
+from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.envs.base import distinct_seeds
 from course_lib.envs.mini_travel import draw_query, vocabulary
 from course_lib.envs.planner_reward import FAILURE_CATEGORIES, TERMS, Query, curriculum
 from course_lib.models import count_parameters
 from course_lib.models import load as load_checkpoint
-from course_lib.rollout import SamplingConfig, Trajectory
+from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.warm_start import SFTConfig
 from course_lib.tokenizer import build_tokenizer
 from course_lib.tools import call
 from course_lib.tools.travel import WORLD
-from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.warm_start import SFTConfig
 
 ENV_NAME = "mini_travel"
 TASKS_NAME = "ch03_tasks"
@@ -434,7 +434,7 @@ def figure(results: Mapping, chapter: str = "ch03"):
     `results/<chapter>.json`. Bottom left: training compute against the iteration, both dense runs, recorded
     seeds. Bottom right: this run's dense runs, pass gained over their own base against training compute,
     with C3.4's common gain and the interpolated point where each run reaches it."""
-    from course_lib import plots  # matplotlib only when a figure is asked for
+    from course_lib.diagnostics import plots  # matplotlib only when a figure is asked for
 
     fig, axes = plots.grid(4)
     for axis, size in zip(axes[:2], ("small", "large"), strict=True):
@@ -518,7 +518,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "small_dense_over_own_base",
         lambda n: at_least(n["small_dense_over_own_base"], 0.10),
         # The margin was set before the runs and kept when evaluation moved to distinct queries (a harder mix); its
-        # status is `course_lib.verdicts`', over the recorded seeds.
+        # status is `course_lib.course.verdicts`', over the recorded seeds.
         required=False,
         effects=(("small_dense_over_own_base", 0.10),),
     ),
@@ -599,7 +599,7 @@ RARE_SUCCESS_CLAIMS: tuple[ClaimSpec, ...] = tuple(
 """C3.2d and C3.3d: C3.2 and C3.3 with the chapter's checks and margins, read on the designed bases
 (`required=False`)."""
 SETTINGS = (Setting(RARE_SUCCESS_RESULTS, RARE_SUCCESS_CLAIMS, "docs/experiments/ch03-rare-success.md"),)
-"""Chapter 03's designed setting, decided on its own file (`course_lib.verdicts`)."""
+"""Chapter 03's designed setting, decided on its own file (`course_lib.course.verdicts`)."""
 
 
 def rare_success_config() -> Chapter03Config:

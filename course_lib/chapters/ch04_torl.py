@@ -26,14 +26,14 @@ import numpy as np
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib import results as recorded
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.envs.word_math import MAX_NUMBER, draw_problem, vocabulary
-from course_lib.rollout import SamplingConfig, Trajectory
+from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.warm_start import SFTConfig
 from course_lib.tokenizer import build_tokenizer, is_word_level, tag_id
-from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.warm_start import SFTConfig
 
 ENV_NAME = "word_math"
 BASE_NAME = "ch04_base"

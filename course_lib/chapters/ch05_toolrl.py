@@ -11,7 +11,7 @@ the granularity effect of C5.1 to less than 5 points either way (C5.6).
 
 The base checkpoint is built once by `python -m course_lib.data build ch05` (`build_base`). Its noisy
 demonstrations never write a (tool, parameter, value) triple that only the `novel` split asks for
-(`noisy_answer`; `python -m course_lib.audit ch05` counts 0).
+(`noisy_answer`; `python -m course_lib.course.audit ch05` counts 0).
 
 One seed cannot decide these comparisons: at the cpu preset's budget the reward variants end a few points
 apart and rounding alone moves an arm by up to 14 points. The claims are therefore paired comparisons over
@@ -38,9 +38,12 @@ import torch
 
 from course_lib import config as course_config
 from course_lib import data
-from course_lib import results as recorded
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.course.results import own_numbers, recorded_numbers
+from course_lib.diagnostics.stats import interval
+from course_lib.engine.rollout import SamplingConfig
 from course_lib.envs.base import distinct_seeds
 from course_lib.envs.function_calling import (
     THOUGHTS,
@@ -56,12 +59,9 @@ from course_lib.envs.function_calling import (
 )
 from course_lib.envs.toolrl_reward import RewardSpec, think_words
 from course_lib.models import add_lora, count_parameters
-from course_lib.results import own_numbers, recorded_numbers
-from course_lib.rollout import SamplingConfig
-from course_lib.stats import interval
+from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.warm_start import SFTConfig, supervised_warm_start, warm_start_and_save
 from course_lib.tokenizer import build_tokenizer, encode
-from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.warm_start import SFTConfig, supervised_warm_start, warm_start_and_save
 
 BASE_NAME = "ch05_base"
 ARMS = ("fine", "coarse", "length", "dynamic")

@@ -21,15 +21,15 @@ import numpy as np
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib import results as recorded
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.envs.price_tools import NUMBER_RANGE, draw_problem, solve, vocabulary
-from course_lib.rollout import SamplingConfig, Trajectory
+from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.warm_start import SFTConfig
 from course_lib.tokenizer import build_tokenizer
 from course_lib.tools.lookup_table import TABLE
-from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.warm_start import SFTConfig
 
 ENV_NAME = "price_tools"
 BASE_NAME = "ch06_base"

@@ -25,18 +25,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib import chance, envs, loop
 from course_lib import config as course_config
-from course_lib import results as recorded
+from course_lib import envs
 from course_lib.algos.gigpo import step_group_sizes
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.course import chance
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.diagnostics.stats import interval
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig
 from course_lib.envs.base import distinct_seeds
 from course_lib.envs.key_door import ACTIONS, expert_action, vocabulary
-from course_lib.rollout import RolloutEngine, SamplingConfig
-from course_lib.stats import interval
-from course_lib.train import GiGPOConfig, GRPOConfig, evaluate_policy, train_grpo
-from course_lib.warm_start import SFTConfig
+from course_lib.rl import loop
+from course_lib.rl.train import GiGPOConfig, GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.warm_start import SFTConfig
 
 ENV_NAME = "key_door"
 BASE_NAME = "ch07_base"
@@ -337,7 +339,7 @@ def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
 
 def claim_numbers(results: Mapping) -> dict[str, float]:
     """Every number chapter 07's claims use, flat (one seed's own: C7.1 is paired over the recorded seeds by
-    `course_lib.verdicts`)."""
+    `course_lib.course.verdicts`)."""
     return seed_numbers(results)
 
 
@@ -453,7 +455,7 @@ CHAPTER = skeleton.Chapter(
 # Confirming C7.1 on fresh seeds (docs/experiments/ch07-fresh-seeds.md) -----------------------------------------
 CONFIRMATION_RESULTS = "ch07_confirmation"
 """`results/ch07_confirmation.json`: the chapter's own setting on seeds run only after the post hoc variant of C7.1
-was written (10-19); they count toward C7.1's verdict (`course_lib.verdicts`)."""
+was written (10-19); they count toward C7.1's verdict (`course_lib.course.verdicts`)."""
 
 
 def lead_interval(values: Sequence[float]) -> str:
@@ -481,7 +483,7 @@ def confirm(seeds: Sequence[int], record: bool = False) -> list[dict[str, float]
     print(f"GiGPO - GRPO over the fresh seeds: {lead_interval([n['gigpo_minus_grpo'] for n in per_seed])}")
     passes = sum(claim.passed for n in per_seed for claim in evaluate_all(CLAIMS[:1], n))
     print(f"C7.1's per-seed margin (at least 5 points) holds on {passes} of {len(per_seed)} fresh seeds; its verdict "
-          "pools these with the chapter's seeds: python -m course_lib.verdicts")  # fmt: skip
+          "pools these with the chapter's seeds: python -m course_lib.course.verdicts")  # fmt: skip
     return per_seed
 
 

@@ -54,19 +54,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib import chance, envs, loop
 from course_lib import config as course_config
-from course_lib import results as recorded
+from course_lib import envs
 from course_lib.algos.grpo import group_advantages
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.course import chance
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.diagnostics.stats import interval
+from course_lib.diagnostics.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory
+from course_lib.engine.tree_rollout import TreeConfig, TreeNode, TreeStats, sample_trees, turn_entropy
 from course_lib.envs.two_hop_qa import Question, TwoHopQAEnv, expert_actions, naive_actions, vocabulary
-from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
-from course_lib.stats import interval
-from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights
-from course_lib.tree_rollout import TreeConfig, TreeNode, TreeStats, sample_trees, turn_entropy
-from course_lib.warm_start import SFTConfig
+from course_lib.rl import loop
+from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.warm_start import SFTConfig
 
 ENV_NAME = "two_hop_qa"
 BASE_NAME = "ch08_base"

@@ -1,7 +1,7 @@
 """Chapter 08, designed setting: a two-hop task whose decisive choice follows a tool response, where ARPO's branches
 re-sample it (Dong et al. 2025, "Agentic Reinforced Policy Optimization", arXiv 2507.19849, Sec. 3.1 and Fig. 7).
 
-Pre-registered in `docs/experiments/ch08-design.md`; run by `python -m course_lib.designs ch08 --pilot|--decide`.
+Pre-registered in `docs/experiments/ch08-design.md`; run by `python -m course_lib.course.designs ch08 --pilot|--decide`.
 
 Why the chapter's own setting cannot show ARPO's finding: the decision that generalises there (a precise first
 search, `search NAME in CITY ROLE`) is made in the first turn, before any tool response, where a tree that branches
@@ -36,15 +36,16 @@ import numpy as np
 import torch
 
 from course_lib import config as course_config
-from course_lib import data, loop
+from course_lib import data
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import skeleton
-from course_lib.claims import ClaimSpec, at_least
-from course_lib.designs import Design
+from course_lib.course.claims import ClaimSpec, at_least
+from course_lib.course.designs import Design
+from course_lib.engine.rollout import RolloutEngine, Trajectory
+from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.two_hop_qa import KB, TOOL, Question
-from course_lib.rollout import RolloutEngine, Trajectory
-from course_lib.train import GRPOConfig, policy_iteration
-from course_lib.tree_rollout import TreeConfig, sample_trees
+from course_lib.rl import loop
+from course_lib.rl.train import GRPOConfig, policy_iteration
 
 BASE_NAME = "ch08_design_base"
 """The committed base, an artifact of `data/MANIFEST.json` (built by `build_base`, seed 0; about 8 minutes on one

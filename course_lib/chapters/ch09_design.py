@@ -29,15 +29,16 @@ from dataclasses import dataclass
 import torch
 
 from course_lib import config as course_config
-from course_lib import data, loop
+from course_lib import data
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch09_ragen as ch09
-from course_lib.claims import ClaimSpec, at_least
-from course_lib.designs import Design
+from course_lib.course.claims import ClaimSpec, at_least
+from course_lib.course.designs import Design
 from course_lib.diagnostics import group_reward_std, reasoning_mutual_information, rollout_stats
+from course_lib.engine.rollout import RolloutEngine, Trajectory, collate
 from course_lib.models import token_logprobs
-from course_lib.rollout import RolloutEngine, Trajectory, collate
-from course_lib.train import GRPOConfig
+from course_lib.rl import loop
+from course_lib.rl.train import GRPOConfig
 
 
 @dataclass

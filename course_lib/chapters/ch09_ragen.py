@@ -6,7 +6,7 @@ episode is one growing sequence whose environment tokens are masked out of the l
 warm-started on a noisy demonstrator whose reasoning names the agent's cell, so the reasoning carries the input
 and there is input dependence to lose. From it the chapter trains, at the same budget:
 
-- StarPO with GRPO's advantage and with PPO's (a critic and GAE, `course_lib.critic`);
+- StarPO with GRPO's advantage and with PPO's (a critic and GAE, `course_lib.rl.critic`);
 - StarPO-S: keep the top quarter of groups by reward std (`algos.filters.top_groups_by_reward_std`), clip-higher
   (0.2/0.28), no KL, with and without the critic;
 - freshness and diversity at a fixed rollout budget: rollouts reused for several updates against fresh ones on the
@@ -33,18 +33,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib import config as course_config
-from course_lib import data, envs, loop
-from course_lib import results as recorded
+from course_lib import data, envs
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
-from course_lib.critic import Critic, CriticConfig, build_critic
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.envs import frozen_lake
 from course_lib.envs.base import InvalidAction
 from course_lib.envs.reasoning import parse_turn, turn_text
-from course_lib.rollout import SamplingConfig, Trajectory
-from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.warm_start import SFTConfig
+from course_lib.rl import loop
+from course_lib.rl.critic import Critic, CriticConfig, build_critic
+from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.warm_start import SFTConfig
 
 ENV_NAME = "frozen_lake"
 BASE_NAME = "ch09_base"
@@ -452,7 +453,7 @@ def plot_timeline(history: Sequence[Mapping], config: Chapter09Config, title: st
     """The Echo Trap's timeline of one run on a `plots.grid` of four panels: held-out success (peak and collapse
     marked), and the windowed within-group reward std, entropy and gradient norm of the training batches, each
     with a dotted line where it moved (`timeline`)."""
-    from course_lib.plots import grid
+    from course_lib.diagnostics.plots import grid
 
     t = timeline(history, config)
     fig, axes = grid(4, width=4.4, height=2.8)

@@ -26,8 +26,8 @@ from course_lib import config as course_config
 from course_lib import data
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import ch10_ragen2 as ch10
-from course_lib.claims import ClaimSpec, at_least
-from course_lib.designs import Design
+from course_lib.course.claims import ClaimSpec, at_least
+from course_lib.course.designs import Design
 
 PAPER_ENTROPY_COEF = 0.001
 """RAGEN-2's entropy coefficient (its runs: 0.001 on a 3B model), instead of the chapter's inducer (0.1)."""

@@ -34,12 +34,12 @@ import torch
 
 from course_lib import config as course_config
 from course_lib import data
-from course_lib import results as recorded
 from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import group_advantages
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import (
     first_turn_reasoning,
     reasoning_mutual_information,
@@ -47,10 +47,10 @@ from course_lib.diagnostics import (
     teacher_forced_logp,
     term_gradient_norms,
 )
+from course_lib.diagnostics.stats import spearman
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory, collate
 from course_lib.envs import frozen_lake
-from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory, collate
-from course_lib.stats import spearman
-from course_lib.train import GRPOConfig, train_grpo
+from course_lib.rl.train import GRPOConfig, train_grpo
 
 BASE_NAME = ch09.BASE_NAME
 """Chapter 09's base: its reasoning names the agent's cell on 0.99-1.0 of held-out first turns (eval seeds 1-3)."""
@@ -444,7 +444,7 @@ def bucket_lines(results: Mapping) -> list[str]:
 def plot_mi_and_entropy(histories: Mapping[str, Sequence[Mapping]], arms: Sequence[str]):
     """One panel per arm: held-out MI (left axis) and the policy's entropy (right axis) over training, so that
     entropy rising while MI falls (template collapse) reads at a glance."""
-    from course_lib.plots import grid
+    from course_lib.diagnostics.plots import grid
 
     fig, axes = grid(len(arms), width=4.4, height=3.0)
     for ax, arm in zip(axes, arms, strict=False):
@@ -467,7 +467,7 @@ def plot_gradient_terms(terms: Mapping[str, Mapping[str, float]]):
     """C10.4: gradient norms of each loss term per reward-std bucket (bars, unweighted)."""
     import numpy as np
 
-    from course_lib.plots import grid
+    from course_lib.diagnostics.plots import grid
 
     fig, (ax,) = grid(1, width=6.5, height=3.2, columns=1)
     names = list(terms)
@@ -486,7 +486,7 @@ def plot_gradient_terms(terms: Mapping[str, Mapping[str, float]]):
 
 def plot_cross_scores(panels: Mapping[str, tuple[torch.Tensor, list[str]]]):
     """One heat map per policy of `cross_scores`: a bright diagonal means each reasoning points to its own map."""
-    from course_lib.plots import grid
+    from course_lib.diagnostics.plots import grid
 
     fig, axes = grid(len(panels), width=4.0, height=3.6)
     for ax, (title, (posterior, labels)) in zip(axes, panels.items(), strict=True):
@@ -525,7 +525,7 @@ def label_arms(fig) -> None:
 def plot_recorded_predictors(seed_numbers: Sequence[Mapping[str, float]], results: Mapping | None = None):
     """C10.2 over every recorded run: each run's final held-out success against its final MI and its final entropy,
     one colour per arm and a dot per recorded seed; with `results`, this session's runs as open circles."""
-    from course_lib.plots import grid, legend_outside
+    from course_lib.diagnostics.plots import grid, legend_outside
 
     fig, axes = grid(2, width=4.2, height=3.0)
     for ax, (key, label) in zip(axes, (("mi", "final MI, nats"), ("entropy", "final entropy")), strict=True):
@@ -554,7 +554,7 @@ def plot_recorded_gradient_terms(seed_numbers: Sequence[Mapping[str, float]]):
     `grpo` run's final policy as a bar at the mean over seeds with every seed as a dot (norms unweighted)."""
     import numpy as np
 
-    from course_lib.plots import grid, legend_outside
+    from course_lib.diagnostics.plots import grid, legend_outside
 
     fig, (ax,) = grid(1, width=7.0, height=3.2, columns=1)
     buckets = ("zero", "low", "high")

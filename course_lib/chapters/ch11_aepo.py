@@ -41,16 +41,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib import chance, data, loop
 from course_lib import config as course_config
-from course_lib import results as recorded
+from course_lib import data
 from course_lib.algos import aepo
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
-from course_lib.rollout import RolloutEngine, collate
-from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.tree_rollout import pre_monitor, sample_trees
+from course_lib.course import chance
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.engine.rollout import RolloutEngine, collate
+from course_lib.engine.tree_rollout import pre_monitor, sample_trees
+from course_lib.rl import loop
+from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 
 BASE_NAME = ch08.BASE_NAME
 ROOT_BASE_NAME = "ch11_root_base"
@@ -464,7 +466,7 @@ def plot_recorded(results: Mapping | None = None, config: Chapter11Config | None
     range), with this run's numbers as crosses or dashed lines when `results` (from `run`) is given: C11.1's top-3
     branch shares beside the uniform reference, C11.2b's batch entropy for the two runs that differ only in the clip,
     C11.3's held-out pass@1 and pass@k per policy, and C11.4's global samples per kind of task."""
-    from course_lib.plots import curves_with_bands, grid, legend_outside
+    from course_lib.diagnostics.plots import curves_with_bands, grid, legend_outside
 
     config = config or preset()
     loaded = recorded.load("ch11")

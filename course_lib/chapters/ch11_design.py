@@ -50,14 +50,14 @@ from course_lib import envs
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch11_aepo as ch11
 from course_lib.chapters import skeleton
-from course_lib.claims import ClaimSpec
-from course_lib.designs import Design
+from course_lib.course.claims import ClaimSpec
+from course_lib.course.designs import Design
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig
+from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.two_hop_qa import TOOL, Question, expert_actions, vocabulary
-from course_lib.rollout import RolloutEngine, SamplingConfig
+from course_lib.rl.train import evaluate_policy
+from course_lib.rl.warm_start import SFTConfig
 from course_lib.tools.knowledge_base import KB
-from course_lib.train import evaluate_policy
-from course_lib.tree_rollout import TreeConfig, sample_trees
-from course_lib.warm_start import SFTConfig
 
 BASE_NAME = "ch11_research_base"
 MAX_POSITIONS = 256
@@ -147,7 +147,7 @@ def demonstration_texts(count: int, seed: int, config: DesignConfig) -> list[tup
 
 
 def cache_dir() -> Path:
-    """Where the base is built once: `COURSE_DESIGN_CACHE` or `~/.cache/course_lib/designs`."""
+    """Where the base is built once: `COURSE_DESIGN_CACHE` or `~/.cache/course_lib/course/designs`."""
     return Path(os.environ.get("COURSE_DESIGN_CACHE", Path.home() / ".cache" / "course_lib" / "designs"))
 
 

@@ -49,14 +49,14 @@ import torch
 
 from course_lib import config as course_config
 from course_lib import data
-from course_lib import results as recorded
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch11_aepo as ch11
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import MIStop, reasoning_mutual_information
-from course_lib.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 
 BASE_NAME = ch08.BASE_NAME
 MONITOR_SEED = 33_000_000
@@ -347,7 +347,7 @@ def plot_recorded(results: Mapping | None = None, config: Chapter12Config | None
     held-out success (the base's as a line) and held-out MI relative to the base's, and the MI monitor over training
     for AEPO, AEPO under the bonus and the combination under the bonus, one thin line per seed, with the stop's
     line. With `results` (from `run`), this run's arms are crosses and its monitor dashed."""
-    from course_lib.plots import grid, legend_outside
+    from course_lib.diagnostics.plots import grid, legend_outside
 
     config = config or preset()
     loaded = recorded.load("ch12")

@@ -22,15 +22,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from course_lib import chance, data
 from course_lib import config as course_config
+from course_lib import data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.course import chance
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.engine.bookkeeping import expected_tokens
 from course_lib.integrations import trl as course_trl
 from course_lib.integrations import trl_checks
-from course_lib.rollout import expected_tokens
-from course_lib.train import GRPOConfig, train_grpo
+from course_lib.rl.train import GRPOConfig, train_grpo
 
 CHAPTER = "00"
 """The chapter whose environment, reward and base this appendix trains under TRL."""
@@ -74,7 +75,7 @@ def handover_checks(model, tokenizer, config: Chapter13Config, seed: int) -> dic
     """What TRL builds from one batch of the adapter's rollouts, checked exactly (C13.1, C13.2).
 
     The loss mask TRL trains with (`completion_mask * tool_mask`) is compared token by token with the mask rebuilt
-    from each trajectory's environment transcript (`rollout.expected_tokens`), padding included; TRL's advantages
+    from each trajectory's environment transcript (`bookkeeping.expected_tokens`), padding included; TRL's advantages
     with GRPO's, computed here from the environment's episode rewards per group (unbiased std + 1e-4, TRL's epsilon).
     """
     settings = dataclasses.replace(config.trl, steps=1, prompts=config.check_prompts, seed=seed)
@@ -204,7 +205,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "trajectory mode, bit for bit), ARPO's and AEPO's tree leaves, StarPO-S's and the SNR filter's kept groups, "
         "and the loss and gradient on them (0 mismatched rows, and the trees branched)",
         "GiGPO (2505.10978), ARPO (2507.19849), AEPO (2510.14545), RAGEN (2504.20073), RAGEN-2: the course's loop "
-        "(`course_lib.loop`) against `trl_methods.CourseMethodTrainer`",
+        "(`course_lib.rl.loop`) against `trl_methods.CourseMethodTrainer`",
         "methods_mismatches",
         lambda n: (
             n["methods_mismatches"] == 0 and n["methods_arpo_tree_branches"] + n["methods_aepo_tree_branches"] > 0

@@ -5,7 +5,7 @@ and the multi-turn pitfalls such a tokenizer brings, each measured and caught by
 A real checkpoint changes three things for the course: tags and numbers are several tokens each (stop strings
 span tokens), text round trips are not id round trips (re-tokenizing a transcript changes ids), and turns are
 rendered by a chat template (which may render earlier turns differently once later ones follow). The engine
-keeps every id as it was made (`course_lib.rollout`, `course_lib.prompt_format`); this appendix shows what would
+keeps every id as it was made (`engine.rollout`, `engine.prompt_format`); this appendix shows what would
 go wrong otherwise, on numbers, and that chapter 00 still trains on such a model end to end.
 """
 
@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from course_lib import chance, checkpoint, standins
 from course_lib import config as course_config
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
-from course_lib.rollout import RolloutEngine, SamplingConfig
-from course_lib.train import stored_logprob_error
+from course_lib.course import chance, standins
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig
+from course_lib.rl import checkpoint
+from course_lib.rl.train import stored_logprob_error
 
 TOKENIZER_TEXT_SEED = 0
 """`standins.default_tokenizer` is trained on `environment_texts(300)` drawn with this seed (train problems)."""
@@ -47,7 +48,7 @@ class Chapter14Config:
 
 def preset(scale: str | None = None) -> Chapter14Config:
     """The appendix at `COURSE_SCALE` (`cpu` or `gpu`): chapter 00's budget at that scale. On a GPU the point is a
-    real checkpoint instead (`python -m course_lib.gpu_preset --model ...`, docs/bring-your-own-model.md)."""
+    real checkpoint instead (`python -m course_lib.course.gpu_preset --model ...`, docs/bring-your-own-model.md)."""
     return Chapter14Config(chapter00=ch00.preset(scale or course_config.scale()))
 
 

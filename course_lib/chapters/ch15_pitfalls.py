@@ -1,5 +1,5 @@
 """Chapter 15 (lab): the pitfalls people hit when they train agents with RL, each reproduced on a course model in
-seconds, its symptom measured, and a check from `course_lib.pitfalls` that flags the broken setting and passes the
+seconds, its symptom measured, and a check from `course.pitfalls` that flags the broken setting and passes the
 fixed one.
 
 Every pitfall is a pair of settings that differ in one thing (`run` measures both on one seed):
@@ -31,18 +31,20 @@ from dataclasses import dataclass
 
 import torch
 
-from course_lib import chance, data, loop, pitfalls, standins
 from course_lib import config as course_config
-from course_lib import results as recorded
+from course_lib import data
 from course_lib.algos.grpo import clipped_surrogate_loss
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch14_own_model as ch14
 from course_lib.chapters import skeleton
-from course_lib.checkpoint import chat_sampling
-from course_lib.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.course import chance, pitfalls, standins
+from course_lib.course import results as recorded
+from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
+from course_lib.engine.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
 from course_lib.models import token_logprobs
-from course_lib.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
-from course_lib.train import GRPOConfig, observation_and_policy_mask, train_grpo
+from course_lib.rl import loop
+from course_lib.rl.checkpoint import chat_sampling
+from course_lib.rl.train import GRPOConfig, observation_and_policy_mask, train_grpo
 
 PITFALLS = ("retokenization", "template", "alignment", "observations", "shared_env", "groups", "entropy", "staleness")
 """The lab's pitfalls in the issue's order (1-8); each is a key of `run`'s results and a prefix of its numbers."""
@@ -209,7 +211,7 @@ def shared_env_pitfall(engine: RolloutEngine, config: Chapter15Config, seed: int
 def zero_group_gradient(model: torch.nn.Module, batch: RolloutBatch, advantages: torch.Tensor) -> float:
     """The gradient norm of the clipped loss (`algos.grpo.clipped_surrogate_loss`, first update: ratio 1) on the rows
     of all-equal groups only: 0 exactly, since their advantages are."""
-    from course_lib.train import zero_variance_rows
+    from course_lib.rl.train import zero_variance_rows
 
     rows = zero_variance_rows(batch)
     if not bool(rows.any()):

@@ -25,20 +25,23 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from course_lib import chance, checkpoint, real_models
+from course_lib import real_models
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import skeleton
 from course_lib.chapters.ch11_aepo import uniform_top_share
-from course_lib.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.course import chance
+from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import mutual_information, teacher_forced_logp
+from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
+from course_lib.engine.hf_decoder import left_pad, make_decoder
+from course_lib.engine.prompt_format import ChatFormat
+from course_lib.engine.rollout import RolloutEngine
+from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.base import distinct_seeds
-from course_lib.hf_decoder import left_pad, make_decoder
-from course_lib.prompt_format import ChatFormat
-from course_lib.rollout import RolloutEngine, alignment_errors, expected_tokens
+from course_lib.rl import checkpoint
 from course_lib.tokenizer import encode
-from course_lib.tree_rollout import TreeConfig, sample_trees
 
 MODEL = "smollm2"
 """The course's real model (`course_lib.real_models`)."""
@@ -279,7 +282,7 @@ def pitfall_checks(model, tokenizer, config: Chapter16Config, seed: int) -> dict
     `ch00_tool_agent.exactness_checks` (ids and mask rebuilt from the environment's transcript around the sampled
     action ids, and the sampled ids decoded against the text the environment received: 0 errors on a correct
     engine); `drift_share`, the share of episodes whose transcript re-encoded from its text has other ids than the
-    engine's (`rollout.expected_tokens`); and `template_keeps_turns_share`, the share whose every assistant turn
+    engine's (`bookkeeping.expected_tokens`); and `template_keeps_turns_share`, the share whose every assistant turn
     the template keeps as a prefix when the next message is added (`template_keeps_turns`)."""
     engine = RolloutEngine(model, tokenizer, ch00.chat_sampling(tokenizer))
     episodes = engine.rollout([ch00.make_env("test") for _ in range(config.prompts)],

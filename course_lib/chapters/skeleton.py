@@ -10,7 +10,7 @@ override the chapter's config (`course_lib.overrides`; a run with overrides is n
 `results/`, but `--record --out DIR` records a fork's runs into a folder of its own, with the resolved config, the
 overrides and the code version in each record's provenance). `--env-module` imports the module that registers a
 fork's environment, `--checkpoint-dir` and `--resume` make every training run of a seed resumable
-(`train.checkpointing`), `--report-to` tracks them (`course_lib.tracking`), and `--model` puts a checkpoint in place
+(`train.checkpointing`), `--report-to` tracks them (`course_lib.rl.tracking`), and `--model` puts a checkpoint in place
 of the chapter's base. The notebook calls the same `run_seed`, so what it shows and what the command records come
 from one function. A chapter with options of its own passes `main` hooks (`arguments`, `configure`, `finish`).
 
@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib import config as course_config
-from course_lib import data, envs, overrides, tracking
-from course_lib import results as recorded
-from course_lib.claims import NOT_APPLICABLE, Claim, ClaimSpec, evaluate_all
+from course_lib import data, envs, overrides
+from course_lib.course import results as recorded
+from course_lib.course.claims import NOT_APPLICABLE, Claim, ClaimSpec, evaluate_all
+from course_lib.rl import tracking
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,7 @@ def main(
     parser.add_argument(
         "--full-finetune", action="store_true", help="with --model: warm-start every weight instead of a LoRA adapter"
     )
-    from course_lib import checkpoint  # lazily: it imports peft
+    from course_lib.rl import checkpoint  # lazily: it imports peft
 
     checkpoint.add_observation_role_argument(parser)
     parser.add_argument(
@@ -357,7 +358,7 @@ def _run_command(
 
     checkpoints = None
     if args.checkpoint_dir:
-        from course_lib import train
+        from course_lib.rl import train
 
         # the resolved config goes into every checkpoint's fingerprint: a resume with other settings is refused
         settings = config if config is not None else resolved_config(chapter)
@@ -501,8 +502,8 @@ def warm_start_base(
     """A base checkpoint warm-started on `(prompt, completion)` demonstrations: a tokenizer over `words`,
     then `warm_start.warm_start_and_save` on `demonstration_examples(tokenizer, texts())` (drawn after the
     model is built, in `warm_start_and_save`'s fixed order, so a rebuild writes byte-identical files)."""
+    from course_lib.rl.warm_start import demonstration_examples, warm_start_and_save
     from course_lib.tokenizer import build_tokenizer
-    from course_lib.warm_start import demonstration_examples, warm_start_and_save
 
     tokenizer = build_tokenizer(words)
 
@@ -521,7 +522,7 @@ def base_for(
 ):
     """`(model, tokenizer, config)` a chapter's run starts from: its committed base (`data.load_base(base_name)`)
     and `config` unchanged; or, with `COURSE_MODEL` set (a chapter command's `--model`), that checkpoint warm-started
-    with LoRA on the chapter's demonstrations `texts()` in the chat format (`course_lib.checkpoint`), and `config`
+    with LoRA on the chapter's demonstrations `texts()` in the chat format (`course_lib.rl.checkpoint`), and `config`
     with its sampling in the chat format, its budgets measured on those demonstrations.
 
     `demonstrated`, `(environment the demonstrations are of, environment the run trains on)`: a chapter forked onto
@@ -529,8 +530,8 @@ def base_for(
     a checkpoint there is refused with a ValueError naming both."""
     from transformers import AutoConfig
 
-    from course_lib import checkpoint
-    from course_lib.prompt_format import ChatFormat
+    from course_lib.engine.prompt_format import ChatFormat
+    from course_lib.rl import checkpoint
 
     path = checkpoint.model_path()
     if path is not None and demonstrated is not None and demonstrated[0] != demonstrated[1]:

@@ -27,7 +27,7 @@ arpo, aepo, starpo_s or snr instead) through the course's `GRPOTrainer` subclass
     python -m course_lib.integrations.trl --chapter 07 --steps 2
 
 Chapter 05's task is single-turn, TRL's home ground: `native_trainer` lets TRL generate the completion and scores it
-with the chapter's environment in a reward function (the benchmark `python -m course_lib.bench trl` uses both).
+with the chapter's environment in a reward function (the benchmark `python -m course_lib.course.bench trl` uses both).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import torch
 
 from course_lib import data
 from course_lib.chapters import ToolTask, chapter_key, tool_tasks
-from course_lib.rollout import RolloutEngine, SamplingConfig, Trajectory
+from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.tokenizer import decode, is_word_level, pieces, single_token_id, tag_id
 
 # `rollout_func` is experimental in TRL 1.16 and says so once per trainer; the course knows.
@@ -361,7 +361,8 @@ def checkpoint_task(
     the chapter's tool task, or any registered environment by name (`env`, train split; its turns end at its
     `stop_tags`), sampled in the model's chat format (observations in `observation_role`'s turns) with token budgets
     measured on this tokenizer (`checkpoint.measured_sampling`)."""
-    from course_lib import checkpoint, envs
+    from course_lib import envs
+    from course_lib.rl import checkpoint
 
     model, tokenizer = checkpoint.load_checkpoint(path)
     if env is not None:
@@ -476,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a module to import first, one that registers an environment of yours (envs.register) for --env; "
         "repeatable",
     )  # fmt: skip
-    from course_lib import checkpoint  # lazily: it imports peft
+    from course_lib.rl import checkpoint  # lazily: it imports peft
 
     checkpoint.add_observation_role_argument(parser)
     parser.add_argument(

@@ -24,7 +24,7 @@ from course_lib.chapters import ToolTask
 from course_lib.integrations.trl import TRLSettings, _trainer, dataset_prompts, quiet_train, stop_at_tags
 from course_lib.integrations.trl_methods import POLICY_LOSSES, CourseMethodTrainer
 from course_lib.integrations.trl_rollouts import episode_rollout, tree_rollout
-from course_lib.train import GRPOConfig
+from course_lib.rl.train import GRPOConfig
 
 DEFAULT_METHOD = {"07": "gigpo", "08": "arpo"}
 """Each chapter's own method, what `--chapter` trains without `--method`."""

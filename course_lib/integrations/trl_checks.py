@@ -2,7 +2,7 @@
 
 Each check builds a `CourseMethodTrainer` (`trl_methods`) on a small batch, lets TRL generate and score it the way a
 training step starts (`_generate_and_score_completions`), and compares what TRL will train on with what the course's
-loop computes from the very same episodes (`course_lib.loop`, `tree_rollout.sample_trees`):
+loop computes from the very same episodes (`course_lib.rl.loop`, `tree_rollout.sample_trees`):
 
 - GiGPO, step mode (chapter 07): every step row's advantages, bit for bit, and TRL's loss and gradient;
 - GiGPO, trajectory mode (chapter 08): each step's advantage on its action tokens, bit for bit, and loss and gradient;
@@ -22,12 +22,13 @@ import dataclasses
 
 import torch
 
-from course_lib import data, loop
+from course_lib import data
+from course_lib.engine.rollout import RolloutEngine, collate
+from course_lib.engine.tree_rollout import sample_trees
 from course_lib.integrations import trl as course_trl
 from course_lib.integrations import trl_chapters
 from course_lib.models import token_logprobs
-from course_lib.rollout import RolloutEngine, collate
-from course_lib.tree_rollout import sample_trees
+from course_lib.rl import loop
 
 LOSS_TOLERANCE = 1e-6
 """Largest loss difference (absolute) counted as equal: float32 sums in another order."""

@@ -1,5 +1,5 @@
 """The course's methods inside TRL's `GRPOTrainer` (trl 1.16.0): GiGPO (trajectory and step mode), the StarPO-S and
-SNR group filters, and AEPO's entropy-balanced clip, each computed by the course's own functions (`course_lib.loop`).
+SNR group filters, and AEPO's entropy-balanced clip, each computed by the course's own functions (`course_lib.rl.loop`).
 
 `CourseMethodTrainer` is a `GRPOTrainer` that takes the course's `train.GRPOConfig` (`course`) and overrides three
 methods, each the smallest place TRL 1.16 leaves for it:
@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import torch
 
-from course_lib import loop
 from course_lib.algos.aepo import DUAL_CLIP
+from course_lib.engine.rollout import RolloutBatch, collate
 from course_lib.integrations.trl import GRPOTrainer
 from course_lib.integrations.trl_rollouts import row_trajectory
-from course_lib.rollout import RolloutBatch, collate
-from course_lib.train import GRPOConfig
+from course_lib.rl import loop
+from course_lib.rl.train import GRPOConfig
 
 POLICY_LOSSES = {"clipped": None, "entropy_balanced": DUAL_CLIP}
 """The course's policy losses this route trains, with the TRL `GRPOConfig.delta` each needs: none for the hard clip,

@@ -19,9 +19,9 @@ from collections.abc import Callable
 import torch
 
 from course_lib.chapters import ToolTask
+from course_lib.engine.rollout import RolloutEngine, Trajectory
 from course_lib.integrations.trl import completion_fields
-from course_lib.rollout import RolloutEngine, Trajectory
-from course_lib.train import GRPOConfig
+from course_lib.rl.train import GRPOConfig
 
 RolloutFunc = Callable[[list[str], object], dict[str, list]]
 """TRL's `rollout_func(prompts, trainer) -> {"prompt_ids": [...], "completion_ids": [...], "logprobs": [...], ...}`."""
@@ -112,7 +112,7 @@ def episode_rollout(
             episodes = engine.rollout(envs, task_seeds, group_ids, generator=generator)
             slots = [_slot([row_fields(t)], t.total_reward) for t in episodes]
         else:
-            from course_lib.step_mode import rollout_steps
+            from course_lib.engine.step_mode import rollout_steps
 
             episodes = rollout_steps(
                 engine, envs, task_seeds, group_ids, generator, course.history_window, course.anchor_source
@@ -133,7 +133,7 @@ def tree_rollout(
     order (global samples and branches by creation). A branch's shared prefix is repeated in every leaf that holds
     it, with the log-probs and masks it was sampled with: TRL trains on leaves, as the course's loop does. `keep`
     receives `(trajectories, TreeStats)` of each call."""
-    from course_lib.tree_rollout import sample_trees
+    from course_lib.engine.tree_rollout import sample_trees
 
     sampling = dataclasses.replace(task.sampling, snapshot_envs=True)  # forking needs the environments' copies
 

@@ -9,13 +9,13 @@ response tokens are each step's action. `CourseEnvAgentLoop` already returns the
 built-in `gdpo` estimator is handed that dict, so `verl_patch.install` wraps `compute_advantage` to pass it to the
 estimator registered here as `ESTIMATOR` ("course_gigpo") as well.
 
-Two row layouts, the two modes of `course_lib.loop.gigpo`:
+Two row layouts, the two modes of `course_lib.rl.loop.gigpo`:
 
 - **trajectory mode**: a row is a whole episode. Its columns `env_steps`, `step_rewards`, `step_valid`, `anchors`
   and `action_spans` (`[start, end)` of each step's action within the response) give its steps; step k's
   advantage lands on the response tokens of `action_spans[k]` that carry mask 1.
 - **step mode** (how verl-agent trains GiGPO; chapter 07): a row is one environment step, its prompt the
-  observation (`course_lib.step_mode`), its response the action. `step_rows` converts played step-mode episodes
+  observation (`course_lib.engine.step_mode`), its response the action. `step_rows` converts played step-mode episodes
   into such rows; each carries the same step columns (one step) plus `episode_uid` (the episode it belongs to),
   `step_offset` (its index within the episode) and `episode_reward` (the episode's total, verl-agent's row score).
 
@@ -181,7 +181,7 @@ def gigpo_token_advantages(
 def step_rows(episodes: Sequence, uid_of_group: Mapping[int, str] | None = None) -> list[dict[str, Any]]:
     """Step-mode rows of played episodes, as the keyword arguments of verl's `AgentLoopOutput`.
 
-    `episodes`: `course_lib.step_mode.Episode`s (each a list of one-turn `Trajectory` rows). Each row: the step's
+    `episodes`: `course_lib.engine.step_mode.Episode`s (each a list of one-turn `Trajectory` rows). Each row: the step's
     prompt ids, its action as the response (mask 1, the sampling log-probs), `reward_score` the episode's total
     (verl-agent's row score, which a GRPO baseline on these rows normalises), and `extra_fields` with the step
     columns plus `episode_uid`, `step_offset`, `episode_reward` and `uid_hint` (the group's uid, for a test or an

@@ -46,10 +46,10 @@ from typing import Any
 
 import torch
 
+from course_lib.engine.rollout import Trajectory
+from course_lib.engine.server_engine import Generate, ServerEngine
+from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.integrations.verl import chapter_tasks, output_fields, verl_available
-from course_lib.rollout import Trajectory
-from course_lib.server_engine import Generate, ServerEngine
-from course_lib.tree_rollout import TreeConfig, sample_trees
 
 MANAGER_CLASS = "course_lib.integrations.verl_trees.TreeAgentLoopManager"
 TreeGenerate = Generate  # the name this module gave `server_engine.Generate` before the engine moved there

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from course_lib.engine.kv_decoder import KVDecoder
 from course_lib.envs.blocksworld import (
     BLOCKS,
     FEEDBACK_WORDS,
@@ -47,7 +48,6 @@ from course_lib.envs.blocksworld import (
     render_state,
     successors,
 )
-from course_lib.kv_decoder import KVDecoder
 from course_lib.models import token_logprobs
 from course_lib.tokenizer import build_tokenizer, encode
 

@@ -250,6 +250,6 @@ def draw_tree(tree: nx.DiGraph, plan_nodes: Sequence[int] = (), ax=None, title: 
     nx.draw_networkx_nodes(tree, pos, nodelist=solved, ax=ax, node_size=90, node_color="none", edgecolors="tab:green")
     nx.draw_networkx_nodes(tree, pos, nodelist=failed, ax=ax, node_size=40, node_color="0.5", node_shape="x")
     ax.figure.colorbar(nodes, ax=ax, label="visits N")
-    from course_lib.plots import tree_axes
+    from course_lib.diagnostics.plots import tree_axes
 
     return tree_axes(ax, list(layers), title, "depth (steps from the start)")

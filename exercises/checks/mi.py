@@ -104,7 +104,7 @@ EXERCISES = [
     Exercise(
         "mi.cross_scoring",
         "10",
-        "course_lib/diagnostics.py",
+        "course_lib/diagnostics/__init__.py",
         library_cross_scoring,
         (
             ("independent of the input", independent_of_the_input),

@@ -4,7 +4,7 @@ import dataclasses
 
 from course_lib import config, data
 from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.train import train_grpo
+from course_lib.rl.train import train_grpo
 
 SEED = 0
 cfg = ch00.preset()

@@ -7,7 +7,7 @@ import tempfile
 
 from course_lib import config, models
 from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.train import train_grpo
+from course_lib.rl.train import train_grpo
 
 SEED = 0
 chapter = ch00.preset()

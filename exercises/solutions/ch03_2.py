@@ -6,8 +6,8 @@ import copy
 import dataclasses
 
 from course_lib import config, data
-from course_lib import results as recorded
 from course_lib.chapters import ch03_planner_r1 as ch03
+from course_lib.course import results as recorded
 
 SEED = 0
 cfg = ch03.preset()

@@ -7,7 +7,7 @@ share of 0.1 (each response independent: a group is 8 draws)."""
 
 from course_lib import config, data
 from course_lib.chapters import ch04_torl as ch04
-from course_lib.train import evaluate_policy
+from course_lib.rl.train import evaluate_policy
 
 SEED, G = 0, 8
 cfg = ch04.preset()

@@ -9,7 +9,7 @@ from course_lib import config, data
 from course_lib.chapters import ch05_toolrl as ch05
 from course_lib.envs.function_calling import FunctionCallingEnv
 from course_lib.envs.toolrl_reward import RewardSpec
-from course_lib.train import train_grpo
+from course_lib.rl.train import train_grpo
 
 cfg = ch05.preset()
 base, tokenizer = data.load_base(ch05.BASE_NAME, config.device())

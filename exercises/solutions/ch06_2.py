@@ -3,8 +3,8 @@
 import dataclasses
 
 from course_lib import config, data
-from course_lib import results as recorded
 from course_lib.chapters import ch06_artist as ch06
+from course_lib.course import results as recorded
 
 SEED = 0
 cfg = dataclasses.replace(ch06.preset(), w_tool=1.0)

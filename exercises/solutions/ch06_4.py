@@ -3,10 +3,10 @@
 import dataclasses
 
 from course_lib import config, data
-from course_lib import results as recorded
 from course_lib.chapters import ch06_artist as ch06
+from course_lib.course import results as recorded
+from course_lib.rl.train import evaluate_policy
 from course_lib.tokenizer import tag_id
-from course_lib.train import evaluate_policy
 
 SEED = 0
 cfg = ch06.preset()

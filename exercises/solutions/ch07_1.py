@@ -4,10 +4,11 @@ import copy
 import dataclasses
 from collections import defaultdict
 
-from course_lib import config, data, loop
-from course_lib import results as recorded
+from course_lib import config, data
 from course_lib.chapters import ch07_gigpo as ch07
-from course_lib.rollout import RolloutEngine
+from course_lib.course import results as recorded
+from course_lib.engine.rollout import RolloutEngine
+from course_lib.rl import loop
 
 SEED = 0
 cfg = ch07.preset("cpu")

@@ -4,8 +4,8 @@ import copy
 import dataclasses
 
 from course_lib import config, data
-from course_lib import results as recorded
 from course_lib.chapters import ch07_gigpo as ch07
+from course_lib.course import results as recorded
 
 SEED = 0
 cfg = ch07.preset("cpu")

@@ -5,8 +5,8 @@ import copy
 import dataclasses
 
 from course_lib import config, data
-from course_lib import results as recorded
 from course_lib.chapters import ch08_arpo as ch08
+from course_lib.course import results as recorded
 
 SEED = 0
 cfg = ch08.preset("cpu")

@@ -5,10 +5,10 @@ import copy
 import dataclasses
 
 from course_lib import config, data
-from course_lib import results as recorded
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch09_ragen as ch09
-from course_lib.train import train_grpo
+from course_lib.course import results as recorded
+from course_lib.rl.train import train_grpo
 
 SEED, ITERATIONS = 0, 20
 cfg = ch09.preset("cpu")

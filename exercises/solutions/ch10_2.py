@@ -4,10 +4,11 @@ iterations from the base), how many groups of 8 would RAGEN-2's softmax form kee
 import copy
 import dataclasses
 
-from course_lib import config, data, loop
+from course_lib import config, data
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch10_ragen2 as ch10
-from course_lib.train import train_grpo
+from course_lib.rl import loop
+from course_lib.rl.train import train_grpo
 
 SEED, ITERATIONS = 0, 10
 cfg = ch10.preset("cpu")

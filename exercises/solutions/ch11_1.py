@@ -3,8 +3,8 @@
 import dataclasses
 
 from course_lib import config, data
-from course_lib import results as recorded
 from course_lib.chapters import ch11_aepo as ch11
+from course_lib.course import results as recorded
 
 SEED = 0
 cfg = ch11.preset("cpu")

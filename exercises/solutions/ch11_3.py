@@ -5,10 +5,11 @@ import copy
 import numpy as np
 import torch
 
-from course_lib import config, data, loop
+from course_lib import config, data
 from course_lib.algos import aepo
 from course_lib.algos.grpo import masked_aggregate
 from course_lib.chapters import ch11_aepo as ch11
+from course_lib.rl import loop
 
 SEED = 0
 COUNTS = {"updates": 0, "above": 0, "dropped": 0}

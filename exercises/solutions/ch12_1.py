@@ -7,9 +7,10 @@ import dataclasses
 
 import torch
 
-from course_lib import config, data, loop
+from course_lib import config, data
 from course_lib.chapters import ch12_capstone as ch12
-from course_lib.train import train_grpo
+from course_lib.rl import loop
+from course_lib.rl.train import train_grpo
 
 SEED = 0
 cfg = ch12.preset("cpu")

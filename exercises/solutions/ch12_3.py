@@ -6,10 +6,11 @@ import copy
 
 import torch
 
-from course_lib import config, data, loop
-from course_lib import results as recorded
+from course_lib import config, data
 from course_lib.algos.filters import group_reward_std
 from course_lib.chapters import ch12_capstone as ch12
+from course_lib.course import results as recorded
+from course_lib.rl import loop
 
 
 def nonzero_std(batch, grpo):

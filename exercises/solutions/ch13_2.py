@@ -4,9 +4,9 @@ Does C13.4 (TRL within 10 points of chapter 00's loop) still hold on seed 0?"""
 import copy
 
 from course_lib import config, data
-from course_lib import results as recorded
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch13_scale_out as ch13
+from course_lib.course import results as recorded
 from course_lib.integrations import trl as course_trl
 
 SEED = 0

@@ -2,8 +2,9 @@
 
 import tempfile
 
-from course_lib import checkpoint, standins
 from course_lib.chapters import ch14_own_model as ch14
+from course_lib.course import standins
+from course_lib.rl import checkpoint
 from course_lib.tokenizer import pieces
 
 SEED = 0

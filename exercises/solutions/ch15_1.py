@@ -7,10 +7,11 @@ with probability p^G + (1 - p)^G, with p estimated from the task's group of 16.
 
 import torch
 
-from course_lib import data, pitfalls
+from course_lib import data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch15_pitfalls as ch15
-from course_lib.rollout import RolloutEngine, collate
+from course_lib.course import pitfalls
+from course_lib.engine.rollout import RolloutEngine, collate
 
 model, tokenizer = data.load_base(ch00.BASE_NAME)
 engine = RolloutEngine(model, tokenizer, ch00.preset("cpu").sampling)

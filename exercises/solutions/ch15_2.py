@@ -12,7 +12,7 @@ import torch
 from course_lib import data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch15_pitfalls as ch15
-from course_lib.rollout import RolloutEngine, collate
+from course_lib.engine.rollout import RolloutEngine, collate
 
 config = ch15.preset()
 model, tokenizer = data.load_base(ch00.BASE_NAME)

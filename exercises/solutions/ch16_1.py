@@ -9,8 +9,8 @@ import torch
 
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch16_real_model as ch16
+from course_lib.engine.prompt_format import ChatFormat
 from course_lib.envs.base import distinct_seeds
-from course_lib.prompt_format import ChatFormat
 from course_lib.tokenizer import encode
 
 model, tokenizer = ch16.load_model()

@@ -11,8 +11,8 @@ import torch
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import ch16_real_model as ch16
 from course_lib.diagnostics import mutual_information, teacher_forced_logp
+from course_lib.engine.prompt_format import ChatFormat
 from course_lib.envs.base import distinct_seeds
-from course_lib.prompt_format import ChatFormat
 
 EXAMPLE = (
     " Example. Board: you r1 c1 goal r2 c2 holes r1 c2. Reply: <think> the hole is right of me, so I go down first"

@@ -1,0 +1,876 @@
+"""Benchmarks that print measurements (speed targets live here, never in timed tests).
+
+    python -m course_lib.course.bench rollout [--batch 64] [--group 8] [--repeats 7] [--tasks ch00 ch03 ...]
+    python -m course_lib.course.bench rollout --model smollm2 [--batch 32] [--group 8] [--repeats 3]
+    python -m course_lib.course.bench trl [--pairs 7]
+    python -m course_lib.course.bench decoder [--batch 64] [--steps 24] [--repeats 7]
+    python -m course_lib.course.bench roofline [--presets tiny tiny_wide] [--batch 64] [--repeats 7]
+    python -m course_lib.course.bench update --model smollm2 [--rows 32] [--tokens 110] [--budgets 0 1024 ...]
+
+`rollout`:
+
+Compares the rollout engine (lock-step batched decoding over a static KV cache, observations
+appended as ids, identical prefixes prefilled once) with the obvious alternative: calling
+`transformers`' `generate()` once per turn on the batch's live sequences, re-encoding each full
+history. Both sample the same base model on the same tool task with the same stop tags and limits,
+resets included in the timing; tokens per second counts the tokens the policy generated.
+
+Chapter 00's `tool_arithmetic` is measured on two batches of 64: distinct tasks, and 8 tasks x 8
+samples as a GRPO iteration draws them. The engine's own split of its time (model forwards,
+sampling, `env.step`) gives upper bounds on any speedup: generate()'s time over the time the
+engine cannot avoid (forwards and env steps), and over that plus sampling (whose log-probs and
+entropies the trajectories must carry). The other tool tasks of the course (chapters 03-06,
+each with its chapter's base model and sampling limits) follow, GRPO-shaped. Then three GRPO
+iterations of chapter 00 are timed, with the share spent in rollout, advantages and the update.
+
+This machine's timings drift by 10-30% from minute to minute, so engine and generate() runs are
+interleaved in pairs, and each speedup is the median over the pairs, with its range. The last line,
+`speedup_vs_generate=X.XX`, is chapter 00's GRPO-shaped batch.
+
+With `--model` (a real model's name, `smollm2`, or a checkpoint folder): chapter 00's task in the chat format as
+`--model` runs it, the engine against `generate()` over the chat template (`time_generate_chat`: the conversation
+re-rendered and re-encoded every turn, stop tags as `stop_strings`) on the same GRPO-shaped batch, then the rollout's
+and the micro-batched update's share of this CPU's matmul throughput at their shapes (`roofline_phases`). The last
+line, `speedup_vs_generate=X.XX generation_of_matmul_peak=X update_of_matmul_peak=X`.
+
+`trl`: one GRPO iteration of course_lib against one step of TRL's `GRPOTrainer` (`course_lib.integrations.trl`),
+same base, same task, same batch, same optimizer settings (AdamW at chapter 00's learning rate, token-mean clipped
+loss, no KL, the whole model trained, one update per batch), interleaved in pairs inside one TRL run: a trainer
+callback runs the course's iteration before or after each TRL step, alternating. First, chapter 05's single-turn
+function calling, where TRL generates with `generate()` and a reward function plays the completion in the
+chapter's environment; then chapter 00's tool task, where TRL gets its completions from the course's engine
+through `rollout_func`, so only TRL's scoring and update differ. Phases: generation, scoring (the environment's
+reward, plus the course's advantage), update (TRL: the log-prob forward pass, loss, backward and optimizer step; the
+first pair is a warm-up and is dropped). The last line, `iteration_speedup_vs_trl=X.XX`, is TRL's seconds per
+iteration over the course's on chapter 05, the median over the pairs.
+
+`decoder`: what a model family without the lean decoder pays. The course's llama model (chapter 00's cpu preset, its
+word-level tokenizer, random weights: speed does not depend on them) decodes the same left-padded batch (prompts of 8
+to 16 tokens, then `--steps` single-token steps, chapter 00's 40-token budget) through `kv_decoder.KVDecoder` and
+through `hf_decoder.HFDecoder` (the model's own forward over a `DynamicCache`, what any other family runs), in
+interleaved pairs. The last line, `generic_step_slowdown=X.XX`, is the generic decoder's seconds per decode step over
+the lean one's, the median over the pairs.
+
+`roofline`: the limit the course's speed is judged against. A fresh model of each preset (chapter 00's word-level
+tokenizer and environment, its cpu sampling, `--batch` episodes) generates one rollout batch through the engine,
+whose decoder forwards are counted (`counting_forwards`) and timed (`engine.timings["model"]`); then one forward and
+backward of `models.token_logprobs` runs on that batch, right-padded to `[B, T]`. FLOPs follow `forward_flops` (2 x
+the weights of every matrix product per position, plus attention's 4 x layers x width x context; the backward twice
+the forward). Each phase's achieved FLOP/s is set against this CPU's `torch.matmul` throughput on the same products
+(a decode step's `[B, d] x [d, k]`, the update's `[B*T, d] x [d, k]` and its two gradient products) with the same
+threads, one matmul block right after each timed run (this machine is shared and drifts: each run is judged against
+the throughput of the same moment); each fraction is the median over the pairs, with its range. The last line,
+`generation_of_matmul_peak=X.XX update_of_matmul_peak=X.XX` (three significant digits), is the first preset's two
+fractions.
+
+`update`: what a real vocabulary costs the update. One GRPO update (clipped surrogate, token-mean) of a LoRA r 16
+adapter on every linear layer of `--model` (default the course's real model, `python -m course_lib.data build
+smollm2`), on `--rows` x `--tokens` random ids, for each `--budgets` value of `GRPOConfig.micro_batch_tokens` (0: the
+whole batch in one forward), each in a fresh process: seconds per update and the process's peak resident memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from unittest import mock
+
+import torch
+
+from course_lib import data
+from course_lib.chapters import ToolTask, tool_tasks
+from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.engine.hf_decoder import HFDecoder, left_pad, make_decoder
+from course_lib.engine.kv_decoder import KVDecoder, causal_lm
+from course_lib.engine.rollout import RolloutEngine, collate
+from course_lib.models import build_model, count_parameters
+from course_lib.rl.train import policy_iteration
+from course_lib.tokenizer import decode, encode
+
+
+@dataclass
+class Run:
+    """One timed batch: policy tokens, seconds, mean turns per sequence, the engine's time split."""
+
+    tokens: int
+    seconds: float
+    turns: float
+    split: dict[str, float]
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.seconds
+
+
+def time_engine(model, tokenizer, task: ToolTask, seeds: Sequence[int], seed: int) -> Run:
+    """The rollout engine on one batch."""
+    engine = RolloutEngine(model, tokenizer, task.sampling)
+    generator = torch.Generator().manual_seed(seed)
+    envs = [task.make_env() for _ in seeds]
+    start = time.perf_counter()
+    trajectories = engine.rollout(envs, list(seeds), generator=generator)
+    seconds = time.perf_counter() - start
+    tokens = sum(sum(t.loss_mask) for t in trajectories)
+    return Run(tokens, seconds, statistics.mean(t.num_turns for t in trajectories), dict(engine.timings))
+
+
+def time_generate(model, tokenizer, task: ToolTask, seeds: Sequence[int], seed: int) -> Run:
+    """Turn-by-turn `generate()`: each turn re-runs the whole history of every live sequence.
+
+    The limits are the engine's: a turn ends at a stop tag or after `max_turn_tokens`, and a
+    sequence that reaches `max_total_tokens` is cut without sending its unfinished turn."""
+    sampling = task.sampling
+    torch.manual_seed(seed)
+    stop_ids = [tokenizer.convert_tokens_to_ids(tag) for tag in sampling.stop_tags]
+    envs = [task.make_env() for _ in seeds]
+    start = time.perf_counter()  # resets are timed, as in the engine's rollout()
+    histories = [[tokenizer.bos_token_id, *encode(tokenizer, env.reset(seed=s)[0])] for env, s in zip(envs, seeds)]
+    live, tokens, turns = list(range(len(seeds))), 0, 0
+    while live:
+        ids, mask = left_pad([histories[i] for i in live], tokenizer.pad_token_id)
+        width = ids.shape[1]
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=sampling.max_turn_tokens, do_sample=True,
+                temperature=sampling.temperature, top_k=0, top_p=1.0, eos_token_id=stop_ids,
+                pad_token_id=tokenizer.pad_token_id,
+            )  # fmt: skip
+        still_live = []
+        for row, i in enumerate(live):
+            new = out[row, width:].tolist()
+            cut = next((k + 1 for k, token in enumerate(new) if token in stop_ids), len(new))
+            action_ids = new[: min(cut, sampling.max_total_tokens - len(histories[i]))]
+            tokens += len(action_ids)
+            histories[i] += action_ids
+            if len(histories[i]) >= sampling.max_total_tokens:
+                continue  # cut by the length cap, like the engine's `cut` sequences
+            obs, _, terminated, truncated, _ = envs[i].step(decode(tokenizer, action_ids))
+            turns += 1
+            if not (terminated or truncated):
+                histories[i] += encode(tokenizer, obs)
+                if len(histories[i]) < sampling.max_total_tokens:
+                    still_live.append(i)
+        live = still_live
+    seconds = time.perf_counter() - start
+    return Run(tokens, seconds, turns / len(seeds), {})
+
+
+def chat_task(model_name: str) -> tuple[torch.nn.Module, object, ToolTask]:
+    """`(model, tokenizer, task)`: a real model (`smollm2`) or checkpoint folder on chapter 00's tool task, with the
+    chapter's sampling in the chat format as `--model` runs it (`checkpoint.chat_sampling`: budgets measured on the
+    chapter's demonstrations in this tokenizer, observations in the tool role). No warm start: speed does not depend
+    on the weights, and both sides sample the same untrained policy (its turns end at its end-of-turn token)."""
+    from course_lib.course import gpu_preset
+    from course_lib.rl import checkpoint
+
+    model, tokenizer = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
+    return model, tokenizer, ToolTask(ch00.ENV_NAME, model_name, ch00.chat_sampling(tokenizer), ch00.make_env)
+
+
+def time_generate_chat(model, tokenizer, task: ToolTask, seeds: Sequence[int], seed: int) -> Run:
+    """Turn-by-turn `generate()` in the chat format, what a script around a chat model does: each turn renders the
+    conversation so far with the chat template (observations as tool messages), encodes it, left-pads the live
+    sequences and generates; a turn ends at a stop tag (`stop_strings`) or the end-of-turn token, within the
+    engine's `max_turn_tokens`, and a conversation that reaches `max_total_tokens` is cut, as in the engine."""
+    from course_lib.engine import prompt_format
+
+    sampling = task.sampling
+    role = prompt_format.resolve(sampling.prompt_format).observation_role
+    torch.manual_seed(seed)
+    envs = [task.make_env() for _ in seeds]
+    start = time.perf_counter()  # resets are timed, as in the engine's rollout()
+    chats = [[{"role": "user", "content": env.reset(seed=s)[0]}] for env, s in zip(envs, seeds)]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    live, tokens, turns = list(range(len(seeds))), 0, 0
+    while live:
+        histories = [tokenizer.apply_chat_template(chats[i], add_generation_prompt=True, tokenize=True) for i in live]
+        histories = [list(h["input_ids"]) if isinstance(h, Mapping) else list(h) for h in histories]
+        ids, mask = left_pad(histories, pad)
+        width = ids.shape[1]
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=sampling.max_turn_tokens, do_sample=True,
+                temperature=sampling.temperature, top_k=0, top_p=1.0, eos_token_id=tokenizer.eos_token_id,
+                stop_strings=list(sampling.stop_tags), tokenizer=tokenizer, pad_token_id=pad,
+            )  # fmt: skip
+        still_live = []
+        for row, i in enumerate(live):
+            new = out[row, width:].tolist()
+            # generate() pads a row after its end-of-turn token or stop string: the turn is what came before
+            ended = next((k + 1 for k, token in enumerate(new) if token == tokenizer.eos_token_id), len(new))
+            while ended and new[ended - 1] == pad and pad != tokenizer.eos_token_id:
+                ended -= 1
+            action = new[: min(ended, max(0, sampling.max_total_tokens - len(histories[row])))]
+            tokens += len(action)
+            if len(histories[row]) + len(action) >= sampling.max_total_tokens:
+                continue  # cut by the length cap, like the engine's `cut` sequences
+            text = tokenizer.decode(action, skip_special_tokens=True)
+            obs, _, terminated, truncated, _ = envs[i].step(text)
+            turns += 1
+            chats[i].append({"role": "assistant", "content": text})
+            if not (terminated or truncated):
+                chats[i].append({"role": role, "content": obs})
+                still_live.append(i)
+        live = still_live
+    seconds = time.perf_counter() - start
+    return Run(tokens, seconds, turns / len(seeds), {})
+
+
+@dataclass
+class Comparison:
+    engine: list[Run]
+    generate: list[Run]
+
+    @property
+    def speedups(self) -> list[float]:
+        """Engine over generate() tokens per second, one per interleaved pair of runs."""
+        return [e.rate / g.rate for e, g in zip(self.engine, self.generate, strict=True)]
+
+    @property
+    def speedup(self) -> float:
+        return statistics.median(self.speedups)
+
+    def describe(self) -> str:
+        speedups = self.speedups
+        spread = f"range {min(speedups):.2f}-{max(speedups):.2f} over {len(speedups)} pairs"
+        return f"speedup {self.speedup:.2f} ({spread})"
+
+
+def median(runs: list[Run], value: Callable[[Run], float]) -> float:
+    return statistics.median(value(run) for run in runs)
+
+
+def compare(
+    model, tokenizer, task: ToolTask, seeds: Sequence[int], repeats: int, baseline: Callable[..., Run] | None = None
+) -> Comparison:
+    """`repeats` interleaved pairs of engine and generate() runs (after one warm-up of each); the
+    order within a pair alternates so that drift in the machine's speed falls on both alike. `baseline` is the
+    generate() loop (default `time_generate`, the word-level one; `time_generate_chat` for a chat model)."""
+    baseline = baseline or time_generate
+    time_engine(model, tokenizer, task, seeds, 0)
+    baseline(model, tokenizer, task, seeds, 0)
+    engine, generate = [], []
+    for repeat in range(repeats):
+        order = (time_engine, baseline) if repeat % 2 == 0 else (baseline, time_engine)
+        for measure in order:
+            run = measure(model, tokenizer, task, seeds, repeat)
+            (engine if measure is time_engine else generate).append(run)
+    return Comparison(engine, generate)
+
+
+def bounds(result: Comparison) -> tuple[float, float]:
+    """The largest speedups any engine could reach over generate() on this batch: with zero overhead (only the
+    model and the environments run), and with the sampling step kept (its full-vocabulary log-probs and entropies
+    are part of the data model)."""
+    generate_seconds = median(result.generate, lambda r: r.seconds)
+    split = {key: median(result.engine, lambda r, key=key: r.split[key]) for key in result.engine[0].split}
+    return (
+        generate_seconds / (split["model"] + split["env"]),
+        generate_seconds / (split["model"] + split["env"] + split["sampling"]),
+    )
+
+
+def print_comparison(result: Comparison) -> None:
+    """Rates, the engine's time split, the speedup with its range, and the zero-overhead bound."""
+    engine_seconds = median(result.engine, lambda r: r.seconds)
+    generate_seconds = median(result.generate, lambda r: r.seconds)
+    for name, runs, seconds in (
+        ("rollout engine:", result.engine, engine_seconds),
+        ("generate() turn by turn:", result.generate, generate_seconds),
+    ):
+        print(f"  {name:25}{median(runs, lambda r: r.rate):8.0f} policy tokens/s  ({seconds:.3f} s per batch)")
+    split = {key: median(result.engine, lambda r, key=key: r.split[key]) for key in result.engine[0].split}
+    shares = ", ".join(f"{key} {value / engine_seconds:.0%}" for key, value in split.items())
+    print(f"  engine time: {shares}, bookkeeping and resets the rest")
+    bound, sampled_bound = bounds(result)
+    print(
+        f"  {result.describe()}; at most {bound:.2f} with zero engine overhead, {sampled_bound:.2f} if sampling is kept"
+    )
+
+
+def bench_rollout(batch: int, group: int, repeats: int, task_names: Sequence[str]) -> float:
+    tasks = tool_tasks()
+    arithmetic = tasks["ch00"]
+    model, tokenizer = data.load_base(arithmetic.base)
+    print(f"{arithmetic.label} (chapter 00 base, {count_parameters(model):,} parameters), {repeats} interleaved pairs")
+    print(f"{batch} distinct tasks:")
+    print_comparison(compare(model, tokenizer, arithmetic, list(range(batch)), repeats))
+    print(f"{batch // group} tasks x {group} samples (a GRPO batch; the engine prefills each prompt once):")
+    result = compare(model, tokenizer, arithmetic, [i // group for i in range(batch)], repeats)
+    print_comparison(result)
+
+    others = [name for name in task_names if name != "ch00"]
+    if others:
+        print(f"Other tool tasks of the course, {batch // group} tasks x {group} samples:")
+    for name in others:
+        task = tasks[name]
+        other_model, other_tokenizer = data.load_base(task.base)
+        other = compare(other_model, other_tokenizer, task, [i // group for i in range(batch)], repeats)
+        tokens = median(other.engine, lambda r: r.tokens) / batch
+        turns = median(other.engine, lambda r: r.turns)
+        bound, sampled_bound = bounds(other)
+        print(
+            f"  {task.label} ({name}, {count_parameters(other_model):,} parameters, {turns:.1f} turns and "
+            f"{tokens:.0f} policy tokens per sequence): {other.describe()}; at most {bound:.2f} with zero engine "
+            f"overhead, {sampled_bound:.2f} if sampling is kept"
+        )
+
+    grpo = ch00.preset("cpu").grpo
+    optimizer = torch.optim.AdamW(model.parameters(), lr=grpo.learning_rate)
+    envs = [ch00.make_env() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
+    generator = torch.Generator().manual_seed(0)
+    phases = {"time_rollout": 0.0, "time_advantage": 0.0, "time_update": 0.0}
+    for iteration in range(3):
+        metrics = policy_iteration(
+            model, RolloutEngine(model, tokenizer, arithmetic.sampling), envs, grpo, 0, iteration, generator, optimizer
+        )
+        for key in phases:
+            phases[key] += metrics[key]
+    total = sum(phases.values())
+    shares = ", ".join(f"{key.removeprefix('time_')} {value / total:.0%}" for key, value in phases.items())
+    print(f"GRPO iteration ({grpo.prompts_per_iteration}x{grpo.group_size} rollouts): {total / 3:.3f} s; {shares}")
+    print(f"speedup_vs_generate={result.speedup:.2f}")
+    return result.speedup
+
+
+def bench_real_rollout(model_name: str, batch: int, group: int, repeats: int, min_seconds: float = 0.2) -> float:
+    """`python -m course_lib.course.bench rollout --model smollm2`: the engine against `time_generate_chat` on the same
+    GRPO-shaped batch of chapter 00's episodes in the chat format, then both phases against this CPU's matmul
+    throughput (the update micro-batched as a checkpoint's run does it, `checkpoint.micro_batch_tokens`)."""
+    from course_lib.rl import checkpoint
+
+    model, tokenizer, task = chat_task(model_name)
+    sampling = task.sampling
+    limits = f"turns of up to {sampling.max_turn_tokens} tokens, episodes of up to {sampling.max_total_tokens}"
+    print(f"{model_name} ({count_parameters(model):,} parameters, vocabulary {model.config.vocab_size:,}) on chapter "
+          f"00's tool task in the chat format ({limits}), {torch.get_num_threads()} threads, {repeats} interleaved "
+          "pairs")  # fmt: skip
+    print(f"{batch // group} tasks x {group} samples (a GRPO batch; the engine prefills each prompt once):")
+    result = compare(model, tokenizer, task, [i // group for i in range(batch)], repeats, time_generate_chat)
+    print_comparison(result)
+    budget = checkpoint.micro_batch_tokens(model.config.vocab_size)
+    generation, update, detail = roofline_phases(model, tokenizer, task.sampling, batch, 2, min_seconds, budget)
+    for name, phase in (("generation", generation), ("update", update)):
+        achieved, ceiling = statistics.median(phase.achieved) / 1e9, statistics.median(phase.ceiling) / 1e9
+        print(f"  {name:11} {achieved:8.2f} GFLOP/s of {ceiling:8.2f} GFLOP/s matmul at its shapes: "
+              f"{phase.fraction:.3g} (range {min(phase.fractions):.3g}-{max(phase.fractions):.3g})")  # fmt: skip
+    print(f"    {detail}")
+    print(f"speedup_vs_generate={result.speedup:.2f} generation_of_matmul_peak={generation.fraction:.3g} "
+          f"update_of_matmul_peak={update.fraction:.3g}")  # fmt: skip
+    return result.speedup
+
+
+PHASES = ("generation", "scoring", "update")
+
+
+def course_iteration(model, tokenizer, task: ToolTask, grpo, iteration: int, generator, optimizer) -> dict[str, float]:
+    """One course GRPO iteration (`train.policy_iteration`) split into the benchmark's phases, in seconds."""
+    engine = RolloutEngine(model, tokenizer, task.sampling)
+    envs = [task.make_env() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
+    metrics = policy_iteration(model, engine, envs, grpo, 0, iteration, generator, optimizer)
+    env_seconds = engine.timings["env"]  # the environment computes the reward inside `step`
+    return {
+        "generation": metrics["time_rollout"] - env_seconds,
+        "scoring": env_seconds + metrics["time_advantage"],
+        "update": metrics["time_update"],
+    }
+
+
+def paired_trl_run(chapter: str, native: bool, pairs: int, prompts: int, group: int) -> tuple[list[dict], list[dict]]:
+    """`pairs + 1` TRL steps on a copy of chapter `chapter`'s base, each paired with one course iteration on another
+    copy (before the step on odd pairs, after it on even ones); per pair, each side's phases in seconds. The
+    first pair (a warm-up: TRL builds its optimizer and data loader in its first step) is dropped."""
+    import copy
+
+    from transformers import TrainerCallback
+
+    from course_lib.integrations import trl as course_trl
+    from course_lib.rl.train import GRPOConfig
+
+    task = course_trl.chapter_task(chapter)
+    base, tokenizer = data.load_base(task.base)
+    # TRL logs once, at the end, as a long run nearly does (logging every step measured no different here).
+    settings = course_trl.TRLSettings(pairs + 1, prompts, group, learning_rate=5e-4, logging_steps=pairs + 1)
+    make = course_trl.native_trainer if native else course_trl.rollout_trainer
+    trainer = make(chapter, settings, copy.deepcopy(base), tokenizer)
+    grpo = GRPOConfig(iterations=pairs + 1, prompts_per_iteration=prompts, group_size=group, learning_rate=5e-4)
+    course_model = copy.deepcopy(base)
+    optimizer = torch.optim.AdamW(course_model.parameters(), lr=grpo.learning_rate)
+    generator = torch.Generator().manual_seed(0)
+    trl_phases: list[dict] = []
+    course_phases: list[dict] = []
+    current: dict[str, float] = {}
+
+    def timed(method, phase: str):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                current[phase] = current.get(phase, 0.0) + time.perf_counter() - start
+
+        return wrapper
+
+    # Instance attributes shadow the trainer's methods: generation and reward scoring are timed where TRL calls them.
+    trainer._generate = timed(trainer._generate, "generation")
+    trainer._calculate_rewards = timed(trainer._calculate_rewards, "scoring")
+    trainer._generate_and_score_completions = timed(trainer._generate_and_score_completions, "prepared")
+
+    class Pairing(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step % 2 == 1:
+                course_phases.append(course_iteration(course_model, tokenizer, task, grpo, state.global_step,
+                                                      generator, optimizer))  # fmt: skip
+            current.clear()
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            total = time.perf_counter() - self.start
+            generation, scoring = current.get("generation", 0.0), current.get("scoring", 0.0)
+            # TRL scores inside `_generate_and_score_completions`, after `_generate`: scoring is not in generation.
+            # `prepared` (generation, scoring, then padding, advantages and metrics) is reported inside the update.
+            preparation = current.get("prepared", 0.0) - generation - scoring
+            trl_phases.append({"generation": generation, "scoring": scoring, "update": total - generation - scoring,
+                               "preparation": preparation})  # fmt: skip
+            if (state.global_step - 1) % 2 == 0:
+                course_phases.append(course_iteration(course_model, tokenizer, task, grpo, state.global_step - 1,
+                                                      generator, optimizer))  # fmt: skip
+
+    trainer.add_callback(Pairing())
+    course_trl.quiet_train(trainer)
+    return trl_phases[1:], course_phases[1:]
+
+
+def print_trl_pairs(label: str, trl_phases: list[dict], course_phases: list[dict]) -> float:
+    """Median phases of each side, and the median (with range) of TRL's seconds over the course's per pair."""
+
+    def seconds(phases: dict) -> float:
+        return sum(phases[phase] for phase in PHASES)
+
+    ratios = [seconds(t) / seconds(c) for t, c in zip(trl_phases, course_phases, strict=True)]
+    print(f"{label}, {len(ratios)} interleaved pairs (median seconds per iteration):")
+    for name, phases in (("course_lib", course_phases), ("TRL GRPOTrainer", trl_phases)):
+        split = {phase: statistics.median(p[phase] for p in phases) for phase in PHASES}
+        total = statistics.median(seconds(p) for p in phases)
+        parts = ", ".join(f"{phase} {split[phase]:.3f}" for phase in PHASES)
+        if "preparation" in phases[0]:
+            parts += f" (of which {statistics.median(p['preparation'] for p in phases):.3f} batch preparation)"
+        print(f"  {name:16} {total:.3f} s: {parts}")
+    speedup = statistics.median(ratios)
+    print(f"  course_lib is {speedup:.2f}x faster per iteration (range {min(ratios):.2f}-{max(ratios):.2f})")
+    return speedup
+
+
+def bench_trl(pairs: int, prompts: int = 16, group: int = 4, tool_prompts: int = 8, tool_group: int = 8) -> float:
+    """`python -m course_lib.course.bench trl`: chapter 05 single-turn (TRL generating), then chapter 00 multi-turn (TRL
+    through the course's `rollout_func`); returns chapter 05's median speedup."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()
+    single = print_trl_pairs(
+        f"chapter 05 function calling, single turn, {prompts} prompts x {group}, TRL generating",
+        *paired_trl_run("05", True, pairs, prompts, group),
+    )
+    print_trl_pairs(
+        f"chapter 00 tool arithmetic, multi-turn, {tool_prompts} prompts x {tool_group}, TRL through rollout_func "
+        "(the course's engine)",
+        *paired_trl_run("00", False, pairs, tool_prompts, tool_group),
+    )
+    print(f"iteration_speedup_vs_trl={single:.2f}")
+    return single
+
+
+def time_decoder(
+    model, ids: torch.Tensor, mask: torch.Tensor, steps: torch.Tensor, generic: bool
+) -> tuple[float, float]:
+    """Seconds of the prefill and per decode step of one decoder over prompts `ids` `[B, L]` and `steps` `[N, B]`."""
+    decoder = make_decoder(model, ids.shape[0], ids.shape[1] + steps.shape[0], generic=generic)
+    start = time.perf_counter()
+    decoder.prefill(ids, mask)
+    prefilled = time.perf_counter()
+    for tokens in steps:
+        decoder.step(tokens)
+    return prefilled - start, (time.perf_counter() - prefilled) / steps.shape[0]
+
+
+def bench_decoder(batch: int, steps: int, repeats: int) -> float:
+    tokenizer = ch00.build_tokenizer_for_chapter()
+    torch.manual_seed(0)
+    model = build_model(tokenizer, ch00.preset("cpu").model_preset, max_positions=64).eval()
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(8, 17, (batch,), generator=generator).tolist()
+    width = max(lengths)
+    ids = torch.full((batch, width), tokenizer.pad_token_id)
+    mask = torch.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, width - length :] = torch.randint(4, len(tokenizer), (length,), generator=generator)
+        mask[row, width - length :] = 1
+    tokens = torch.randint(4, len(tokenizer), (steps, batch), generator=generator)
+    print(
+        f"llama {ch00.preset('cpu').model_preset} ({count_parameters(model):,} parameters), batch {batch}, prompts of "
+        f"8-16 tokens, {steps} decode steps, {repeats} interleaved pairs (after one warm-up pair)"
+    )
+    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for pair in range(repeats + 1):
+        for generic in (False, True) if pair % 2 else (True, False):
+            timing = time_decoder(model, ids, mask, tokens, generic)
+            if pair:
+                runs[generic].append(timing)
+    for generic, label in ((False, "KVDecoder (lean)"), (True, "HFDecoder (generic)")):
+        prefill = statistics.median(t[0] for t in runs[generic]) * 1e3
+        step = statistics.median(t[1] for t in runs[generic]) * 1e3
+        print(f"  {label}: prefill {prefill:.2f} ms, decode step {step:.2f} ms")
+    ratios = [g[1] / k[1] for k, g in zip(runs[False], runs[True])]
+    print(f"  generic over lean per decode step: range {min(ratios):.2f}-{max(ratios):.2f} over {repeats} pairs")
+    slowdown = statistics.median(ratios)
+    print(f"generic_step_slowdown={slowdown:.2f}")
+    return slowdown
+
+
+@dataclass(frozen=True)
+class MatmulShape:
+    """What a Llama-family forward's FLOPs depend on: the decoder layers' projection weights (q, k, v, o, gate, up,
+    down: `in x out` summed over layers), the LM head's (`d x V`), the layer count, and the attention width
+    (heads x head size, the `d` of the QK^T and AV products)."""
+
+    layer_weights: int
+    head_weights: int
+    layers: int
+    attention_width: int
+
+    @classmethod
+    def of(cls, model: torch.nn.Module) -> MatmulShape:
+        lm = causal_lm(model)
+        config = lm.config
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        layer_weights = sum(
+            module.weight.numel() for module in lm.model.layers.modules() if isinstance(module, torch.nn.Linear)
+        )
+        return cls(layer_weights, lm.lm_head.weight.numel(), config.num_hidden_layers,
+                   config.num_attention_heads * head_dim)  # fmt: skip
+
+
+def forward_flops(shape: MatmulShape, rows: int, new: int, context: int, head_positions: int) -> int:
+    """FLOPs of one forward over `new` positions in each of `rows` sequences, each query attending over `context`
+    key slots, with the LM head applied at `head_positions` positions per row.
+
+    A matrix product `[n, a] x [a, b]` is `2 n a b` FLOPs (one multiply and one add per term), so the projections
+    and MLP cost 2 x their weights per position (Kaplan et al. 2020, "Scaling Laws for Neural Language Models",
+    table 1: `C_forward ~ 2N`), and attention adds QK^T and the AV product, `2 x context x width` each per layer and
+    position (the `4 L d n_ctx` of the "Transformer FLOPs" accounting of Chowdhery et al. 2022, PaLM, appendix B;
+    Kaplan's table counts QK^T alone). Norms, rotary, softmax and sampling are left out (a few FLOPs per activation,
+    not per weight)::
+
+        rows x [new x (2 layer_weights + 4 layers width context) + head_positions x 2 head_weights]
+    """
+    per_position = 2 * shape.layer_weights + 4 * shape.layers * shape.attention_width * context
+    return rows * (new * per_position + head_positions * 2 * shape.head_weights)
+
+
+@contextmanager
+def counting_forwards(forwards: list[tuple[int, int, int]]) -> Iterator[None]:
+    """Inside the block, every decoder forward (`prefill` or `step` of `KVDecoder` or `HFDecoder`, whichever the
+    engine builds) appends `(rows, new positions, cache slots after it)` to `forwards`: the FLOPs are counted from
+    the shapes the decoder really ran, padding included, without touching the engine (one append per forward)."""
+
+    def counted(method):
+        def wrapper(decoder, token_ids: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+            logits = method(decoder, token_ids, *args, **kwargs)
+            new = 1 if token_ids.dim() == 1 else token_ids.shape[1]
+            forwards.append((token_ids.shape[0], new, decoder.length))
+            return logits
+
+        return wrapper
+
+    with ExitStack() as stack:
+        for decoder in (KVDecoder, HFDecoder):
+            for name in ("prefill", "step"):
+                stack.enter_context(mock.patch.object(decoder, name, counted(getattr(decoder, name))))
+        yield
+
+
+def generation_flops(shape: MatmulShape, forwards: Sequence[tuple[int, int, int]]) -> int:
+    """FLOPs of a rollout's decoder forwards: every fed position (left padding included: the decoder computes it)
+    through the layers, each attending over every cache slot written so far (the static-cache decoder hands them
+    all to the kernel, masked), and the LM head once per row (the decoder keeps the last position's logits)."""
+    return sum(forward_flops(shape, rows, new, slots, 1) for rows, new, slots in forwards)
+
+
+def update_flops(shape: MatmulShape, rows: int, length: int) -> int:
+    """FLOPs of one forward and backward of `models.token_logprobs` over a padded `[rows, length]` batch: the
+    forward with the LM head at every position and full `length`-key attention (the padding mask is a mask, not
+    a shorter product), and a backward of twice the forward (a gradient for the input and one for the weight of
+    every product; Kaplan et al. 2020, section 2.1: ~6N per token for training)."""
+    return 3 * forward_flops(shape, rows, length, length, length)
+
+
+class MatmulCeiling:
+    """This CPU's FLOP/s on the products `[n, a] x [a, b]` listed as `(n, a, b)`, run back to back as a model runs
+    them, on random operands made once (the first calls, which allocate and pick kernels, are a warm-up)."""
+
+    def __init__(self, products: Sequence[tuple[int, int, int]], min_seconds: float):
+        generator = torch.Generator().manual_seed(0)
+        self.operands = [
+            (torch.randn(n, a, generator=generator), torch.randn(a, b, generator=generator)) for n, a, b in products
+        ]
+        self.flops = sum(2 * n * a * b for n, a, b in products)
+        self.min_seconds = min_seconds
+        self.rate()
+
+    def rate(self) -> float:
+        """One timed block: the set repeated for at least `min_seconds`."""
+        repeats, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < self.min_seconds or repeats == 0:
+            for left, right in self.operands:
+                torch.matmul(left, right)
+            repeats += 1
+        return repeats * self.flops / elapsed
+
+
+def decode_products(model: torch.nn.Module, rows: int) -> list[tuple[int, int, int]]:
+    """The matrix products of one decode step over `rows` sequences: each layer's weights as the lean decoder
+    applies them (q/k/v and gate/up fused when plain), then the LM head."""
+    lm = causal_lm(model)
+    products = []
+    for layer in lm.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        fused = [[attn.q_proj, attn.k_proj, attn.v_proj], [attn.o_proj], [mlp.gate_proj, mlp.up_proj], [mlp.down_proj]]
+        for group in fused:
+            products.append((rows, group[0].in_features, sum(linear.out_features for linear in group)))
+    products.append((rows, lm.lm_head.in_features, lm.lm_head.out_features))
+    return products
+
+
+def update_products(model: torch.nn.Module, positions: int) -> list[tuple[int, int, int]]:
+    """The update's matrix products over `positions` (B x T) rows: for every projection and the LM head
+    `[P, in] x [in, out]` forward, `[P, out] x [out, in]` for the input's gradient and `[in, P] x [P, out]` for the
+    weight's (what autograd runs for `F.linear`)."""
+    lm = causal_lm(model)
+    products = []
+    for linear in [m for m in lm.model.layers.modules() if isinstance(m, torch.nn.Linear)] + [lm.lm_head]:
+        a, b = linear.in_features, linear.out_features
+        products += [(positions, a, b), (positions, b, a), (a, positions, b)]
+    return products
+
+
+@dataclass
+class Phase:
+    """One phase's timed runs, each paired with a matmul block at its shapes measured right after it (FLOP/s)."""
+
+    achieved: list[float]
+    ceiling: list[float]
+
+    @property
+    def fractions(self) -> list[float]:
+        """Achieved over ceiling per pair: this machine is shared and drifts from minute to minute, so each run is
+        judged against the matmul throughput of the same moment."""
+        return [run / peak for run, peak in zip(self.achieved, self.ceiling, strict=True)]
+
+    @property
+    def fraction(self) -> float:
+        return statistics.median(self.fractions)
+
+
+def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) -> tuple[Phase, Phase, str]:
+    """Generation and the update of a fresh `preset` model on chapter 00's environment, sampling and word-level
+    tokenizer (random weights: the FLOPs and the speed do not depend on them; an untrained policy rarely stops
+    early, so its sequences run to the 40-token budget), and a line on what was counted."""
+    tokenizer = ch00.build_tokenizer_for_chapter()
+    torch.manual_seed(0)
+    model = build_model(tokenizer, preset, max_positions=64)
+    return roofline_phases(model, tokenizer, ch00.preset("cpu").sampling, batch, repeats, min_seconds)
+
+
+def roofline_phases(
+    model, tokenizer, sampling, batch: int, repeats: int, min_seconds: float, budget: int = 0
+) -> tuple[Phase, Phase, str]:
+    """Generation (the engine's rollout of `batch` chapter-00 episodes under `sampling`) and the update (a
+    GRPO-shaped loss over the last rollout batch, micro-batched by `budget` tokens as `micro_batch.backward` runs it;
+    0: one forward) of `model`, each run against the matmul throughput at its own shapes, and a line on what was
+    counted. A micro-batched update runs one more forward than it is credited with (`update_flops` counts the
+    useful forward and backward), so its fraction is the share of the CPU the method's own arithmetic gets."""
+    from course_lib.rl import micro_batch
+
+    shape = MatmulShape.of(model)
+    forwards: list[tuple[int, int, int]] = []
+    ceiling = MatmulCeiling(decode_products(model, batch), min_seconds)
+    generation, trajectories = Phase([], []), []
+    model.eval()
+    with counting_forwards(forwards):  # the engine's own code, counted
+        for run in range(repeats + 1):  # the first run is a warm-up
+            forwards.clear()
+            engine = RolloutEngine(model, tokenizer, sampling)
+            envs = [ch00.make_env() for _ in range(batch)]
+            trajectories = engine.rollout(envs, list(range(batch)), generator=torch.Generator().manual_seed(run))
+            if not forwards:
+                raise RuntimeError("the engine ran no KVDecoder or HFDecoder forward: nothing was counted")
+            if run:
+                generation.achieved.append(generation_flops(shape, forwards) / engine.timings["model"])
+                generation.ceiling.append(ceiling.rate())
+    steps = sum(1 for _, new, _ in forwards if new == 1)
+
+    rollout_batch = collate(trajectories, engine.pad_id)
+    rows, length = rollout_batch.input_ids.shape
+    ceiling = MatmulCeiling(update_products(model, min(rows * length, budget or rows * length)), min_seconds)
+    model.train()
+    update = Phase([], [])
+    mask = rollout_batch.loss_mask.float()
+
+    def loss_of(logprobs: torch.Tensor, entropy: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        # A GRPO-shaped loss: per-token log-probs weighted on the policy's tokens (the weights do not change FLOPs).
+        return -(logprobs * mask).sum() / mask.sum(), {}
+
+    for run in range(repeats + 1):
+        model.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        micro_batch.backward(model, rollout_batch.input_ids, rollout_batch.attention_mask, 1.0, loss_of, budget)
+        seconds = time.perf_counter() - start
+        if run:
+            update.achieved.append(update_flops(shape, rows, length) / seconds)
+            update.ceiling.append(ceiling.rate())
+    model.zero_grad(set_to_none=True)
+    model.eval()
+
+    detail = (
+        f"{count_parameters(model):,} parameters ({shape.layer_weights:,} in the layers' products, "
+        f"{shape.head_weights:,} in the LM head); last rollout: {generation_flops(shape, forwards) / 1e9:.2f} GFLOP "
+        f"in {len(forwards)} forwards ({steps} single-token steps); update: "
+        f"{update_flops(shape, rows, length) / 1e9:.2f} GFLOP on [{rows}, {length}]"
+        + (f" in micro-batches of {budget} tokens" if budget else "")
+    )
+    return generation, update, detail
+
+
+def bench_roofline(presets: Sequence[str], batch: int, repeats: int, min_seconds: float = 0.2) -> list[float]:
+    """`python -m course_lib.course.bench roofline`: per model preset, generation's and the update's achieved FLOP/s
+    against this CPU's matmul throughput at the same shapes; returns, and ends with, the first preset's two median
+    fractions."""
+    print(
+        f"Chapter 00's tool task, {batch} episodes, cpu-preset sampling, {torch.get_num_threads()} torch threads; "
+        f"{repeats} timed runs per phase (after a warm-up), each followed by a matmul block at its shapes"
+    )
+    header = ("model", "phase", "achieved GFLOP/s", "matmul GFLOP/s", "fraction", "range")
+    print("  {:10} {:11} {:>16} {:>15} {:>9}  {}".format(*header))
+    headline: list[float] = []
+    for preset in presets:
+        generation, update, detail = measure_roofline(preset, batch, repeats, min_seconds)
+        for name, phase in (("generation", generation), ("update", update)):
+            achieved, ceiling = statistics.median(phase.achieved) / 1e9, statistics.median(phase.ceiling) / 1e9
+            spread = f"{min(phase.fractions):.3g}-{max(phase.fractions):.3g}"
+            print(f"  {preset:10} {name:11} {achieved:16.3f} {ceiling:15.3f} {phase.fraction:9.3g}  {spread}")
+        print(f"    {detail}")
+        headline = headline or [generation.fraction, update.fraction]
+    print(f"generation_of_matmul_peak={headline[0]:.3g} update_of_matmul_peak={headline[1]:.3g}")
+    return headline
+
+
+def time_update(model_name: str, rows: int, tokens: int, budget: int, repeats: int) -> dict[str, float]:
+    """One GRPO update (clipped surrogate, token-mean, random advantages) of a LoRA r 16 adapter on `model_name`
+    (a real model's name or a checkpoint folder), on `rows` x `tokens` random ids, micro-batched by `budget`
+    (`course_lib.rl.micro_batch`; 0 is the whole batch at once): seconds per update (median of `repeats` after a
+    warm-up) and this process's peak resident memory. Run once per process: the peak is the process's."""
+    import resource
+
+    from course_lib.course import gpu_preset
+    from course_lib.rl import checkpoint, loop, micro_batch
+    from course_lib.rl.train import GRPOConfig
+
+    torch.manual_seed(0)
+    model, _ = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
+    model = checkpoint.add_adapter(model, rank=16)
+    model.train()
+    vocabulary = model.config.vocab_size
+    ids = torch.randint(vocabulary, (rows, tokens))
+    attention = torch.ones_like(ids)
+    mask = attention.float()
+    mask[:, : tokens // 4] = 0  # a prompt
+    with torch.no_grad():
+        old, _ = micro_batch.logprobs_and_entropy(model, ids, attention, 1.0, budget or rows * tokens)
+    advantages = torch.randn(rows)[:, None] * mask
+    config = GRPOConfig()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+
+    def loss_of(logprobs, entropy):
+        return loop.clipped(logprobs, old, advantages, mask, config)
+
+    seconds = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        micro_batch.backward(model, ids, attention, 1.0, loss_of, budget)
+        optimizer.step()
+        seconds.append(time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB on Linux
+    return {"seconds": statistics.median(seconds[1:]), "peak_gib": peak}
+
+
+def bench_update(model_name: str, rows: int, tokens: int, budgets: Sequence[int], repeats: int) -> None:
+    """`time_update` for each budget, each in a fresh process (a peak RSS belongs to its process)."""
+    print(f"{model_name}: one update of a LoRA r 16 adapter on {rows} x {tokens} tokens, {torch.get_num_threads()} "
+          f"threads; seconds per update (median of {repeats}) and the process's peak memory")  # fmt: skip
+    for budget in budgets:
+        code = (f"import json; from course_lib.course import bench; print(json.dumps(bench.time_update("
+                f"{model_name!r}, {rows}, {tokens}, {budget}, {repeats})))")  # fmt: skip
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        label = "whole batch" if budget == 0 else f"{budget} tokens"
+        print(f"micro-batch {label:>12}: {result['seconds']:6.1f} s per update, peak {result['peak_gib']:5.2f} GiB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_lib.course.bench", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    rollout = sub.add_parser("rollout", help="rollout engine vs turn-by-turn generate()")
+    rollout.add_argument("--batch", type=int)
+    rollout.add_argument("--group", type=int, default=8, help="samples per task in the GRPO-shaped batches")
+    rollout.add_argument("--repeats", type=int, default=7, help="interleaved pairs of engine and generate() runs")
+    rollout.add_argument(
+        "--model", help="a real model (smollm2) or checkpoint folder on chapter 00's task in the chat format, against "
+        "generate() over the chat template, with both phases' share of the matmul roofline (default --batch 32)",
+    )  # fmt: skip
+    rollout.add_argument(
+        "--tasks", nargs="+", default=["ch00", "ch03", "ch04", "ch05", "ch06"],
+        choices=["ch00", "ch03", "ch04", "ch05", "ch06"], help="tool tasks to measure (chapter 00's always runs)",
+    )  # fmt: skip
+    trl = sub.add_parser("trl", help="one course_lib GRPO iteration vs one step of TRL's GRPOTrainer")
+    trl.add_argument("--pairs", type=int, default=7, help="interleaved pairs of iterations, after one warm-up pair")
+    decoder = sub.add_parser("decoder", help="the generic decoder (any family) vs the lean KVDecoder, per decode step")
+    decoder.add_argument("--batch", type=int, default=64)
+    decoder.add_argument("--steps", type=int, default=24, help="single-token decode steps after the prefill")
+    decoder.add_argument("--repeats", type=int, default=7, help="interleaved pairs of lean and generic runs")
+    roofline = sub.add_parser("roofline", help="achieved FLOP/s of generation and the update vs matmul throughput")
+    roofline.add_argument("--presets", nargs="+", default=["tiny", "tiny_wide"], help="model presets to measure")
+    roofline.add_argument("--batch", type=int, default=64, help="episodes in the rollout batch (and update rows)")
+    roofline.add_argument("--repeats", type=int, default=7, help="timed rollouts and updates, after one warm-up")
+    roofline.add_argument("--matmul-seconds", type=float, default=0.2, help="minimum seconds per timed matmul block")
+    update = sub.add_parser("update", help="one GRPO update of a real model's LoRA: time and peak memory per budget")
+    update.add_argument("--model", default="smollm2", help="a real model's name or a checkpoint folder")
+    update.add_argument("--rows", type=int, default=32)
+    update.add_argument("--tokens", type=int, default=110)
+    update.add_argument("--budgets", type=int, nargs="+", default=[0, 2048, 1024], help="micro_batch_tokens values")
+    update.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.command == "update":
+        bench_update(args.model, args.rows, args.tokens, args.budgets, args.repeats)
+    elif args.command == "roofline":
+        bench_roofline(args.presets, args.batch, args.repeats, args.matmul_seconds)
+    elif args.command == "trl":
+        bench_trl(args.pairs)
+    elif args.command == "decoder":
+        bench_decoder(args.batch, args.steps, args.repeats)
+    elif args.model:
+        bench_real_rollout(args.model, args.batch or 32, args.group, args.repeats)
+    else:
+        bench_rollout(args.batch or 64, args.group, args.repeats, args.tasks)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+"""Designed settings: one pre-registered experiment per chapter where its paper's mechanism has room to act, decided
+with the power to see it.
+
+A chapter's main run uses the released settings at the miniature's scale, where some mechanisms have nothing to act
+on (a branch rule that is a coin flip, chains too short to have consecutive uncertain steps). A design changes the
+setting so that the mechanism can act, is written down in `docs/experiments/` before the seeds that decide it are
+run, and is decided the way claims.md asks (after Agarwal et al., 2021, arXiv 2108.13264):
+
+1. **Pilot.** Seeds that never decide (`Design.pilot_seeds`) estimate the spread `sd` of the paired difference
+   (one value per seed: an arm minus the arm it is compared with, both from the same seed).
+2. **Power.** The number of deciding seeds is the smallest n that detects the pre-registered effect (the paper's
+   effect scaled to the miniature, `Design.scaled_effect`) with 80% power by a two-sided 5% test of the paired
+   mean against its null boundary (0, or the margin when the claim is "at most m worse"): the smallest n with
+   (t_{0.975, n-1} + t_{0.8, n-1}) sd / sqrt(n) <= effect - min(margin, 0), at least `min_seeds`, at most
+   `max_seeds` (`seeds_needed`); when the cap binds, the power actually reached is reported. (The designs recorded
+   before the course moved to t planned with the normal's quantiles, which ask for fewer seeds; `show` prints the
+   t plan beside the seeds recorded, and `hindsight` the power those seeds had.) Four pilot seeds know `sd` only
+   to a factor of about 1.7 (its 80% upper bound, `stats.sd_upper_bound`): the plan prints the seeds that bound
+   would ask beside the pre-registered rule's, and after the decision `hindsight` compares the deciding seeds'
+   spread with the pilot's and states the power they actually had.
+3. **Decision.** Seeds 0 .. n-1 are run and recorded (`results/<chapter>_design.json`); the course-level verdict
+   comes from `course_lib.course.verdicts`: the 95% t-interval of the paired difference (with at least 5 seeds), and,
+   describing it, the bootstrap interval, interquartile mean, probability of improvement, exact sign-flip p and the
+   smallest effect those seeds could detect.
+
+    python -m course_lib.course.designs ch08 --pilot --record     # pilot seeds -> results/ch08_design_pilot.json
+    python -m course_lib.course.designs ch08 --decide --record    # seeds 0..n-1 (skips recorded seeds: resumes)
+    python -m course_lib.course.designs ch08 --show               # plan, per-seed numbers and the decision
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from course_lib.course import results as recorded
+from course_lib.course.claims import ClaimSpec
+from course_lib.diagnostics import stats
+
+MODULES = {chapter: f"course_lib.chapters.{chapter}_design" for chapter in ("ch08", "ch09", "ch10", "ch11", "ch12")}
+"""Chapter key -> the module that defines its `DESIGN`."""
+
+
+@dataclass(frozen=True)
+class Design:
+    """A chapter's pre-registered designed setting."""
+
+    chapter: str
+    """Chapter key, e.g. `ch08`; its seeds go to `results/<chapter>_design.json`."""
+    document: str
+    """The pre-registration, e.g. `docs/experiments/ch08-design.md` (committed before the pilot)."""
+    claim: ClaimSpec
+    """The finding decided here (kind `finding`, id with a `d` suffix); its first `effects` entry is the paired
+    difference `(key, margin)` the seeds are planned for."""
+    scaled_effect: float
+    """The paper's effect scaled to the miniature, as the pre-registration states: the power target."""
+    run: Callable[[int], Mapping[str, float]]
+    """`run(seed)`: every number of one seed, including the effect key."""
+    pilot_seeds: tuple[int, ...] = (100, 101, 102, 103)
+    max_seeds: int = 20
+    min_seeds: int = 6
+    first_seed: int = 0
+    """Deciding seeds are `first_seed` .. `first_seed + n - 1`: above 0 when a chapter's own records already ran
+    seeds 0, 1, 2 of a nearby setting, so that no seed whose outcome was seen decides."""
+    arms: tuple[tuple[str, str], ...] = ()
+    """`(number key, label)` of each arm, plotted per seed beside the difference."""
+    arms_measure: str = "held-out success"
+    """What the arms' numbers measure (the y axis of `plot`'s left panel)."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.chapter}_design"
+
+    @property
+    def pilot_name(self) -> str:
+        return f"{self.chapter}_design_pilot"
+
+    @property
+    def effect_key(self) -> str:
+        return self.claim.effects[0][0]
+
+    @property
+    def margin(self) -> float:
+        return self.claim.effects[0][1]
+
+    def deciding_seeds(self, count: int) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + count))
+
+    def __post_init__(self) -> None:
+        if self.claim.kind != "finding" or not self.claim.effects:
+            raise ValueError(f"design {self.chapter}: its claim must be a finding with effects, got {self.claim}")
+        if self.scaled_effect <= min(self.margin, 0.0):
+            raise ValueError(f"design {self.chapter}: scaled effect {self.scaled_effect} is not beyond the null")
+        if set(self.pilot_seeds) & set(self.deciding_seeds(self.max_seeds)):
+            raise ValueError(f"design {self.chapter}: pilot seeds {self.pilot_seeds} overlap deciding seeds")
+
+
+def seeds_needed(sd: float, effect: float, margin: float = 0.0, minimum: int = 6, maximum: int = 20) -> int:
+    """Deciding seeds for 80% power at `effect` with the two-sided 5% paired t-test, when paired differences have
+    standard deviation `sd`: the smallest n with (t_{0.975, n-1} + t_{0.8, n-1}) sd / sqrt(n) <= effect - null
+    (`stats.detectable_effect`'s rule), clipped to [`minimum`, `maximum`]. The null boundary is 0 for "better
+    than", or a negative margin for "at most |m| worse". With the normal's quantiles in place of t's the same plan
+    would ask for fewer seeds than the t-interval that decides needs (7.85 against 9.8 at sd = effect)."""
+    distance = effect - min(margin, 0.0)
+    if distance <= 0:
+        raise ValueError(f"effect {effect} must lie beyond the null boundary {min(margin, 0.0)}")
+    if not math.isfinite(sd) or sd < 0:
+        raise ValueError(f"sd must be a finite non-negative number, got {sd}")
+    if sd == 0:
+        return int(max(minimum, 2))
+    needed = 2
+    while needed < maximum and _detectable(sd, needed) > distance + 1e-12:
+        needed += 1
+    return int(min(max(needed, minimum), maximum))
+
+
+def _detectable(sd: float, seeds: int) -> float:
+    """(t_{0.975, n-1} + t_{0.8, n-1}) sd / sqrt(n): the effect n seeds detect with 80% power."""
+    return (stats.t_quantile(0.975, seeds - 1) + stats.t_quantile(0.8, seeds - 1)) * sd / math.sqrt(seeds)
+
+
+def power(sd: float, effect: float, margin: float, seeds: int) -> float:
+    """The power of the two-sided 5% paired t-test at `effect` with `seeds` seeds, in the shifted-t approximation:
+    P(T_{n-1} <= distance sqrt(n) / sd - t_{0.975, n-1}) (exactly 0.8 where `seeds_needed`'s rule is an equality).
+    1 when `sd` is 0."""
+    distance = effect - min(margin, 0.0)
+    if sd == 0:
+        return 1.0
+    return stats.t_cdf(distance * math.sqrt(seeds) / sd - stats.t_quantile(0.975, seeds - 1), seeds - 1)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the pilot says: the spread of the paired difference and the deciding seeds it asks for."""
+
+    pilot_seeds: tuple[int, ...]
+    pilot_mean: float
+    sd: float
+    uncapped: int
+    """Seeds for 80% power with no cap (before clipping to [min_seeds, max_seeds])."""
+    seeds: int
+    """Number of deciding seeds (`Design.deciding_seeds`)."""
+    power: float
+    """Power at the scaled effect with `seeds` seeds."""
+    sd_upper: float
+    """The 80% upper confidence bound of `sd` (`stats.sd_upper_bound`): a sturdier spread to plan on, shown beside
+    the plan (the pre-registered rule plans on `sd`)."""
+    uncapped_upper: int
+    """Seeds for 80% power had the plan used `sd_upper` (no cap)."""
+
+    def text(self, design: Design) -> str:
+        capped = f", capped at {design.max_seeds} (power {self.power:.2f})" if self.uncapped > self.seeds else ""
+        return (
+            f"pilot seeds {', '.join(map(str, self.pilot_seeds))}: {design.effect_key} mean {self.pilot_mean:+.3f}, "
+            f"sd {self.sd:.3f}; 80% power at the pre-registered effect {design.scaled_effect:+.3f} "
+            f"(null {min(design.margin, 0.0):+.3f}, paired t-test) needs {self.uncapped} seeds -> seeds "
+            f"{design.first_seed}-{design.first_seed + self.seeds - 1}{capped}\n"
+            f"  sturdier: the sd's 80% upper bound from {len(self.pilot_seeds)} pilot seeds is {self.sd_upper:.3f}, "
+            f"which would need {self.uncapped_upper} seeds"
+        )
+
+
+def differences(chapter_file: str, key: str) -> tuple[list[int], list[float]]:
+    """Seeds and values of `key` in `results/<chapter_file>.json`, in seed order."""
+    loaded = recorded.load(chapter_file)
+    pairs = sorted((int(seed), rec["numbers"][key]) for seed, rec in loaded["seeds"].items() if key in rec["numbers"])
+    return [seed for seed, _ in pairs], [value for _, value in pairs]
+
+
+def plan(design: Design) -> Plan:
+    """The plan from the recorded pilot (`results/<chapter>_design_pilot.json`)."""
+    seeds, values = differences(design.pilot_name, design.effect_key)
+    if len(values) < 2:
+        raise recorded.ResultsMissing(
+            f"{design.pilot_name} has {len(values)} pilot seed(s): run "
+            f"`python -m course_lib.course.designs {design.chapter} --pilot --record`"
+        )
+    sd = float(np.std(values, ddof=1))
+    uncapped = seeds_needed(sd, design.scaled_effect, design.margin, minimum=design.min_seeds, maximum=10**6)
+    chosen = min(uncapped, design.max_seeds)
+    upper = stats.sd_upper_bound(sd, len(values))
+    uncapped_upper = seeds_needed(upper, design.scaled_effect, design.margin, minimum=design.min_seeds, maximum=10**6)
+    return Plan(tuple(seeds), float(np.mean(values)), sd, uncapped, chosen,
+                power(sd, design.scaled_effect, design.margin, chosen), upper, uncapped_upper)  # fmt: skip
+
+
+def hindsight(design: Design, pilot: Plan, numbers: Sequence[Mapping[str, float]]) -> str:
+    """How the pilot's spread compared with the deciding seeds' (`numbers`), and the power those seeds had at the
+    pre-registered effect given the spread they showed: whether a "not reproduced" could have seen the effect."""
+    values = [n[design.effect_key] for n in numbers if design.effect_key in n]
+    if len(values) < 2:
+        return f"  hindsight: {len(values)} deciding seed(s), no spread to compare"
+    sd = float(np.std(values, ddof=1))
+    reached = power(sd, design.scaled_effect, design.margin, len(values))
+    ratio = f" ({sd / pilot.sd:.1f}x the pilot's)" if pilot.sd > 0 else ""
+    return (
+        f"  hindsight: the {len(values)} deciding seeds' sd is {sd:.3f}{ratio}; with it, the power at "
+        f"{design.scaled_effect:+.3f} was {reached:.2f}"
+    )
+
+
+def load(chapter: str) -> Design:
+    """`chapter`'s `DESIGN` (ImportError when the chapter has none yet)."""
+    if chapter not in MODULES:
+        raise KeyError(f"no designed setting is registered for {chapter!r}; registered: {', '.join(MODULES)}")
+    return importlib.import_module(MODULES[chapter]).DESIGN
+
+
+def find(chapter: str) -> Design | None:
+    """`chapter`'s `DESIGN`, or None when it has no design module (or one still without a `DESIGN`)."""
+    module = MODULES.get(chapter)
+    if module is None:
+        return None
+    try:
+        return getattr(importlib.import_module(module), "DESIGN", None)
+    except ModuleNotFoundError as error:
+        if error.name != module:
+            raise
+        return None
+
+
+def recorded_design_seeds(design: Design) -> list[dict[str, float]]:
+    """The deciding seeds' numbers (seed order); empty when none are recorded."""
+    if not recorded.path(design.name).exists():
+        return []
+    return recorded.seed_numbers(recorded.load(design.name))
+
+
+def run_seeds(design: Design, seeds: Sequence[int], record: bool, pilot: bool = False) -> dict[int, dict]:
+    """Run `design` on `seeds`, printing each seed's arms and difference; with `record`, write each seed as it lands
+    (pilot seeds to the pilot file) and skip seeds already recorded there, so an interrupted run resumes."""
+    name = design.pilot_name if pilot else design.name
+    done = set()
+    if record:
+        recorded.begin()  # stamp the code and machine before the first seed runs
+    if record and recorded.path(name).exists():
+        done = {int(seed) for seed in recorded.load(name)["seeds"]}
+    out = {}
+    for seed in seeds:
+        if seed in done:
+            print(f"seed {seed}: already recorded in results/{name}.json")
+            continue
+        begin = time.perf_counter()
+        numbers = {key: float(value) for key, value in design.run(seed).items()}
+        minutes = (time.perf_counter() - begin) / 60
+        arms = ", ".join(f"{label} {numbers[key]:.3f}" for key, label in design.arms if key in numbers)
+        print(f"seed {seed} ({minutes:.1f} min): {arms}; {design.effect_key} {numbers[design.effect_key]:+.3f}",
+              flush=True)  # fmt: skip
+        if record:
+            recorded.record(name, seed, [design.claim], numbers, minutes)
+        out[seed] = numbers
+    return out
+
+
+def show(chapter: str) -> None:
+    """A notebook's compared cell: the pre-registration, the pilot's plan, the deciding seeds and the verdict, all
+    read from `results/` (deterministic)."""
+    from course_lib.course import verdicts
+
+    design = load(chapter)
+    print(f"designed setting {design.claim.id} (pre-registered in {design.document}): {design.claim.statement}")
+    print(plan(design).text(design))
+    numbers = recorded_design_seeds(design)
+    if not numbers:
+        print(f"no deciding seeds recorded yet: run `python -m course_lib.course.designs {chapter} --decide --record`")
+        return
+    seeds = sorted(int(seed) for seed in recorded.load(design.name)["seeds"])
+    print(f"  recorded deciding seeds: {seeds[0]}-{seeds[-1]} ({len(seeds)}; planned, when they ran, with the normal's "
+          "quantiles in place of t's)")  # fmt: skip
+    for key, label in design.arms:
+        values = [n[key] for n in numbers if key in n]
+        mean, low, high = stats.t_interval(values)
+        print(f"  {label:<24} mean {mean:.3f} [{low:.3f}, {high:.3f}] over {len(values)} seeds")
+    print(verdicts.decide(design.claim, numbers).line())
+    print(hindsight(design, plan(design), numbers))
+
+
+def plot(chapter: str):
+    """Every recorded deciding seed: each arm's value (a dot per seed, the mean as a bar) and the paired difference
+    with its 95% t-interval (the one the verdict reads). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    from course_lib.diagnostics.plots import legend_outside
+
+    design = load(chapter)
+    numbers = recorded_design_seeds(design)
+    if not numbers:
+        raise recorded.ResultsMissing(f"no deciding seeds in results/{design.name}.json")
+    widths = [max(len(design.arms), 1), 1]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2), gridspec_kw={"width_ratios": widths})
+    jitter = np.linspace(-0.15, 0.15, len(numbers))
+    for i, (key, _) in enumerate(design.arms):
+        values = np.array([n[key] for n in numbers])
+        left.scatter(i + jitter, values, s=14, alpha=0.7)
+        left.hlines(values.mean(), i - 0.3, i + 0.3, color="black")
+    left.set_xticks(range(len(design.arms)), [label for _, label in design.arms])
+    left.set_ylabel(design.arms_measure)
+    left.set_title(f"{len(numbers)} seeds, each a dot")
+    diffs = [n[design.effect_key] for n in numbers]
+    mean, low, high = stats.t_interval(diffs)
+    right.scatter(jitter, diffs, s=14, alpha=0.7, color="tab:gray")
+    right.errorbar([0], [mean], yerr=[[mean - low], [high - mean]], fmt="o", color="black", capsize=4)
+    right.axhline(0, color="black", lw=0.6)
+    if design.margin:
+        right.axhline(design.margin, color="tab:red", lw=0.8, ls="--", label=f"margin {design.margin:+.2f}")
+    right.set_xticks([])
+    right.set_ylabel(design.effect_key.replace("_", " "))
+    right.set_title("paired difference, 95% interval")
+    legend_outside(fig)  # the margin's legend below the panels, not on the seeds' dots
+    return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run or show a chapter's pre-registered designed setting.")
+    parser.add_argument("chapter", choices=sorted(MODULES))
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--pilot", action="store_true", help="run the pilot seeds (they never decide)")
+    mode.add_argument("--decide", action="store_true", help="run deciding seeds 0..n-1, n from the pilot")
+    mode.add_argument("--show", action="store_true", help="print the plan and the decision from results/")
+    parser.add_argument("--seeds", type=int, nargs="+", help="run these deciding seeds instead of the plan's")
+    parser.add_argument("--record", action="store_true", help="write each seed to results/")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: two designs can share 2 cores)")
+    args = parser.parse_args(argv)
+    if args.show:
+        show(args.chapter)
+        return 0
+    import torch
+
+    torch.set_num_threads(args.threads)
+    if args.record:
+        try:
+            recorded.begin()  # the code and machine, stamped before anything runs
+        except recorded.DirtyTree as error:
+            parser.error(str(error))
+    design = load(args.chapter)
+    if args.pilot:
+        run_seeds(design, design.pilot_seeds, args.record, pilot=True)
+        if args.record:
+            print(plan(design).text(design))
+        return 0
+    seeds = args.seeds if args.seeds is not None else design.deciding_seeds(plan(design).seeds)
+    if set(seeds) & set(design.pilot_seeds):
+        parser.error(f"pilot seeds {design.pilot_seeds} never decide")
+    run_seeds(design, seeds, args.record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

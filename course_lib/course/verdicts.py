@@ -1,0 +1,505 @@
+"""Course-level verdicts: one status per claim, decided on the seeds recorded in `results/`.
+
+A single run's verdict depends on the machine (training lands elsewhere when the floating-point kernels differ), so
+the course states each claim's status from its recorded seeds, by one rule, and every place that shows a status (the
+notebooks' compared cells and takeaways, `docs/claims.md`, the README's chapter map) is generated from here:
+
+- a **finding that compares arms** (its `ClaimSpec.effects`) is decided on each paired difference over the recorded
+  seeds: reproduced when its 95% Student-t interval (`stats.t_interval`, whose coverage is exact for normal data at
+  any number of seeds) lies above zero (above the margin, for a margin below zero: "at most 2 points worse") and its
+  mean reaches the margin the claim names, on at least `MIN_SEEDS` seeds. Beside it, describing and never deciding:
+  the percentile bootstrap interval, the interquartile mean, the probability of improvement, the exact sign-flip p
+  and the smallest effect those seeds detect with 80% power (Agarwal et al., 2021); a per-seed margin is shown too;
+- any other finding is decided on its check passing on every recorded seed, again on at least `MIN_SEEDS` seeds
+  (three passes in a row happen one time in eight for a coin). A seed that failed decides it at once: no further
+  seed can make it pass on every seed;
+- below `MIN_SEEDS` a finding is **undecided**, never reproduced;
+- a **mechanism** check (required, and unable to fail by chance: its `chance` is computed from the recorded seeds
+  and printed) holds when it passed on every recorded seed; a **design** check is shown and never counted; a
+  **description** is shown with how often its check passed, and never counted.
+
+The seeds of a chapter's confirmation (`results/<chapter>_confirmation.json`, fresh seeds run after a claim was
+restated) count toward its verdicts; a designed setting (`claims.Setting`, `course.designs`) is decided on its own
+file by the same rule. A record from a tree with uncommitted changes is flagged on its claim's line.
+
+    python -m course_lib.course.verdicts            # print every chapter's verdicts and the totals
+    python -m course_lib.course.verdicts --write    # regenerate docs/claims.md's tables and the README's claims column
+    python -m course_lib.course.verdicts --check    # exit 1 if either has drifted from results/ (a test does this)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from course_lib.course import designs
+from course_lib.course import results as recorded
+from course_lib.course.claims import NOT_REPRODUCED, TOLERANCE, Chance, ClaimSpec, Setting, at_least
+from course_lib.diagnostics import stats
+
+ROOT = Path(__file__).resolve().parents[2]
+CLAIMS_DOC = ROOT / "docs" / "claims.md"
+README = ROOT / "README.md"
+MIN_SEEDS = 5
+"""No finding is reproduced on fewer deciding seeds (claims.md)."""
+APPENDICES = ("ch13", "ch14", "ch15")
+"""Chapters that check the course's own engines and a trainer's pitfalls (TRL and verl, a model of your own, the
+pitfalls lab): no paper's finding is theirs to reproduce, so their claims are mechanisms, designs and descriptions."""
+UNDECIDED = "undecided"
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One paired difference over the recorded seeds."""
+
+    key: str
+    margin: float
+    seeds: int
+    mean: float
+    low: float
+    high: float
+    """The 95% Student-t interval: what decides."""
+    bootstrap_low: float
+    bootstrap_high: float
+    iqm: float
+    improvement: float
+    """Probability of improvement: the share of seeds with a positive difference (ties half)."""
+    sign_flip: float
+    """The exact two-sided sign-flip p-value of a zero mean (`stats.sign_flip_p`)."""
+    detectable: float
+    """The smallest mean difference these seeds detect with 80% power (`stats.detectable_effect`, with t)."""
+    unmeasured: int = 0
+    """Recorded seeds on which the difference could not be measured (NaN: e.g. a premise with nothing to score)."""
+
+    @property
+    def decided(self) -> bool:
+        """On at least `MIN_SEEDS` measured seeds, or unmeasurable on at least as many (then it does not hold)."""
+        return self.seeds >= MIN_SEEDS or (self.seeds == 0 and self.unmeasured >= MIN_SEEDS)
+
+    @property
+    def holds(self) -> bool:
+        return (
+            self.seeds >= MIN_SEEDS
+            and self.low > min(self.margin, 0.0) + TOLERANCE
+            and at_least(self.mean, self.margin)
+        )
+
+    def interval_text(self) -> str:
+        """`+0.061 [+0.032, +0.090] over 20 seeds`: the mean and its 95% t-interval."""
+        if self.seeds == 0 and self.unmeasured:
+            return f"not measurable on any of {self.unmeasured} seeds"
+        unmeasured = f" ({self.unmeasured} more not measurable)" if self.unmeasured else ""
+        return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}] over {self.seeds} seeds{unmeasured}"
+
+    def text(self) -> str:
+        if self.seeds == 0 and self.unmeasured:
+            return f"{self.key} {self.interval_text()} (margin {self.margin:+.3f})"
+        return (
+            f"{self.key} {self.interval_text()} (95% t-interval; margin {self.margin:+.3f}; described by: bootstrap "
+            f"[{self.bootstrap_low:+.3f}, {self.bootstrap_high:+.3f}], IQM {self.iqm:+.3f}, P(improvement) "
+            f"{self.improvement:.2f}, sign-flip p {self.sign_flip:.3g}, detectable {self.detectable:.3f})"
+        )
+
+
+def effect(key: str, margin: float, values: Sequence[float]) -> Effect:
+    """`values`' paired difference decided and described (`Effect`); NaN values (seeds on which it could not be
+    measured) are counted apart and left out of every statistic."""
+    unmeasured = sum(math.isnan(v) for v in values)
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        nan = float("nan")
+        return Effect(key, margin, 0, nan, nan, nan, nan, nan, nan, nan, 1.0, nan, unmeasured)
+    mean, low, high = stats.t_interval(values)
+    _, boot_low, boot_high = stats.bootstrap_interval(values)
+    return Effect(key, margin, len(values), mean, low, high, boot_low, boot_high, stats.interquartile_mean(values),
+                  stats.probability_of_improvement(values), stats.sign_flip_p(values),
+                  stats.detectable_effect(values), unmeasured)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CourseVerdict:
+    """A claim's status for the course, from its recorded seeds."""
+
+    spec: ClaimSpec
+    seeds: int
+    passed: int
+    """Recorded seeds on which the claim's own check passed."""
+    effects: tuple[Effect, ...]
+    chance: Chance | None = None
+    """For a mechanism: how likely its check is to fail by chance, computed from the recorded seeds."""
+    dirty: int = 0
+    """Recorded seeds whose code had uncommitted changes (their provenance's `git_dirty`)."""
+    files: tuple[str, ...] = ()
+    """The results files the seeds came from, e.g. `("ch07", "ch07_confirmation")`."""
+    shown: tuple[tuple[str, str], ...] = ()
+    """`(label, "mean [low, high] over n seeds")` of the spec's `shown` numbers, beside the verdict: deciding
+    nothing."""
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def source(self) -> str:
+        """`ch07.json + ch07_confirmation.json`."""
+        return " + ".join(f"{name}.json" for name in self.files)
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    @property
+    def every_seed(self) -> bool:
+        return self.seeds > 0 and self.passed == self.seeds
+
+    @property
+    def decided(self) -> bool:
+        """Whether a finding's status is settled: on at least `MIN_SEEDS` seeds, or (decided on every seed) by a
+        seed that failed, which no further seed can undo."""
+        if self.effects:
+            return all(e.decided for e in self.effects)
+        return self.seeds >= MIN_SEEDS or (self.seeds > 0 and not self.every_seed)
+
+    @property
+    def holds(self) -> bool:
+        """Reproduced (a finding), holds (a mechanism or design); a description never counts."""
+        if self.kind == "finding":
+            if not self.decided:
+                return False
+            return all(e.holds for e in self.effects) if self.effects else self.every_seed
+        return self.every_seed and self.kind != "description"
+
+    @property
+    def status(self) -> str:
+        if self.kind == "finding":
+            if not self.decided:
+                return f"{UNDECIDED} ({self.seeds} seed{'s' * (self.seeds != 1)})"
+            return "reproduced" if self.holds else NOT_REPRODUCED
+        if self.kind == "mechanism":
+            return "holds" if self.holds else "fails"
+        if self.kind == "design":
+            return "holds by design" if self.holds else "design not met"
+        return "shown"
+
+    def short(self) -> str:
+        """`recorded 2 of 3 seeds: not reproduced at this scale` (what the claims cell prints beside this run)."""
+        return f"recorded {self.passed} of {self.seeds} seeds: {self.status}"
+
+    def basis(self) -> str:
+        """What the status was decided on, in one line (without the id and status)."""
+        passed = f"check passed on {self.passed} of {self.seeds} seeds"
+        if self.dirty:
+            passed += f", {self.dirty} of them recorded from uncommitted code"
+        beside = "".join(f"; shown: {label} {text}" for label, text in self.shown)
+        if self.effects:
+            return f"{passed}; decided on " + "; ".join(e.text() for e in self.effects) + beside
+        if self.kind == "finding":
+            return f"{passed}; decided on its check on every recorded seed (at least {MIN_SEEDS})"
+        if self.chance is not None:
+            return f"{passed}; P(fails by chance) {self.chance.probability:.2g}: {self.chance.how}{beside}"
+        return passed + beside
+
+    def line(self) -> str:
+        """One deterministic line: id, kind, status, seeds, and the basis of the decision."""
+        return f"{self.id:<6} {self.spec.label:<18} {self.status} ({self.basis()})"
+
+    def phrase(self) -> str:
+        """The status in a sentence of a takeaway: `**C7.1: reproduced** (gigpo_minus_grpo +0.061 [+0.032, +0.090]
+        over 20 seeds, 95% t-interval)`."""
+        if self.effects:
+            detail = "; ".join(f"{e.key} {e.interval_text()}, 95% t-interval" for e in self.effects)
+        else:
+            detail = f"its check passed on {self.passed} of {self.seeds} seeds"
+        detail += "".join(f"; beside it, {label} {text}" for label, text in self.shown)
+        return f"**{self.id}: {self.status}** ({detail})"
+
+
+def decide(
+    spec: ClaimSpec, seed_numbers: Sequence[Mapping[str, float]], dirty: int = 0, files: Sequence[str] = ()
+) -> CourseVerdict:
+    """`spec`'s course-level verdict from each recorded seed's numbers (in seed order)."""
+    passed = sum(spec.evaluate(numbers).passed for numbers in seed_numbers)
+    effects = tuple(
+        effect(key, margin, [numbers[key] for numbers in seed_numbers if key in numbers])
+        for key, margin in spec.effects
+    )
+    chance = spec.chance(seed_numbers) if spec.chance is not None and seed_numbers else None
+    shown = tuple((label, interval_text([n[key] for n in seed_numbers if key in n])) for key, label in spec.shown)
+    return CourseVerdict(spec, len(seed_numbers), passed, effects, chance, dirty, tuple(files), shown)
+
+
+def interval_text(values: Sequence[float]) -> str:
+    """`+0.061 [+0.032, +0.090] over 20 seeds` (mean and 95% t-interval), or `not recorded`."""
+    if not values:
+        return "not recorded"
+    mean, low, high = stats.t_interval(values)
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}] over {len(values)} seeds"
+
+
+def chapter_module(chapter: str):
+    return importlib.import_module(f"course_lib.chapters.{recorded.MODULES[chapter]}")
+
+
+def recorded_design(chapter: str) -> designs.Design | None:
+    """`chapter`'s designed setting when it has one with deciding seeds recorded (`course_lib.course.designs`)."""
+    design = designs.find(chapter)
+    return design if design is not None and designs.recorded_design_seeds(design) else None
+
+
+def settings(chapter: str) -> list[Setting]:
+    """`chapter`'s designed settings with recorded seeds: its module's `SETTINGS` and its `course_lib.course.designs`
+    design."""
+    found = [s for s in getattr(chapter_module(chapter), "SETTINGS", ()) if recorded.path(s.results).exists()]
+    design = recorded_design(chapter)
+    if design is not None:
+        found.append(Setting(design.name, (design.claim,), design.document))
+    return found
+
+
+def chapter_specs(chapter: str) -> tuple[ClaimSpec, ...]:
+    """The chapter's `CLAIMS`, then its designed settings' claims once their seeds are recorded."""
+    specs = tuple(chapter_module(chapter).CLAIMS)
+    return specs + tuple(spec for setting in settings(chapter) for spec in setting.claims)
+
+
+def confirmation(chapter: str) -> str | None:
+    """`<chapter>_confirmation` when the chapter has a confirmation on fresh seeds recorded, else None."""
+    name = f"{chapter}_confirmation"
+    return name if name in recorded.CONFIRMATIONS and recorded.path(name).exists() else None
+
+
+def recorded_seeds(*names: str) -> tuple[list[dict[str, float]], int]:
+    """Every recorded seed's numbers of the results files `names` (each file's seeds in seed order, files in turn),
+    and how many of them were recorded from uncommitted code."""
+    numbers, dirty = [], 0
+    for name in names:
+        loaded = recorded.load(name)
+        for _, record in sorted(loaded["seeds"].items(), key=lambda item: int(item[0])):
+            numbers.append(dict(record["numbers"]))
+            dirty += bool(record.get("provenance", {}).get("git_dirty"))
+    return numbers, dirty
+
+
+def chapter_verdicts(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> list[CourseVerdict]:
+    """Every claim of `chapter`: its own on `results/<chapter>.json` plus its confirmation's seeds; each designed
+    setting's (unless `specs` are given) on that setting's file."""
+    names = (chapter,) + ((confirmation(chapter),) if confirmation(chapter) else ())
+    numbers, dirty = recorded_seeds(*names)
+    own = specs if specs else chapter_module(chapter).CLAIMS
+    verdicts = [decide(spec, numbers, dirty, names) for spec in own]
+    for setting in () if specs else settings(chapter):
+        numbers, dirty = recorded_seeds(setting.results)
+        verdicts += [decide(spec, numbers, dirty, (setting.results,)) for spec in setting.claims]
+    return verdicts
+
+
+def course_lines(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> dict[str, str]:
+    """`{claim id: "recorded k of n seeds: status"}`, for `claims.report` beside this run's verdicts."""
+    return {v.id: v.short() for v in chapter_verdicts(chapter, specs)}
+
+
+def tally(verdicts: Sequence[CourseVerdict]) -> str:
+    """`findings reproduced 1 of 3 (C7.1); undecided C8.2 (3 seeds); mechanism checks 2 of 2 hold; design (shown,
+    not counted): C8.1; described (not counted): C14.4`."""
+    findings = [v for v in verdicts if v.kind == "finding"]
+    reproduced = [v.id for v in findings if v.holds]
+    parts = [f"findings reproduced {len(reproduced)} of {len(findings)}"
+             + (f" ({', '.join(reproduced)})" if reproduced else "")]  # fmt: skip
+    undecided = [f"{v.id} ({v.seeds} seeds)" for v in findings if not v.decided]
+    if undecided:
+        parts.append(f"undecided: {', '.join(undecided)}")
+    mechanisms = [v for v in verdicts if v.kind == "mechanism"]
+    if mechanisms:
+        parts.append(f"mechanism checks {sum(v.holds for v in mechanisms)} of {len(mechanisms)} hold")
+    for kind, label in (("design", "design (shown, not counted)"), ("description", "described (not counted)")):
+        ids = [v.id for v in verdicts if v.kind == kind]
+        if ids:
+            parts.append(f"{label}: {', '.join(ids)}")
+    return "; ".join(parts)
+
+
+def print_chapter(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> None:
+    """The notebooks' compared cell: the course-level verdicts (deterministic: read from `results/`) and the tally."""
+    verdicts = chapter_verdicts(chapter, specs)
+    sources = list(dict.fromkeys(v.source for v in verdicts))
+    print(f"course-level verdicts (95% t-interval, at least {MIN_SEEDS} seeds), from results/ {', '.join(sources)}:")
+    for verdict in verdicts:
+        print(verdict.line())
+    print(tally(verdicts))
+
+
+# Takeaways: a notebook's prose with every status and multi-seed number filled in from here ------------------------
+PLACEHOLDER = re.compile(r"\{(C\d+\.\d+[a-z]?)(?::([A-Za-z0-9_]+))?(?::(range|mean))?\}")
+
+
+def fill(chapter: str, template: str) -> str:
+    """`template` with `{C7.1}` replaced by the claim's status phrase (`CourseVerdict.phrase`), `{C7.1:key}` by the
+    mean and 95% t-interval of the number `key` over the seeds that decide C7.1, `{C7.1:key:range}` by its range
+    over them (`0.510 to 0.517`, or `0 on every seed`) and `{C7.1:key:mean}` by its mean alone. A KeyError names an
+    id the chapter does not have or a number its seeds did not record."""
+    by_id = {v.id: v for v in chapter_verdicts(chapter)}
+
+    def replace(match: re.Match) -> str:
+        claim, key, form = match.group(1), match.group(2), match.group(3)
+        if claim not in by_id:
+            raise KeyError(f"{chapter} has no claim {claim}; its claims: {', '.join(by_id)}")
+        if key is None:
+            return by_id[claim].phrase()
+        values = [n[key] for n in recorded_seeds(*by_id[claim].files)[0] if key in n]
+        if not values:
+            raise KeyError(f"no seed deciding {claim} recorded the number {key!r}")
+        if form == "range":
+            low, high = recorded.format_number(min(values)), recorded.format_number(max(values))
+            return f"{low} on every seed" if low == high else f"{low} to {high}"
+        if form == "mean":
+            return recorded.format_number(sum(values) / len(values))
+        return interval_text(values)
+
+    return PLACEHOLDER.sub(replace, template)
+
+
+def takeaways(chapter: str, template: str):
+    """A notebook's key takeaways as Markdown, with each `{C7.1}` and `{C7.1:key}` filled from `results/` (`fill`):
+    no status or multi-seed number in a lesson is typed by hand, and nbval compares the rendered text."""
+    from IPython.display import Markdown
+
+    return Markdown(fill(chapter, template.strip()))
+
+
+# Generated documents -----------------------------------------------------------------------------------------
+def _row_cells(line: str) -> list[str]:
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+TABLE_HEADER = "| id | kind | finding | check | status (recorded seeds; paired mean [95% t-interval]) |"
+
+
+def status_cell(verdict: CourseVerdict) -> str:
+    """The status column of `docs/claims.md`: status, seeds, effects, and a mechanism's chance of failing."""
+    text = f"{verdict.status} (check passed on {verdict.passed} of {verdict.seeds} seeds"
+    if verdict.dirty:
+        text += f", {verdict.dirty} recorded from uncommitted code"
+    text += "".join(f"; {e.key} {e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]" for e in verdict.effects)
+    text += "".join(f"; shown: {label} {value}" for label, value in verdict.shown)
+    if verdict.chance is not None:
+        text += f"; P(fails by chance) {verdict.chance.probability:.2g}"
+    return text + ")"
+
+
+def claims_doc(text: str) -> str:
+    """`docs/claims.md` with each chapter's claims table and tally line regenerated from `results/`. The prose, and
+    each claim's "finding" cell (the paper's result in the course's words), are kept; kind, check, status and tally
+    come from the chapter's `CLAIMS` and its recorded seeds."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        heading = re.match(r"## (\d\d) ", line)
+        out.append(line)
+        i += 1
+        if not heading:
+            continue
+        chapter = f"ch{heading.group(1)}"
+        # copy prose up to the table (dropping an earlier tally line), then rebuild tally and table
+        while i < len(lines) and not lines[i].startswith("| id |"):
+            if not lines[i].startswith("**Tally:**"):
+                out.append(lines[i])
+            i += 1
+        findings: dict[str, str] = {}
+        i += 2  # header and separator
+        while i < len(lines) and lines[i].startswith("|"):
+            cells = _row_cells(lines[i])
+            findings[cells[0]] = cells[2] if len(cells) == 5 else cells[1]
+            i += 1
+        verdicts = {v.id: v for v in chapter_verdicts(chapter)}
+        while out and out[-1] == "":
+            out.pop()
+        tallied = f"**Tally:** {tally(list(verdicts.values()))}."
+        out += ["", tallied, "", TABLE_HEADER, "|---|---|---|---|---|"]
+        for spec in chapter_specs(chapter):
+            verdict = verdicts[spec.id]
+            cells = (spec.id, spec.label, findings.get(spec.id, spec.paper), spec.statement, status_cell(verdict))
+            out.append("| " + " | ".join(recorded.table_cell(c) for c in cells) + " |")
+    return "\n".join(out)
+
+
+TOTAL_START, TOTAL_END = "<!-- verdicts: total -->", "<!-- /verdicts -->"
+
+
+def readme_claims(text: str) -> str:
+    """The README with its chapter map's last column (claims) and the course total regenerated from `results/`."""
+    totals = {"finding": [0, 0, 0], "mechanism": [0, 0, 0]}
+    out = []
+    for line in text.split("\n"):
+        row = re.match(r"\| (\d\d) \|", line)
+        if row and (ROOT / "results" / f"ch{row.group(1)}.json").exists():
+            chapter = f"ch{row.group(1)}"
+            verdicts = chapter_verdicts(chapter)
+            for v in verdicts:
+                if v.kind in totals:
+                    totals[v.kind][0] += v.holds
+                    totals[v.kind][1] += 1
+                    totals[v.kind][2] += v.kind == "finding" and not v.decided
+            cells = _row_cells(line)
+            extra = {spec.id for setting in settings(chapter) for spec in setting.claims}
+            main = [v for v in verdicts if v.id not in extra]
+            ids = main[0].id if len(main) == 1 else f"{main[0].id}-{main[-1].id}"
+            ids += "".join(f", {v.id}" for v in verdicts if v.id in extra)
+            cells[-1] = f"{ids}: {tally(verdicts)}"
+            line = "| " + " | ".join(cells) + " |"
+        out.append(line)
+    text = "\n".join(out)
+    findings, mechanisms = totals["finding"], totals["mechanism"]
+    undecided = f" ({findings[2]} undecided on fewer than {MIN_SEEDS} seeds)" if findings[2] else ""
+    total = (
+        f"{TOTAL_START}\n**Findings reproduced over the course: {findings[0]} of the {findings[1]} papers' findings "
+        f"tested**{undecided}; apart from them, {mechanisms[0]} of {mechanisms[1]} mechanism checks hold (generated "
+        f"by `python -m course_lib.course.verdicts --write` from `results/`: a finding is reproduced when, "
+        f"over at least "
+        f"{MIN_SEEDS} seeds, its 95% t-interval lies above zero and its mean reaches its margin).\n{TOTAL_END}"
+    )
+    if TOTAL_START in text:
+        return re.sub(re.escape(TOTAL_START) + ".*?" + re.escape(TOTAL_END), lambda _: total, text, flags=re.S)
+    raise ValueError(f"README.md has no {TOTAL_START} ... {TOTAL_END} block for the course total")
+
+
+def drift() -> list[str]:
+    """The generated files that differ from what `results/` gives now."""
+    stale = []
+    for path, make in ((CLAIMS_DOC, claims_doc), (README, readme_claims)):
+        text = path.read_text()
+        if make(text) != text:
+            stale.append(str(path.relative_to(ROOT)))
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Course-level verdicts of every claim, from results/.")
+    parser.add_argument("--write", action="store_true", help="regenerate docs/claims.md and the README's claims column")
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/claims.md or the README has drifted")
+    args = parser.parse_args(argv)
+    if args.write:
+        for path, make in ((CLAIMS_DOC, claims_doc), (README, readme_claims)):
+            path.write_text(make(path.read_text()))
+            print(f"wrote {path.relative_to(ROOT)}")
+        return 0
+    if args.check:
+        stale = drift()
+        for name in stale:
+            print(f"{name} differs from results/: run `python -m course_lib.course.verdicts --write`")
+        return 1 if stale else 0
+    for chapter in recorded.MODULES:
+        print_chapter(chapter)
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""The RL loop's four seams, each chosen by name in a chapter's `GRPOConfig` (after verl's registry of
+advantage estimators):
+
+| seam | config field | signature | entries |
+|---|---|---|---|
+| sampler | `sampler` | `(engine, envs, task_seeds, config, generator) -> Rollouts` | `groups`, `tree` |
+| advantage estimator | `advantage` | `(batch, config) -> (advantages [B] or [B, T], stats)` | `grpo`, `gigpo` |
+| batch filter | `batch_filter` | `(batch, config) -> keep [B] bool` | `none`, `starpo_s`, `snr_top_p` |
+| policy loss | `policy_loss` | `(logprobs, old, adv, mask, config) -> (loss, stats)` | `clipped`, `entropy_balanced` |
+
+`train.policy_iteration` calls the sampler, then the batch filter (whole groups are kept, and advantages are
+computed on what is kept, as RAGEN-2 does), then the estimator and the policy loss; a method adds one function
+and registers it (`register("advantage", "gae", my_gae)`), and the loop does not change. The functions here are thin
+adapters from a `RolloutBatch` to the tensor functions of `algos/`, which they import when first
+called, so that importing the loop does not load every method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from course_lib.engine.rollout import RolloutBatch, Trajectory, broadcast_steps
+
+if TYPE_CHECKING:
+    from course_lib.rl.train import GRPOConfig
+
+
+@dataclass
+class Rollouts:
+    """What a sampler returns: the rows to train on and the episodes to measure.
+
+    In trajectory mode both are the same list; in step mode `rows` are the one-step rows of every
+    episode and `episodes` the `step_mode.Episode`s."""
+
+    rows: list[Trajectory]
+    episodes: list[Any]
+    stats: dict[str, float] = field(default_factory=dict)
+    """What the sampler did, for the training history (the tree sampler's branches and refills)."""
+
+
+# Samplers ----------------------------------------------------------------------------------------
+def independent_groups(engine, envs, task_seeds: list[int], config: GRPOConfig, generator) -> Rollouts:
+    """`config.group_size` independent episodes of each task (GRPO's group), in trajectory or step mode."""
+    seeds = [s for s in task_seeds for _ in range(config.group_size)]
+    groups = [p for p in range(len(task_seeds)) for _ in range(config.group_size)]
+    if config.rollout_mode == "trajectory":
+        trajectories = engine.rollout(envs, seeds, groups, generator)
+        return Rollouts(rows=trajectories, episodes=trajectories)
+    from course_lib.engine.step_mode import rollout_steps
+
+    episodes = rollout_steps(engine, envs, seeds, groups, generator, config.history_window, config.anchor_source)
+    return Rollouts(rows=[row for episode in episodes for row in episode.rows], episodes=episodes)
+
+
+def tree_groups(engine, envs, task_seeds: list[int], config: GRPOConfig, generator) -> Rollouts:
+    """ARPO's entropy-guided tree (`course_lib.engine.tree_rollout`): `config.group_size` leaves per task, of which
+    `config.tree.global_samples` independent and the rest branched after tool responses or refilled
+    (trajectory mode)."""
+    from course_lib.engine.tree_rollout import sample_trees
+
+    if config.rollout_mode != "trajectory":
+        raise ValueError("the tree sampler forks growing sequences: it needs rollout_mode='trajectory'")
+    trajectories, tree = sample_trees(engine, envs, task_seeds, config.group_size, config.tree, generator)
+    stats = tree.counts(config.group_size, len(task_seeds))
+    return Rollouts(rows=trajectories, episodes=trajectories, stats=stats)
+
+
+# Advantage estimators ----------------------------------------------------------------------------
+def invalid_steps_per_row(batch: RolloutBatch) -> torch.Tensor:
+    """Number of invalid actions in each row `[B]` (0 or 1 for a step-mode row)."""
+    counts = torch.zeros(batch.input_ids.shape[0], device=batch.step_row.device)
+    return counts.index_add(0, batch.step_row, (~batch.step_valid).float())
+
+
+def grpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """GRPO: each row's episode reward against its group (`algos.grpo.group_advantages`), `[B]`.
+
+    In step mode the rows are steps, so the group's mean and std are taken over step rows (weighted by
+    episode length), as verl-agent's GRPO does; `invalid_penalty` subtracts 0.1-style penalties per
+    invalid action of the row (verl-agent's `apply_invalid_action_penalty`)."""
+    from course_lib.algos.grpo import group_advantages
+
+    rewards = batch.rewards
+    if config.invalid_penalty:
+        rewards = rewards - config.invalid_penalty * invalid_steps_per_row(batch)
+    return group_advantages(rewards, batch.group_ids, config.scale_by_std), {}
+
+
+def gigpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """GiGPO (`algos.gigpo`): A = A^E + omega * A^S per step, spread over the tokens of each step's action,
+    `[B, T]`. Stats: the share of steps in a step group of one, and the mean step-group size.
+
+    In step mode with the pooled episode baseline, the episode part is GRPO's own advantage on the step
+    rows (the same float32 arithmetic as `grpo`; equal to `result.episode` up to rounding), so that when
+    no state repeats (A^S = 0 everywhere) GiGPO's update is bit-identical to GRPO's: the negative control
+    of chapter 07 compares exactly, not within noise."""
+    from course_lib.algos.gigpo import token_advantages
+
+    settings = config.gigpo
+    pooled = settings.episode_baseline == "pooled"
+    device = batch.step_row.device
+    rows = batch.input_ids.shape[0]
+    one_step_rows = torch.equal(batch.step_row, torch.arange(rows, device=device))  # step mode
+    episode = None
+    if pooled and one_step_rows and config.group_size > 1:
+        episode = grpo(batch, config)[0][:, None] * batch.loss_mask
+    return token_advantages(
+        rewards=batch.step_reward.tolist(),
+        valid=batch.step_valid.tolist(),
+        anchors=batch.step_anchors,
+        group_ids=batch.step_group.tolist(),
+        traj_ids=batch.step_traj.tolist(),
+        step_index=batch.step_index.tolist(),
+        spread=lambda values: broadcast_steps(batch, values.to(device)),
+        gamma=settings.gamma,
+        omega=settings.step_weight,
+        scale_by_std=config.scale_by_std,
+        pooled=pooled,
+        invalid_penalty=config.invalid_penalty,
+        episode_tokens=episode,
+    )
+
+
+# Batch filters -----------------------------------------------------------------------------------
+def keep_all(batch: RolloutBatch, config: GRPOConfig) -> torch.Tensor:
+    """Train on every row."""
+    return torch.ones(batch.input_ids.shape[0], dtype=torch.bool, device=batch.input_ids.device)
+
+
+def _episode_filter(batch: RolloutBatch, select: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """Apply a group filter to the batch's episodes (one reward per episode, also in step mode, where several
+    rows share an episode) and map its verdict back to the rows."""
+    traj = batch.traj_ids.tolist()
+    first = {t: row for row, t in reversed(list(enumerate(traj)))}
+    episodes = sorted(first, key=first.get)
+    rows = torch.tensor([first[t] for t in episodes])
+    keep = select(batch.rewards[rows].detach().cpu(), batch.group_ids[rows].detach().cpu())
+    verdict = dict(zip(episodes, keep.tolist(), strict=True))
+    return torch.tensor([verdict[t] for t in traj], dtype=torch.bool, device=batch.input_ids.device)
+
+
+def starpo_s(batch: RolloutBatch, config: GRPOConfig) -> torch.Tensor:
+    """RAGEN's StarPO-S: keep the top `config.filter.keep_fraction` of groups by the std of their episodes'
+    rewards (`algos.filters.top_groups_by_reward_std`)."""
+    from course_lib.algos.filters import top_groups_by_reward_std
+
+    fraction = config.filter.keep_fraction
+    return _episode_filter(batch, lambda rewards, groups: top_groups_by_reward_std(rewards, groups, fraction))
+
+
+def snr_top_p(batch: RolloutBatch, config: GRPOConfig) -> torch.Tensor:
+    """RAGEN-2's SNR-aware filter: the fewest groups, by reward std, that hold `config.filter.top_p` of it
+    (`algos.filters.top_p_groups_by_reward_std`); may keep nothing, and the loop then skips the update."""
+    from course_lib.algos.filters import top_p_groups_by_reward_std
+
+    f = config.filter
+    return _episode_filter(
+        batch, lambda rewards, groups: top_p_groups_by_reward_std(rewards, groups, f.top_p, f.mode, f.include_zero)
+    )
+
+
+# Policy losses -----------------------------------------------------------------------------------
+def clipped(logprobs, old_logprobs, advantages, loss_mask, config: GRPOConfig) -> tuple[torch.Tensor, dict]:
+    """PPO's clipped surrogate with separate low and high clip (DAPO's clip-higher when high > low),
+    aggregated by `config.aggregation` (`algos.grpo.clipped_surrogate_loss`)."""
+    from course_lib.algos.grpo import clipped_surrogate_loss
+
+    return clipped_surrogate_loss(
+        logprobs, old_logprobs, advantages, loss_mask, config.clip_low, config.clip_high, config.aggregation
+    )
+
+
+def entropy_balanced(logprobs, old_logprobs, advantages, loss_mask, config: GRPOConfig) -> tuple[torch.Tensor, dict]:
+    """AEPO's entropy-balanced clip (`algos.aepo.balanced_clip_losses`): the hard clip's value, but a positive-
+    advantage token above 1 + `config.clip_high` keeps the gradient (1 + clip_high) * A * grad log pi; dual clip
+    at 3; aggregated by `config.aggregation`. Stats: `clip_fraction` (tokens whose ratio was clipped, at either
+    bound: the hard clip's definition, so the two seams compare), `upper_clip_fraction` (tokens whose upper clip
+    acted, the ones whose gradient the hard clip would have dropped and this one keeps) and `ratio_mean`."""
+    from course_lib.algos.aepo import balanced_clip_losses
+    from course_lib.algos.grpo import masked_aggregate
+
+    losses, above = balanced_clip_losses(logprobs, old_logprobs, advantages, config.clip_low, config.clip_high)
+    with torch.no_grad():
+        mask = loss_mask.bool()
+        count = max(int(mask.sum()), 1)
+        ratio = torch.exp(logprobs - old_logprobs)
+        wide = advantages[:, None].expand_as(ratio) if advantages.dim() == 1 else advantages
+        below = (ratio < 1 - config.clip_low) & (wide < 0)
+        stats = {"clip_fraction": float(((above | below) & mask).sum()) / count,
+                 "upper_clip_fraction": float((above & mask).sum()) / count,
+                 "ratio_mean": float((ratio * mask).sum()) / count}  # fmt: skip
+    return masked_aggregate(losses, loss_mask, config.aggregation), stats
+
+
+SEAMS: dict[str, dict[str, Callable]] = {
+    "sampler": {"groups": independent_groups, "tree": tree_groups},
+    "advantage": {"grpo": grpo, "gigpo": gigpo},
+    "batch_filter": {"none": keep_all, "starpo_s": starpo_s, "snr_top_p": snr_top_p},
+    "policy_loss": {"clipped": clipped, "entropy_balanced": entropy_balanced},
+}
+
+
+def register(seam: str, name: str, function: Callable) -> None:
+    """Add (or replace) `function` under `name` in `seam`."""
+    if seam not in SEAMS:
+        raise KeyError(f"unknown seam {seam!r}; choose from {sorted(SEAMS)}")
+    SEAMS[seam][name] = function
+
+
+def resolve(seam: str, name: str) -> Callable:
+    """The function registered under `name` in `seam`, with a clear error for an unknown name."""
+    if seam not in SEAMS:
+        raise KeyError(f"unknown seam {seam!r}; choose from {sorted(SEAMS)}")
+    if name not in SEAMS[seam]:
+        raise KeyError(f"unknown {seam} {name!r}; registered: {sorted(SEAMS[seam])}")
+    return SEAMS[seam][name]
