@@ -1,6 +1,7 @@
 # Two commands for a fresh machine with Python 3.11:
 #   make course   install what is missing, execute every notebook (cpu preset) into build/
 #   make test     install what is missing, run the unit tests and pytest --nbval on the notebooks
+#   make test-fast  the unit tests without the slow ones (under 5 minutes)
 #   make exercises  check your implementations in exercises/ (fails until you fill in the stubs)
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +9,7 @@ PY := $(VENV)/bin/python
 # The CPU build of torch; on a machine with a GPU, override: make course TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: course test lab install exercises models
+.PHONY: course test test-fast lab install exercises models
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +27,15 @@ models: $(VENV)/.installed
 		|| $(PY) -m course_lib.data build smollm2
 
 course: $(VENV)/.installed models
-	COURSE_SCALE=$${COURSE_SCALE:-cpu} $(PY) -m course_lib.notebooks run --out build
+	COURSE_SCALE=$${COURSE_SCALE:-cpu} $(PY) -m course_lib.course.notebooks run --out build
 
 test: $(VENV)/.installed models
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg tests notebooks
+
+# The unit tests without the slow ones (notebooks, golden run, gpu preset, benchmarks, chapter runs): a few minutes.
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q -p no:cacheprovider --durations=10 -m "not slow" tests
 
 exercises: $(VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider exercises

@@ -27,9 +27,10 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from course_lib import data
+from course_lib.engine.bookkeeping import expected_tokens
+from course_lib.engine.rollout import Trajectory
 from course_lib.integrations import verl as course_verl
 from course_lib.integrations.verl import CourseEnvAgentLoop
-from course_lib.rollout import Trajectory, expected_tokens
 from course_lib.tokenizer import decode, encode
 
 PROMPT_LENGTH, RESPONSE_LENGTH = 16, 48
@@ -111,7 +112,7 @@ def dataset_rows(tokenizer, tmp_path, split: str = "train", count: int = 12) -> 
 
 def rebuilt(output: AgentLoopOutput, row: dict, tokenizer) -> tuple[list[int], list[int], float]:
     """Token ids, mask and total reward rebuilt independently: the actions the loop sent, replayed on a fresh
-    environment of the row, then `rollout.expected_tokens` on the resulting transcript."""
+    environment of the row, then `bookkeeping.expected_tokens` on the resulting transcript."""
     info = row["extra_info"]
     tasks = course_verl.chapter_tasks(info["chapter"])
     env = tasks.make_env(info["split"])
