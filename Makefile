@@ -62,4 +62,4 @@ $(VERL_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-verl: $(VERL_VENV)/.installed
-	$(VERL_PY) -m pytest -q -p no:cacheprovider tests_verl tests/test_verl_export.py tests/test_verl_methods.py
+	$(VERL_PY) -m pytest -q -p no:cacheprovider tests_verl tests/integrations/test_verl_export.py tests/integrations/test_verl_methods.py

@@ -3,7 +3,7 @@
 `transformers`' `generate()` and its model forward are general; for a 2-layer model on a CPU their
 per-step Python overhead costs more than the matrix work. This module runs the *same* modules of a
 Llama-family model (embeddings, norms, projections, MLPs, rotary tables; LoRA-wrapped projections
-too) in a lean loop over a static cache. `tests/test_rollout.py` checks that its logits equal
+too) in a lean loop over a static cache. `tests/engine/test_rollout.py` checks that its logits equal
 the model's own forward pass, so nothing here changes what the model computes, only how fast.
 
 Shapes: B sequences, L new positions, S cache slots, H heads, D head size, V vocabulary.

@@ -8,7 +8,7 @@ plays the course's environments through such a callable with the same turn rule,
 snapshot for forks, the observation with mask 0 through the prompt format, the total cap. So verl's agent loop
 (`integrations.verl`), its tree worker (`integrations.verl_trees`) and step mode (`step_mode.rollout_steps`) play
 exactly the episodes the course's own engine plays, for a word-level or a BPE tokenizer alike (tests:
-tests/test_verl_export.py replays the course's rollouts through it token for token).
+tests/integrations/test_verl_export.py replays the course's rollouts through it token for token).
 
 It has the interface `tree_rollout.sample_trees` drives (`rollout`, `fork`, `run`, `config`, `tokenizer`). The
 sequences of one `run` are played concurrently on an asyncio event loop: the caller's (`loop`, when the engine is

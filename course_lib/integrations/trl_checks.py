@@ -12,7 +12,8 @@ loop computes from the very same episodes (`course_lib.rl.loop`, `tree_rollout.s
   them the course's.
 
 A mismatch is a row whose values differ, or a loss more than 1e-6 away or a gradient more than 1e-4 (relative) away.
-`tests/test_trl_methods.py` checks more (one whole TRL step, AEPO's balanced clip on spread ratios, the MI callback).
+`tests/integrations/test_trl_methods.py` checks more (one whole TRL step, AEPO's balanced clip on spread ratios,
+the MI callback).
 """
 
 from __future__ import annotations

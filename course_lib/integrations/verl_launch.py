@@ -2,7 +2,7 @@
 
 `command(method, ...)` is the whole command line: `python -m course_lib.integrations.verl_patch` (verl's `main_ppo`
 with the course's Ray setup hook, `verl_patch`) followed by the GRPO settings of docs/scale-out.md and the
-method's own overrides (`METHODS`). `tests_verl/test_methods.py` composes each against verl's yaml, where a
+method's own overrides (`METHODS`). `tests_verl/test_launch.py` composes each against verl's yaml, where a
 misspelled key fails; keys verl does not define are added with a leading `+`.
 
 Every method runs on verl's legacy trainer (`trainer.use_v1=False`): the patch, the tree manager and the monitor

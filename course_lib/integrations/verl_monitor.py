@@ -34,7 +34,7 @@ On verl, four parts:
   and which the monitor no longer measures) and writes `mi_stop.json` beside the checkpoints: the rollback folder
   and the overrides that resume from it.
 
-What is checked where: `tests_verl/test_methods.py` runs the installed wrapper with chapter 12's drop and seeds on its
+What is checked where: `tests_verl/test_monitor.py` runs the installed wrapper with chapter 12's drop and seeds on its
 own task, chapter 08's (`integrations.verl.chapter_tasks("08")`), on a trainer object whose rollout manager replays
 the course engine's episodes through verl's own `AgentLoopWorker` and whose `compute_log_prob` is chapter 08's
 torch base, against `ch12_capstone.monitor_mi` itself; only a run on GPUs (vLLM/SGLang serving, FSDP actor in bf16)

@@ -31,9 +31,9 @@ whose batch reaches `AgentLoopManager.generate_sequences`); the manager splits t
 worker, so `data.train_batch_size * rollout.n` must be a multiple of `agent.num_workers * rollout.n` (whole groups
 per worker). Validation batches play independent episodes (verl's own path).
 
-Checked on ARPO's own chapter 08 with its tree settings (`tests_verl/test_methods.py` through verl's worker and
-padding, `tests/test_verl_methods.py` without verl): the same tree, leaves, masks and branch draws as `sample_trees`
-over the course's engine on the same seeds, log-probs and entropies within float rounding.
+Checked on ARPO's own chapter 08 with its tree settings (`tests_verl/test_trees.py` through verl's worker and
+padding, `tests/integrations/test_verl_methods.py` without verl): the same tree, leaves, masks and branch draws as
+`sample_trees` over the course's engine on the same seeds, log-probs and entropies within float rounding.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 MARKDOWN_FILES = [ROOT / "README.md", *DOCS]

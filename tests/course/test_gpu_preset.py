@@ -26,7 +26,7 @@ from course_lib.course import build
 from course_lib.rl import warm_start
 
 GPU_COMMAND = "python -m course_lib.data build ch00 --scale gpu"
-REPO_DATA = Path(__file__).resolve().parent.parent / "data"
+REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 @pytest.fixture(autouse=True)

@@ -37,7 +37,7 @@ from course_lib.integrations.openenv import (  # noqa: E402
     create_app,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextlib.contextmanager

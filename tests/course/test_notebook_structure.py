@@ -8,7 +8,7 @@ import pytest
 
 from course_lib.course.claims import NOT_MET, NOT_REPRODUCED, NOT_RUN_HERE
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SECTIONS = ["## 1 ", "## 2 ", "## 3 ", "## 4 ", "## 5 ", "## 6 · Claims", "## 7 ", "## 8 "]
 
 

@@ -148,7 +148,7 @@ def test_plain_format_without_bos(tokenizer):
 
 def test_demonstration_masks_follow_character_offsets(tokenizer):
     """With tags split into pieces, the mask still covers exactly the tool responses: the masked-in text is the
-    completion without them (for the course's tokenizers, `tests/test_train.py` pins the same function)."""
+    completion without them (for the course's tokenizers, `tests/rl/test_train.py` pins the same function)."""
     completion = "<tool_call> 12 + 30 </tool_call> <tool_response> 42 </tool_response> <answer> 42 </answer>"
     [(ids, mask)] = demonstration_examples(tokenizer, [("<question> 12 + 30 </question>", completion)])
     policy = decode(tokenizer, [i for i, m in zip(ids, mask) if m])

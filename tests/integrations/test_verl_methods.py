@@ -1,8 +1,8 @@
 """The verl-side methods' parts that need no verl (main environment, CI): GiGPO's token advantages from the agent
 loop's columns, the group filters' verdicts, the tree engine over a server (chapter 08's tree), the MI gate's
 decisions and the monitor's settings and questions (chapter 12's, on chapter 08's task), each against the course's
-own implementation on the same episodes. `tests_verl/test_methods.py` runs the same checks through verl's own data
-path in `.venv-verl`."""
+own implementation on the same episodes. `tests_verl/` (test_methods, test_trees, test_monitor, test_launch) runs
+the same checks through verl's own data path in `.venv-verl`."""
 
 from __future__ import annotations
 

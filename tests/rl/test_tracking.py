@@ -58,7 +58,7 @@ def test_the_command_run_as_a_module_is_observed_too(tmp_path):
 
     argv = ["-m", "course_lib.chapters.ch00_tool_agent", "--seeds", "0", *TINY, "--report-to", "jsonl"]
     done = subprocess.run([sys.executable, *argv, "--run-dir", str(tmp_path)], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parent.parent, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          cwd=Path(__file__).resolve().parents[2], env={**os.environ, "OMP_NUM_THREADS": "1"},
                           timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(re.findall(r"^  seed 0 1-grpo iteration \d/2: eval_success", done.stdout, flags=re.MULTILINE)) == 3

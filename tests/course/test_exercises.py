@@ -19,7 +19,7 @@ import exercises
 from course_lib.algos import aepo, filters
 from exercises.checks import cases, exercise, first_failure, implementation
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name", exercises.NAMES)

@@ -16,7 +16,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: pytest itself depends on tomli there
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CFF_REQUIRED = {"cff-version", "message", "title", "authors"}
 """Keys the Citation File Format 1.2.0 schema requires."""
 

@@ -13,7 +13,7 @@ from course_lib import data
 from course_lib.envs.arithmetic import split_of
 
 COMMAND = "python -m course_lib.data build ch00"
-REPO_DATA = Path(__file__).resolve().parent.parent / "data"
+REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 @pytest.fixture

@@ -75,7 +75,7 @@ def test_a_chapter_link_to_the_implementing_file_opens_its_copy_in_the_site(tmp_
     exercises' Python files under `code/` and re-points such links there; other repository files stay unlinked."""
     assert notebooks.site_page("course_lib/rl/loop.py") == "code/course_lib/rl/loop.py"
     assert notebooks.site_page("exercises/measure.py") == "code/exercises/measure.py"
-    assert notebooks.site_page("tests/test_loop.py") is None and notebooks.site_page("LICENSE") is None
+    assert notebooks.site_page("tests/rl/test_loop.py") is None and notebooks.site_page("LICENSE") is None
     page = '<a href="../course_lib/algos/gigpo.py">x</a> <a href="../course_lib/rl/loop.py#L3">y</a>'
     rewritten = notebooks.rewrite_links(page, "notebooks/07_x.ipynb", "07_x.html")
     assert rewritten == '<a href="code/course_lib/algos/gigpo.py">x</a> <a href="code/course_lib/rl/loop.py#L3">y</a>'
