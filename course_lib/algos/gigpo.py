@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -272,34 +272,45 @@ def step_group_stats(sizes: Sequence[int]) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True)
+class GiGPOSettings:
+    """What `token_advantages` reads: `train.GiGPOConfig`'s fields plus the two `GRPOConfig` fields GiGPO uses
+    (`scale_by_std`, `invalid_penalty`). verl's estimator builds them from its `algorithm` config
+    (`integrations.verl_gigpo`)."""
+
+    gamma: float = 0.95
+    step_weight: float = 1.0
+    """omega in Eq. 8."""
+    episode_baseline: str = "pooled"
+    """`pooled` (every step row of the group, the code's) or `trajectory` (Eq. 3 as printed)."""
+    scale_by_std: bool = True
+    invalid_penalty: float = 0.1
+
+    @classmethod
+    def from_course(cls, config) -> GiGPOSettings:
+        """From a course `GRPOConfig` (its `gigpo`, `scale_by_std` and `invalid_penalty`)."""
+        g = config.gigpo
+        return cls(g.gamma, g.step_weight, g.episode_baseline, config.scale_by_std, config.invalid_penalty)
+
+
 def token_advantages(
-    rewards: Sequence[float],
-    valid: Sequence[bool],
-    anchors: Sequence,
-    group_ids: Sequence[Hashable],
-    traj_ids: Sequence[Hashable],
-    step_index: Sequence[int],
+    table: Mapping[str, Sequence],
     spread: Callable[[torch.Tensor], torch.Tensor],
-    *,
-    gamma: float,
-    omega: float,
-    scale_by_std: bool,
-    pooled: bool,
-    invalid_penalty: float,
+    settings: GiGPOSettings,
     episode_tokens: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GiGPO's per-token advantages A = A^E + omega * A^S (Eq. 8) from a step table of K steps, and
     `step_group_stats`.
 
-    The table's columns are `gigpo_advantages`' inputs. `spread(values)` maps per-step values `[K]`
-    (float32) to the tokens of each step's action, `[B, T]` (0 elsewhere): the caller's layout, e.g.
-    `rollout.broadcast_steps` or verl's action spans. `episode_tokens` `[B, T]`, when given, replaces
-    the spread A^E (step mode with the pooled baseline: GRPO's own group advantage on the step rows,
-    so that with no recurring state the update is GRPO's bit for bit)."""
+    `table` holds `gigpo_advantages`' six columns (`rewards`, `valid`, `anchors`, `group_ids`, `traj_ids`,
+    `step_index`). `spread(values)` maps per-step values `[K]` (float32) to the tokens of each step's action,
+    `[B, T]` (0 elsewhere): the caller's layout, e.g. `rollout.broadcast_steps` or verl's action spans.
+    `episode_tokens` `[B, T]`, when given, replaces the spread A^E (step mode with the pooled baseline: GRPO's own
+    group advantage on the step rows, so that with no recurring state the update is GRPO's bit for bit)."""
+    omega = settings.step_weight
     result = gigpo_advantages(
-        rewards=rewards, valid=valid, anchors=anchors, group_ids=group_ids, traj_ids=traj_ids,
-        step_index=step_index, gamma=gamma, omega=omega, scale_by_std=scale_by_std, pooled=pooled,
-        invalid_penalty=invalid_penalty,
+        **table, gamma=settings.gamma, omega=omega, scale_by_std=settings.scale_by_std,
+        pooled=settings.episode_baseline == "pooled", invalid_penalty=settings.invalid_penalty,
     )  # fmt: skip
     episode = spread(torch.tensor(result.episode, dtype=torch.float)) if episode_tokens is None else episode_tokens
     step = spread(torch.tensor(result.step, dtype=torch.float))

@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from course_lib.algos import gigpo
+
 ESTIMATOR = "course_gigpo"
 """`algorithm.adv_estimator` of GiGPO (registered by `verl_patch.register`)."""
 STEP_COLUMNS = ("env_steps", "step_rewards", "step_valid", "anchors", "action_spans")
@@ -43,23 +45,11 @@ STEP_MODE_COLUMNS = ("episode_uid", "step_offset", "episode_reward")
 
 
 @dataclass(frozen=True)
-class GiGPOSettings:
-    """GiGPO's settings, as `train.GiGPOConfig` plus the two `GRPOConfig` fields `loop.gigpo` reads.
+class GiGPOSettings(gigpo.GiGPOSettings):
+    """`algos.gigpo.GiGPOSettings`, read from verl's config too.
 
     In verl: `gamma` is `algorithm.gamma` and `scale_by_std` `algorithm.norm_adv_by_std_in_grpo`; the rest come
     from `+algorithm.course.gigpo.*` (see `from_algorithm_config`)."""
-
-    gamma: float = 0.95
-    step_weight: float = 1.0
-    episode_baseline: str = "pooled"
-    scale_by_std: bool = True
-    invalid_penalty: float = 0.1
-
-    @classmethod
-    def from_course(cls, config) -> GiGPOSettings:
-        """From a course `GRPOConfig` (its `gigpo`, `scale_by_std` and `invalid_penalty`)."""
-        g = config.gigpo
-        return cls(g.gamma, g.step_weight, g.episode_baseline, config.scale_by_std, config.invalid_penalty)
 
     @classmethod
     def from_algorithm_config(cls, algorithm: Any) -> GiGPOSettings:
@@ -140,7 +130,6 @@ def gigpo_token_advantages(
     `response_mask` `[B, T]`: verl's (1 on the policy's tokens); `non_tensor_batch`: the batch's object columns;
     `index` `[B]`: the rows' group uids (`non_tensor_batch["uid"]`, one per prompt, shared by its `rollout.n`
     samples: GiGPO's episode group)."""
-    from course_lib.algos.gigpo import token_advantages
     from course_lib.algos.grpo import group_advantages
 
     groups = dense_ids(list(index))
@@ -161,21 +150,11 @@ def gigpo_token_advantages(
             invalid.index_add_(0, torch.tensor(table.row, dtype=torch.long), (~torch.tensor(table.valid)).float())
             rewards = rewards - settings.invalid_penalty * invalid
         episode = group_advantages(rewards, torch.tensor(groups), settings.scale_by_std)[:, None] * mask
-    return token_advantages(
-        rewards=table.reward,
-        valid=table.valid,
-        anchors=table.anchors,
-        group_ids=table.group,
-        traj_ids=table.traj,
-        step_index=table.index,
-        spread=lambda values: spread(table, values, mask),
-        gamma=settings.gamma,
-        omega=settings.step_weight,
-        scale_by_std=settings.scale_by_std,
-        pooled=pooled,
-        invalid_penalty=settings.invalid_penalty,
-        episode_tokens=episode,
-    )
+    table_columns = {
+        "rewards": table.reward, "valid": table.valid, "anchors": table.anchors, "group_ids": table.group,
+        "traj_ids": table.traj, "step_index": table.index,
+    }  # fmt: skip
+    return gigpo.token_advantages(table_columns, lambda values: spread(table, values, mask), settings, episode)
 
 
 def step_rows(episodes: Sequence, uid_of_group: Mapping[int, str] | None = None) -> list[dict[str, Any]]:

@@ -98,31 +98,21 @@ def gigpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[s
     rows (the same float32 arithmetic as `grpo`; equal to `result.episode` up to rounding), so that when
     no state repeats (A^S = 0 everywhere) GiGPO's update is bit-identical to GRPO's: the negative control
     of chapter 07 compares exactly, not within noise."""
-    from course_lib.algos.gigpo import token_advantages
+    from course_lib.algos.gigpo import GiGPOSettings, token_advantages
 
-    settings = config.gigpo
-    pooled = settings.episode_baseline == "pooled"
+    settings = GiGPOSettings.from_course(config)
     device = batch.step_row.device
     rows = batch.input_ids.shape[0]
     one_step_rows = torch.equal(batch.step_row, torch.arange(rows, device=device))  # step mode
     episode = None
-    if pooled and one_step_rows and config.group_size > 1:
+    if settings.episode_baseline == "pooled" and one_step_rows and config.group_size > 1:
         episode = grpo(batch, config)[0][:, None] * batch.loss_mask
-    return token_advantages(
-        rewards=batch.step_reward.tolist(),
-        valid=batch.step_valid.tolist(),
-        anchors=batch.step_anchors,
-        group_ids=batch.step_group.tolist(),
-        traj_ids=batch.step_traj.tolist(),
-        step_index=batch.step_index.tolist(),
-        spread=lambda values: broadcast_steps(batch, values.to(device)),
-        gamma=settings.gamma,
-        omega=settings.step_weight,
-        scale_by_std=config.scale_by_std,
-        pooled=pooled,
-        invalid_penalty=config.invalid_penalty,
-        episode_tokens=episode,
-    )
+    table = {
+        "rewards": batch.step_reward.tolist(), "valid": batch.step_valid.tolist(), "anchors": batch.step_anchors,
+        "group_ids": batch.step_group.tolist(), "traj_ids": batch.step_traj.tolist(),
+        "step_index": batch.step_index.tolist(),
+    }  # fmt: skip
+    return token_advantages(table, lambda values: broadcast_steps(batch, values.to(device)), settings, episode)
 
 
 # Batch filters -----------------------------------------------------------------------------------

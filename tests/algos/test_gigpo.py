@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 from course_lib.algos.gigpo import (
+    GiGPOSettings,
     apply_invalid_action_penalty,
     discounted_returns,
     episode_advantages,
@@ -215,18 +217,18 @@ def test_token_advantages_combine_eq8_over_the_callers_token_layout():
         rewards=[0.0, 1.0, 0.0, 0.0], valid=[True] * 4, anchors=["s0", "s1", "s0", "s2"], group_ids=[0] * 4,
         traj_ids=["a", "a", "b", "b"], step_index=[0, 1, 0, 1],
     )  # fmt: skip
-    settings = dict(gamma=0.5, omega=1.0, scale_by_std=True, pooled=False, invalid_penalty=0.0)
-    tokens, stats = token_advantages(**table, spread=spread, **settings)
+    settings = GiGPOSettings(gamma=0.5, step_weight=1.0, episode_baseline="trajectory", invalid_penalty=0.0)
+    tokens, stats = token_advantages(table, spread, settings)
     r = 0.70711
     expected = torch.tensor([[2 * r, r, 0.0], [-2 * r, -r, 0.0]])
     assert torch.allclose(tokens, expected, atol=1e-4) and tokens.dtype == torch.float32
     assert stats == {"step_group_singleton_share": 0.5, "step_group_size_mean": 1.5}
     # omega weighs only the step part; a given episode part replaces the spread A^E
-    half, _ = token_advantages(**table, spread=spread, **{**settings, "omega": 0.5})
+    half, _ = token_advantages(table, spread, dataclasses.replace(settings, step_weight=0.5))
     assert torch.allclose(half, torch.tensor([[1.5 * r, r, 0.0], [-1.5 * r, -r, 0.0]]), atol=1e-4)
-    only_step, _ = token_advantages(**table, spread=spread, **settings, episode_tokens=torch.zeros(2, 3))
+    only_step, _ = token_advantages(table, spread, settings, episode_tokens=torch.zeros(2, 3))
     assert torch.allclose(only_step, torch.tensor([[r, 0.0, 0.0], [-r, 0.0, 0.0]]), atol=1e-4)
     # an empty table gives zeros and no division by zero in the statistics
     empty = dict(rewards=[], valid=[], anchors=[], group_ids=[], traj_ids=[], step_index=[])
-    nothing, stats = token_advantages(**empty, spread=lambda values: torch.zeros(2, 3) + values.sum(), **settings)
+    nothing, stats = token_advantages(empty, lambda values: torch.zeros(2, 3) + values.sum(), settings)
     assert torch.equal(nothing, torch.zeros(2, 3)) and stats["step_group_size_mean"] == 0.0
