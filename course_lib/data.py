@@ -166,7 +166,7 @@ def _build_gpu_chapter(name: str, data_dir: Path) -> None:
     chapter = name.split("_")[0]
     command = _command_for(name, "gpu")
     if command is None:
-        chapters = ", ".join(build.BUILDERS)
+        chapters = ", ".join(build.builders())
         raise DataError(f"artifact {name!r}: no command builds it at the gpu scale (chapters with data: {chapters})")
     print(f"building {chapter}'s gpu data into {data_dir} ({name} is not there yet): {command}", flush=True)
     # A chapter seeds its run and then loads its base: without this, the first run (which builds) and every
@@ -215,7 +215,7 @@ def write_artifact(
 ) -> None:
     """Build artifact `name` with `write(folder)` and record its files in the manifest, with the command that
     rebuilds it: `command` if given (an artifact of your own: e.g. `python my_env.py build`), else the course's
-    (`--scale gpu` for a gpu artifact; none for an artifact no chapter in `course_lib.course.build.BUILDERS` builds)."""
+    (`--scale gpu` for a gpu artifact; none for an artifact no chapter's `build_data` builds)."""
     _replace(data_dir / name, write)
     record(name, command or _command_for(name, scale), seed, data_dir)
 
@@ -241,12 +241,10 @@ def _command_for(name: str, scale: str = "cpu") -> str | None:
     """The command that builds artifact `name` of preset `scale`, or None when no course command does.
 
     The committed manifest names the command of every course artifact (one of them, chapter 08's design base, is
-    not a chapter build); another artifact is its chapter's (the name's prefix) if `course_lib.course.build.BUILDERS`
-    has that chapter, else nobody's: a name such as `counter_base` must not send the reader to
-    `python -m course_lib.data build counter`, which does not exist."""
-    from course_lib.course import (
-        build,  # its table only: `course_lib.course.build` imports a chapter only when it builds one
-    )
+    not a chapter build); another artifact is its chapter's (the name's prefix) if that chapter's module defines
+    `build_data` (`course_lib.course.build.builders()`), else nobody's: a name such as `counter_base` must not send
+    the reader to `python -m course_lib.data build counter`, which does not exist."""
+    from course_lib.course import build  # here: importing `data` loads no chapter
 
     chapter = name.split("_")[0]
     try:
@@ -256,7 +254,7 @@ def _command_for(name: str, scale: str = "cpu") -> str | None:
     build_command = f"python -m course_lib.data build {chapter}"
     if committed is not None and committed != build_command:
         return committed if scale == "cpu" else None  # a one-off cpu build (the design base): no gpu variant
-    if chapter not in build.BUILDERS:
+    if chapter not in build.builders():
         return None
     if scale == "cpu":
         return build_command
@@ -275,8 +273,7 @@ def _how_to_build(name: str, command: str | None, data_dir: Path) -> str:
 
         return (
             f"build it with the code that wrote it: no course command builds {name!r} (the chapters with data are "
-            f"{', '.join(sorted(build.BUILDERS))}; a chapter of your own adds its module to "
-            "course_lib.course.build.BUILDERS, see docs/data.md)"
+            f"{', '.join(sorted(build.builders()))}: a chapter module that defines build_data, see docs/data.md)"
         )
     return f"build it with: `{_in_folder(data_dir)}{command}`"
 

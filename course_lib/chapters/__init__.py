@@ -1,12 +1,21 @@
-"""Per-chapter configuration and glue: one module per chapter, named after its notebook."""
+"""Per-chapter configuration and glue: one module per chapter, named after its notebook.
+
+The chapters are found, not listed: `modules()` reads the package's files (`chNN_<name>.py`; a designed setting,
+`chNN_design.py`, is its chapter's `designs()` entry), so a new chapter is its module, its notebook and its test.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from course_lib.engine.rollout import SamplingConfig
-from course_lib.envs.base import TextEnv
+if TYPE_CHECKING:  # this index is imported by `results` and `designs`, which must not load the engine
+    from course_lib.chapters.skeleton import Chapter
+    from course_lib.engine.rollout import SamplingConfig
+    from course_lib.envs.base import TextEnv
 
 
 @dataclass(frozen=True)
@@ -18,6 +27,50 @@ class ToolTask:
     base: str
     sampling: SamplingConfig
     make_env: Callable[[], TextEnv]
+
+
+FOLDER = Path(__file__).resolve().parent
+CHAPTER_FILE = re.compile(r"(ch\d\d)_([a-z0-9_]+)\.py")
+
+
+def modules(folder: Path = FOLDER) -> dict[str, str]:
+    """Chapter key -> module name under `course_lib.chapters` (`"ch07"` -> `"ch07_gigpo"`), in chapter order, from
+    the files of `folder`: every `chNN_<name>.py` but the designed settings' `chNN_design.py`. Two modules for one
+    key are refused (ValueError naming both)."""
+    found: dict[str, str] = {}
+    for path in sorted(folder.glob("ch[0-9][0-9]_*.py")):
+        match = CHAPTER_FILE.fullmatch(path.name)
+        if match is None or match.group(2) == "design":
+            continue
+        key = match.group(1)
+        if key in found:
+            raise ValueError(f"two modules claim chapter {key}: {found[key]}.py and {path.name}")
+        found[key] = path.stem
+    return found
+
+
+def designs(folder: Path = FOLDER) -> dict[str, str]:
+    """Chapter key -> the importable module of its designed setting (`chNN_design.py`, which defines `DESIGN`)."""
+    return {path.name[:4]: f"course_lib.chapters.{path.stem}" for path in sorted(folder.glob("ch[0-9][0-9]_design.py"))}
+
+
+def load(key: str) -> Chapter:
+    """The `skeleton.Chapter` chapter `key` describes itself with (imports its module; ValueError unless the module
+    defines exactly one)."""
+    import importlib
+
+    from course_lib.chapters.skeleton import Chapter
+
+    module = importlib.import_module(f"{__name__}.{modules()[chapter_key(key)]}")
+    found = [value for value in vars(module).values() if isinstance(value, Chapter)]
+    if len(found) != 1:
+        raise ValueError(f"{module.__name__} defines {len(found)} skeleton.Chapter objects; a chapter defines one")
+    return found[0]
+
+
+def all() -> dict[str, Chapter]:  # noqa: A001 (the course's chapters: `course_lib.chapters.all()`)
+    """Every chapter, by key, in order (imports every chapter module: a few seconds)."""
+    return {key: load(key) for key in modules()}
 
 
 def chapter_key(chapter: str | int) -> str:

@@ -7,32 +7,41 @@
     python -m course_lib.data build smollm2             # a real pretrained model, into real_models.models_dir()
 
 `course_lib.data` (hashes, manifest, loading) imports no chapter; the chapter modules import it. This module
-closes the loop the other way: it maps a chapter key to the module whose `build_data(data_dir, seed,
-progress, scale)` writes its artifacts, and imports that module only when asked to build.
+closes the loop the other way: a chapter whose module defines `build_data(data_dir, seed, progress, scale)` has
+data (`builders()`, found by importing the chapters when a build or an error message needs the table).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
 from pathlib import Path
 
 from course_lib import data, real_models
 
-BUILDERS: dict[str, str] = {
-    "ch00": "course_lib.chapters.ch00_tool_agent",
-    "ch01": "course_lib.chapters.ch01_rap",
-    "ch03": "course_lib.chapters.ch03_planner_r1",
-    "ch04": "course_lib.chapters.ch04_torl",
-    "ch05": "course_lib.chapters.ch05_toolrl",
-    "ch06": "course_lib.chapters.ch06_artist",
-    "ch07": "course_lib.chapters.ch07_gigpo",
-    "ch08": "course_lib.chapters.ch08_arpo",
-    "ch09": "course_lib.chapters.ch09_ragen",
-    "ch11": "course_lib.chapters.ch11_aepo",
-}
-"""Chapter key -> module with `build_data` (chapter 02 reuses chapter 01's data). A new chapter adds a row."""
+
+@functools.cache
+def builders() -> dict[str, str]:
+    """Chapter key -> the module whose `build_data` writes its artifacts: every chapter module that defines one
+    (`chapters.modules()`, imported: a few seconds; chapter 02 reuses chapter 01's data, so it has none). A new
+    chapter with data is found here without an edit."""
+    from course_lib import chapters
+
+    found = {}
+    for key, name in chapters.modules().items():
+        module = f"course_lib.chapters.{name}"
+        if hasattr(importlib.import_module(module), "build_data"):
+            found[key] = module
+    return found
+
+
+def __getattr__(name: str):
+    """`build.BUILDERS`, the table's name before it was found rather than listed: `builders()`."""
+    if name == "BUILDERS":
+        return builders()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build(chapter: str, data_dir: Path | None = None, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
@@ -41,9 +50,9 @@ def build(chapter: str, data_dir: Path | None = None, seed: int = 0, progress: b
     if chapter in real_models.MODELS:
         real_models.build(chapter, data_dir)
         return
-    if chapter not in BUILDERS:
-        raise KeyError(f"no data to build for {chapter!r}; chapters with data: {', '.join(sorted(BUILDERS))}")
-    module = importlib.import_module(BUILDERS[chapter])
+    if chapter not in builders():
+        raise KeyError(f"no data to build for {chapter!r}; chapters with data: {', '.join(sorted(builders()))}")
+    module = importlib.import_module(builders()[chapter])
     module.build_data(data.data_dir_for(scale) if data_dir is None else data_dir, seed, progress, scale=scale)
 
 
@@ -64,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
     cli = argparse.ArgumentParser(prog="python -m course_lib.data", description=data.__doc__.splitlines()[0])
     sub = cli.add_subparsers(dest="command", required=True)
     command = sub.add_parser("build", help="build a chapter's data, or a real model's cache")
-    command.add_argument("chapter", choices=sorted(BUILDERS) + sorted(real_models.MODELS))
+    command.add_argument("chapter", choices=sorted(builders()) + sorted(real_models.MODELS))
     command.add_argument("--seed", type=int, default=0)
     scales = dict(choices=("cpu", "gpu"), default="cpu", help="cpu: the committed data/; gpu: data.gpu_data_dir()")
     command.add_argument("--scale", **scales)

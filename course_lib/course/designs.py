@@ -40,12 +40,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from course_lib import chapters
 from course_lib.course import results as recorded
 from course_lib.course.claims import ClaimSpec
 from course_lib.diagnostics import stats
 
-MODULES = {chapter: f"course_lib.chapters.{chapter}_design" for chapter in ("ch08", "ch09", "ch10", "ch11", "ch12")}
-"""Chapter key -> the module that defines its `DESIGN`."""
+MODULES = chapters.designs()
+"""Chapter key -> the module that defines its `DESIGN`, found from the chapters' files (`chapters.designs`)."""
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib import chapters as chapter_package
-from course_lib import real_models
+from course_lib import chapters, real_models
 from course_lib.chapters import chapter_key
 from course_lib.course.results import MODULES
 
@@ -86,11 +85,10 @@ def parse(output: str, run: ChapterRun) -> ChapterRun:
 
 
 def model_chapters() -> list[str]:
-    """The chapter keys whose run starts from `skeleton.base_for`, so `--model` replaces their base. Every chapter
-    command accepts the flag (the skeleton's parser), but the others would ignore it and run their own base: read
-    from the modules' source, so a chapter wired later joins without an edit here."""
-    folder = Path(chapter_package.__file__).parent
-    return [key for key, module in MODULES.items() if "skeleton.base_for(" in (folder / f"{module}.py").read_text()]
+    """The chapter keys whose run starts from `skeleton.base_for`, so `--model` replaces their base: the chapters
+    whose `Chapter` says `checkpoint=True` (`chapters.all()`, so a chapter wired later joins without an edit here).
+    Every chapter command accepts the flag (the skeleton's parser), but the others would ignore it."""
+    return [key for key, chapter in chapters.all().items() if chapter.checkpoint]
 
 
 def resolve_model(model: str, cache_dir: str | Path | None = None) -> Path:

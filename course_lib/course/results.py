@@ -21,32 +21,15 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
+from course_lib import chapters
 from course_lib.course.claims import ClaimSpec, evaluate_all
 from course_lib.overrides import as_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "results"
 """Where the files live (repo root's `results/`); tests point it at a temporary folder."""
-MODULES = {
-    "ch00": "ch00_tool_agent",
-    "ch01": "ch01_rap",
-    "ch02": "ch02_lats",
-    "ch03": "ch03_planner_r1",
-    "ch04": "ch04_torl",
-    "ch05": "ch05_toolrl",
-    "ch06": "ch06_artist",
-    "ch07": "ch07_gigpo",
-    "ch08": "ch08_arpo",
-    "ch09": "ch09_ragen",
-    "ch10": "ch10_ragen2",
-    "ch11": "ch11_aepo",
-    "ch12": "ch12_capstone",
-    "ch13": "ch13_scale_out",
-    "ch14": "ch14_own_model",
-    "ch15": "ch15_pitfalls",
-    "ch16": "ch16_real_model",
-}
-"""Chapter key -> module under `course_lib.chapters`."""
+MODULES = chapters.modules()
+"""Chapter key -> module under `course_lib.chapters`, found from the package's files (`chapters.modules`)."""
 CONFIRMATIONS = {
     "ch07_confirmation": "--seeds 10 11 12 13 14 15 16 17 18 19",
     "ch15_confirmation": "--seeds 10 11 12 13 14",

@@ -31,7 +31,7 @@ def test_results_provenance_does_not_import_the_golden_run_or_any_chapter():
         "import json, sys\n"
         "from course_lib.course import results\n"
         "record = results.provenance()\n"
-        "names = [n for n in sys.modules if n == 'course_lib.course.golden' or n.startswith('course_lib.chapters')\n"
+        "names = [n for n in sys.modules if n == 'course_lib.course.golden' or n.startswith('course_lib.chapters.')\n"
         "         or n == 'course_lib.engine.rollout']\n"
         "print(json.dumps({'cpu': record['cpu'], 'imported': names}))\n"
     )

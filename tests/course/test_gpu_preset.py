@@ -189,13 +189,13 @@ class _BaseRequested(Exception):
     """Raised instead of building a model: carries the model preset a builder asked for."""
 
 
-@pytest.mark.parametrize("chapter", sorted(build.BUILDERS))
+@pytest.mark.parametrize("chapter", sorted(build.builders()))
 def test_every_builder_builds_its_gpu_preset_model(chapter, tmp_path, monkeypatch):
     """`build_data(..., scale=...)` asks, for each base, for the model preset its `preset(scale)` names, and
     records the artifact with that scale; the gpu one is larger than the cpu one. No model is trained: the
     builders run until their first `build_model` call."""
     monkeypatch.delenv("COURSE_GPU_TINY", raising=False)
-    module = importlib.import_module(build.BUILDERS[chapter])
+    module = importlib.import_module(build.builders()[chapter])
     assert inspect.signature(module.build_data).parameters["scale"].default == "cpu"
 
     def no_model(tokenizer, preset, max_positions=256, **overrides):
