@@ -50,7 +50,7 @@ from typing import Any
 
 from course_lib.chapters import chapter_key
 from course_lib.engine.rollout import SamplingConfig, Trajectory
-from course_lib.engine.server_engine import ServerEngine, turn_sampling_params  # noqa: F401 (turn_sampling_params: re-export)
+from course_lib.engine.server_engine import ServerEngine
 from course_lib.envs.base import TextEnv, distinct_seeds
 from course_lib.tokenizer import encode
 

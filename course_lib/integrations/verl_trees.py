@@ -52,7 +52,6 @@ from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.integrations.verl import chapter_tasks, output_fields, verl_available
 
 MANAGER_CLASS = "course_lib.integrations.verl_trees.TreeAgentLoopManager"
-TreeGenerate = Generate  # the name this module gave `server_engine.Generate` before the engine moved there
 __all__ = ["MANAGER_CLASS", "ServerEngine", "grow", "leaf_fields", "server_generate", "tree_config"]
 
 

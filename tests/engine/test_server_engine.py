@@ -47,7 +47,8 @@ def replay_server(trajectory, overshoot: list[int], calls: list):
 
 
 def test_a_bpe_standin_plays_the_same_episodes_through_the_server_engine(tokenizer):
-    """Random-init qwen2 on chapter 00 in the chat template: 24 episodes sampled by `RolloutEngine`, each replayed
+    """Random-init qwen2 on chapter 00 in the chat template: 12 episodes at each of two caps (200 tokens: they end;
+    100: the cap cuts them) sampled by `RolloutEngine`, each replayed
     through `ServerEngine` and through verl's `play_episode`: the same ids, mask, log-probs, entropies, turns,
     rewards, anchors and ends; the server is asked to stop at the tags as strings and at EOS."""
     model = standins.build_standin_model("qwen2", tokenizer, seed=1)
