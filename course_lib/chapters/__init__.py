@@ -1,32 +1,75 @@
 """Per-chapter configuration and glue: one module per chapter, named after its notebook.
 
 The chapters are found, not listed: `modules()` reads the package's files (`chNN_<name>.py`; a designed setting,
-`chNN_design.py`, is its chapter's `designs()` entry), so a new chapter is its module, its notebook and its test.
+`chNN_design.py`, is its chapter's `designs()` entry), and each module describes itself once, as a
+`skeleton.Chapter`: its run and claims, and what the course's tools need of it (its training task for TRL, verl,
+the golden run and the benchmarks; its leakage audit; its demonstrator for the stand-ins' tokenizer; its golden
+cases; its data builder, `build_data`). The tables of the course (`tasks()`, `tool_tasks()`, `audit.audits()`,
+`golden.cases()`, `standins.episode_sources()`, `build.builders()`, `results.MODULES`, `designs.MODULES`) are read
+from them, so a new chapter is its module, its notebook and its test. Code outside this package reaches a chapter's
+own functions by its key (`module("ch12")`), never by its module's name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # this index is imported by `results` and `designs`, which must not load the engine
     from course_lib.chapters.skeleton import Chapter
     from course_lib.engine.rollout import SamplingConfig
     from course_lib.envs.base import TextEnv
+    from course_lib.rl.train import GRPOConfig
 
 
 @dataclass(frozen=True)
 class ToolTask:
-    """A tool task of the course: its environment's name, its chapter's base model, cpu-preset
-    sampling limits, and a factory for training-split environments."""
+    """A chapter's training task as the integrations (TRL, verl), the golden run and the benchmarks train on it: its
+    environment's name, its base model, its cpu-preset sampling limits and its environments. A chapter gives it as
+    `skeleton.Chapter.task`; `tasks()` collects them."""
 
     label: str
     base: str
     sampling: SamplingConfig
-    make_env: Callable[[], TextEnv]
+    make_env: Callable[..., TextEnv]
+    """`make_env()`: a new training environment, configured as the chapter trains; `make_env(split)`: one of
+    another split (where `held_out` is given)."""
+    held_out: Callable[[str, int], list[int]] | None = None
+    """`held_out(split, count)`: the chapter's `count` distinct evaluation seeds of a held-out split (verl's export
+    needs them); None where the task is trained only."""
+    method: Callable[[], GRPOConfig] | None = None
+    """The loop configuration of the chapter's own method (chapters 07 and 08: GiGPO, ARPO), which TRL's methods
+    route trains; None: plain GRPO, which TRL's tool route trains."""
+    method_name: str = ""
+    """The name of that method (`"gigpo"`, `"arpo"`: a key of `integrations.trl_chapters.METHODS`)."""
+    step_mode: bool = False
+    """Whether the chapter trains in step mode (a prompt per step), which an agent loop over whole episodes
+    (verl's) cannot play."""
+    chapter: str = ""
+    """The chapter key (`"ch00"`): set by `tasks()` and `task()`."""
+
+    def held_out_seeds(self, split: str, count: int) -> list[int]:
+        """`held_out(split, count)`, or a ValueError naming the chapter when it gives none."""
+        if self.held_out is None:
+            raise ValueError(f"chapter {self.chapter or self.label} names no held-out seeds for its task")
+        return self.held_out(split, count)
+
+
+def held_out_on_test(test_seeds: Callable[[int], list[int]], make_env: Callable[..., TextEnv]):
+    """`held_out(split, count)` for a chapter that evaluates on `test`: its own (cached) `test_seeds(count)` there,
+    and the same rule, the first `count` seeds with distinct problems, for any other held-out split."""
+
+    def held_out(split: str, count: int) -> list[int]:
+        from course_lib.envs.base import distinct_seeds
+
+        return test_seeds(count) if split == "test" else distinct_seeds(lambda: make_env(split), count)
+
+    return held_out
 
 
 FOLDER = Path(__file__).resolve().parent
@@ -54,17 +97,23 @@ def designs(folder: Path = FOLDER) -> dict[str, str]:
     return {path.name[:4]: f"course_lib.chapters.{path.stem}" for path in sorted(folder.glob("ch[0-9][0-9]_design.py"))}
 
 
+def module(key: str | int) -> ModuleType:
+    """The chapter module of `key` (`"ch09"`, `9`), imported: how code outside `chapters/` reaches a chapter's own
+    functions (a diagram of its setting, a benchmark of its workload) by its key, not its module's name."""
+    import importlib
+
+    return importlib.import_module(f"{__name__}.{modules()[chapter_key(key)]}")
+
+
 def load(key: str) -> Chapter:
     """The `skeleton.Chapter` chapter `key` describes itself with (imports its module; ValueError unless the module
     defines exactly one)."""
-    import importlib
-
     from course_lib.chapters.skeleton import Chapter
 
-    module = importlib.import_module(f"{__name__}.{modules()[chapter_key(key)]}")
-    found = [value for value in vars(module).values() if isinstance(value, Chapter)]
+    imported = module(key)
+    found = [value for value in vars(imported).values() if isinstance(value, Chapter)]
     if len(found) != 1:
-        raise ValueError(f"{module.__name__} defines {len(found)} skeleton.Chapter objects; a chapter defines one")
+        raise ValueError(f"{imported.__name__} defines {len(found)} skeleton.Chapter objects; a chapter defines one")
     return found[0]
 
 
@@ -81,23 +130,20 @@ def chapter_key(chapter: str | int) -> str:
     return f"ch{int(text):02d}"
 
 
-def tool_tasks() -> dict[str, ToolTask]:
-    """The course's tool tasks by chapter (`"ch00"`, `"ch03"` ... `"ch06"`), as the chapters train on them."""
-    # Imported here: the chapter modules import this package.
-    from course_lib.chapters import ch00_tool_agent as ch00
-    from course_lib.chapters import ch03_planner_r1 as ch03
-    from course_lib.chapters import ch04_torl as ch04
-    from course_lib.chapters import ch05_toolrl as ch05
-    from course_lib.chapters import ch06_artist as ch06
-    from course_lib.envs.function_calling import FunctionCallingEnv
+def task(key: str | int) -> ToolTask:
+    """The training task chapter `key` gives (`Chapter.task`), or a KeyError naming the chapters that give one."""
+    chapter = load(key)
+    if chapter.task is None:
+        raise KeyError(f"chapter {chapter.id} has no training task; chapters with one: {sorted(tasks())}")
+    return dataclasses.replace(chapter.task(), chapter=chapter.id)
 
-    c03, c05, c06 = ch03.preset("cpu"), ch05.preset("cpu"), ch06.preset("cpu")
-    return {
-        "ch00": ToolTask(ch00.ENV_NAME, ch00.BASE_NAME, ch00.preset("cpu").sampling, ch00.make_env),
-        "ch03": ToolTask(ch03.ENV_NAME, ch03.BASE_NAMES["small"], c03.sampling, lambda: ch03.make_env("train", c03)),
-        "ch04": ToolTask(ch04.ENV_NAME, ch04.BASE_NAME, ch04.preset("cpu").sampling, lambda: ch04.make_env("train")),
-        "ch05": ToolTask(
-            "function_calling", ch05.BASE_NAME, c05.sampling, lambda: FunctionCallingEnv(mix=c05.task_mix)
-        ),
-        "ch06": ToolTask(ch06.ENV_NAME, ch06.BASE_NAME, c06.sampling, lambda: ch06.make_env("train", c06)),
-    }
+
+def tasks() -> dict[str, ToolTask]:
+    """Every chapter's training task, by chapter key, in order (`Chapter.task`; imports every chapter module)."""
+    return {key: dataclasses.replace(c.task(), chapter=key) for key, c in all().items() if c.task is not None}
+
+
+def tool_tasks() -> dict[str, ToolTask]:
+    """The course's tool tasks trained with plain GRPO, by chapter (`"ch00"`, `"ch03"` ... `"ch06"`), as the
+    chapters train on them: the tasks of `tasks()` without a method of their own."""
+    return {key: found for key, found in tasks().items() if found.method is None and not found.step_mode}

@@ -18,13 +18,16 @@ from pathlib import Path
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib.chapters import skeleton
+from course_lib.chapters import ToolTask, held_out_on_test, skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import chance
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all, nontrivial_base
 from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
+from course_lib.envs import arithmetic
 from course_lib.envs.arithmetic import OPERAND_RANGE, draw_problem, solve, vocabulary
+from course_lib.envs.base import Episode
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
 from course_lib.rl.warm_start import demonstration_examples as demonstration_examples  # the chapter's, as tests call it
@@ -331,6 +334,74 @@ def report(results: Mapping) -> list[str]:
     ]
 
 
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The test split against GRPO's draws under every recorded run seed and the committed base's demonstrations."""
+    config = preset("cpu")
+    keys = leakage.problem_keys(lambda: make_env("test"), test_seeds(config.eval_tasks))
+    grpo = config.grpo
+    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch00"))
+    training = set(leakage.problem_keys(make_env, draws))
+    demos = leakage.prompts_of(
+        demonstration_texts(
+            config.demonstrations, leakage.base_seed(BASE_NAME), config.tool_share, config.direct_correct
+        )
+    )
+    return [leakage.split_audit("ch00", "test", keys, leakage.problem_overlaps(keys, training, demos))]
+
+
+def demonstrator_episodes(count: int, seed: int) -> list[Episode]:
+    """`count` episodes of the warm start's demonstrator (`arithmetic.demonstrator_episodes`; `demonstration_texts`
+    writes the same policy's text without the environment), cpu preset, as chat messages (the stand-ins' tokenizer
+    text)."""
+    config = Chapter00Config()
+    return arithmetic.demonstrator_episodes(count, seed, config.tool_share, config.direct_correct)
+
+
+# The task the integrations train, and the golden run's cases --------------------------------------
+def tool_task() -> ToolTask:
+    """The arithmetic tool task at the cpu preset (TRL, verl, the golden run and the benchmarks train on it)."""
+    return ToolTask(ENV_NAME, BASE_NAME, preset("cpu").sampling, make_env, held_out_on_test(test_seeds, make_env))
+
+
+def golden_cases() -> dict:
+    """Evaluation, a GRPO batch and branches of the committed base; two GRPO iterations (metrics, weights)."""
+    import torch
+
+    from course_lib.course import golden
+
+    def rollouts():
+        model, tokenizer = data.load_base(BASE_NAME)
+        sampling = preset("cpu").sampling
+        _, evaluated = evaluate_policy(model, tokenizer, lambda: make_env("test"), range(64), sampling, 0)
+        engine = RolloutEngine(model, tokenizer, dataclasses.replace(sampling, snapshot_envs=True))
+        generator = torch.Generator().manual_seed(1)
+        parents = engine.rollout([make_env() for _ in range(8)], list(range(8)), generator=generator)
+        branches = [b for t in parents if t.num_turns >= 2 for b in engine.branch(t, 1, 2, generator=generator)]
+        grouped = golden.grpo_batch(model, tokenizer, sampling, make_env, 2)
+        return golden.trajectory_values(evaluated), grouped, golden.trajectory_values(branches)
+
+    def two_iterations():
+        from course_lib.rl.train import policy_iteration
+
+        model, tokenizer = data.load_base(BASE_NAME)
+        config = preset("cpu")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=config.grpo.learning_rate)
+        envs = [make_env() for _ in range(config.grpo.prompts_per_iteration * config.grpo.group_size)]
+        generator = torch.Generator().manual_seed(0)
+        engine = RolloutEngine(model, tokenizer, config.sampling)
+        metrics = [
+            policy_iteration(model, engine, envs, config.grpo, 0, iteration, generator, optimizer)
+            for iteration in range(2)
+        ]
+        return golden.untimed(metrics), [p.detach().flatten().tolist() for p in model.parameters()]
+
+    return {
+        "ch00 rollouts (evaluation, GRPO batch, branches)": rollouts,
+        "ch00 two GRPO iterations (metrics, weights)": two_iterations,
+    }
+
+
 CHAPTER = skeleton.Chapter(
     "ch00",
     "Chapter 00, a tool agent trained with GRPO",
@@ -340,7 +411,8 @@ CHAPTER = skeleton.Chapter(
     curves=curves,
     report=report,
     checkpoint=True,
-)
+    audit=held_out_audit, demonstrator=demonstrator_episodes, task=tool_task, golden=golden_cases,
+)  # fmt: skip
 
 
 # The course's real model ------------------------------------------------------------------------

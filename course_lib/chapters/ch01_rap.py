@@ -27,6 +27,7 @@ import torch
 from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib.chapters import skeleton
+from course_lib.course import audit as leakage
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.envs.blocksworld import draw_problem, render_goal, render_state
 from course_lib.rl.warm_start import SFTConfig, warm_start_and_save
@@ -242,6 +243,11 @@ def test_problems(per_length: int, seed: int) -> dict[int, list[tuple[str, str]]
         length: random.Random(seed * 1000 + length).sample(list(dict.fromkeys(rows)), per_length)
         for length, rows in problems.items()
     }
+
+
+def test_pool() -> dict[int, list[tuple[str, str]]]:
+    """`{length: [(init text, goal text)]}`: every problem of the test split, the pool evaluations sample from."""
+    return _problems_by_length("test")
 
 
 def validation_problems() -> dict[int, list[tuple[str, str]]]:
@@ -484,7 +490,50 @@ def report(results: Mapping) -> list[str]:
     return ["MCTS cells: imagined → real success", *summary_lines(results), f"gap imagined - real by length: {gap}"]
 
 
-CHAPTER = skeleton.Chapter("ch01", "Chapter 01, RAP", run, claim_numbers, CLAIMS, report=report)
+# Leakage audit ----------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def corpus_pairs() -> tuple[frozenset, frozenset]:
+    """(plan-prompt pairs, step-prompt pairs) `(state, goal)` of the committed base LM's corpus: what the audit
+    holds held-out problems and their sub-problems against (`leakage.blocks_split`)."""
+    from course_lib.search.blocks_lm import corpus
+
+    texts = corpus(preset("cpu").corpus, leakage.base_seed(BASE_NAME))
+    return frozenset(leakage.corpus_pairs(texts["plan"], "plan")), frozenset(leakage.corpus_pairs(texts["step"], "act"))
+
+
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The stored pools every evaluation samples from (`test`) and tunes on (`validation`)."""
+    return [
+        leakage.blocks_split("ch01", "test (pool)", test_pool(), corpus_pairs()),
+        leakage.blocks_split("ch01", "validation", validation_problems(), corpus_pairs()),
+    ]
+
+
+def golden_cases() -> dict:
+    """The world model's predictions, samples, plans and step scores on fixed test problems."""
+
+    def world_model():
+        lm = load_lm()
+        problems = test_problems(8, 0)
+        actions = ["pick-up a", "unstack b a", "stack a b"]
+        pairs = [(init, action) for init, _ in problems[4] for action in actions]
+        generator = torch.Generator().manual_seed(0)
+        plans = lm.plans([(goal, init) for init, goal in problems[6]], 1.0, generator)
+        scores = [lm.step_scores(goal, init, actions) for init, goal in problems[2]]
+        return lm.predict(pairs), lm.sample_next(pairs[:8], 4, generator), plans, scores
+
+    return {"ch01 world model (predict, sample, plans, step scores)": world_model}
+
+
+CHAPTER = skeleton.Chapter(
+    "ch01",
+    "Chapter 01, RAP",
+    run,
+    claim_numbers,
+    CLAIMS,
+    report=report,
+    audit=held_out_audit, golden=golden_cases,
+)  # fmt: skip
 
 
 def _options(parser: argparse.ArgumentParser) -> None:

@@ -26,6 +26,7 @@ from course_lib import config as course_config
 from course_lib import envs
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.chapters import skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.models import build_model
@@ -427,7 +428,21 @@ def report(results: Mapping) -> list[str]:
     ]
 
 
-CHAPTER = skeleton.Chapter("ch02", "Chapter 02, LATS", run, claim_numbers, CLAIMS, report=report)
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The chapter samples its evaluation from chapter 01's test pool (counted again: both chapters evaluate on it)."""
+    return [leakage.blocks_split("ch02", "test (ch01's pool)", ch01.test_pool(), ch01.corpus_pairs())]
+
+
+CHAPTER = skeleton.Chapter(
+    "ch02",
+    "Chapter 02, LATS",
+    run,
+    claim_numbers,
+    CLAIMS,
+    report=report,
+    audit=held_out_audit,
+)
 
 
 def _options(parser: argparse.ArgumentParser) -> None:

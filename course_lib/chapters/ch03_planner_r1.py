@@ -32,7 +32,8 @@ import numpy as np
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib.chapters import skeleton
+from course_lib.chapters import ToolTask, held_out_on_test, skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
@@ -673,7 +674,49 @@ def report(results: Mapping) -> list[str]:
     return lines
 
 
-CHAPTER = skeleton.Chapter("ch03", "Chapter 03, Planner-R1", run, claim_numbers, CLAIMS, curves=curves, report=report)
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The test split against GRPO's draws and both bases' demonstrations."""
+    config = preset("cpu")
+    seeds = test_seeds(config.eval_tasks, config.max_slack, config.constrain_share)
+    keys = leakage.problem_keys(lambda: make_env("test", config), seeds)
+    # Every reward arm and both sizes train from the same task seeds; the stage does not change the query.
+    grpo = config.grpo
+    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch03"))
+    training = set(leakage.problem_keys(lambda: make_env("train", config), draws))
+    small, large = (leakage.base_seed(BASE_NAMES[size]) for size in ("small", "large"))
+    demos = leakage.prompts_of(demonstration_texts(config.demonstrations, small, config))
+    if large != small:
+        demos |= leakage.prompts_of(demonstration_texts(config.demonstrations, large, config))
+    return [leakage.split_audit("ch03", "test", keys, leakage.problem_overlaps(keys, training, demos))]
+
+
+# The task the integrations train, and the golden run's case --------------------------------------
+def tool_task() -> ToolTask:
+    """The travel-planning task at the cpu preset, the small base (TRL, verl and the golden run train on it)."""
+    config = preset("cpu")
+    split_env = functools.partial(make_env, config=config)
+    seeds = functools.partial(test_seeds, max_slack=config.max_slack, constrain_share=config.constrain_share)
+    return ToolTask(ENV_NAME, BASE_NAMES["small"], config.sampling, split_env, held_out_on_test(seeds, split_env))
+
+
+def golden_cases() -> dict:
+    """A GRPO batch of the committed small base."""
+    from course_lib.course import golden
+
+    return {"ch03 rollouts": golden.rollout_case(tool_task())}
+
+
+CHAPTER = skeleton.Chapter(
+    "ch03",
+    "Chapter 03, Planner-R1",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=report,
+    audit=held_out_audit, task=tool_task, golden=golden_cases,
+)  # fmt: skip
 
 
 def _options(parser: argparse.ArgumentParser) -> None:

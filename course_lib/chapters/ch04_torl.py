@@ -26,7 +26,8 @@ import numpy as np
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib.chapters import skeleton
+from course_lib.chapters import ToolTask, held_out_on_test, skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
@@ -449,9 +450,47 @@ def report(results: Mapping) -> list[str]:
     return lines
 
 
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The test split against GRPO's draws and the base's demonstrations."""
+    config = preset("cpu")
+    keys = leakage.problem_keys(lambda: make_env("test"), test_seeds(config.eval_tasks))
+    # Every variant (`VARIANTS`) changes masking, penalty or C, never the GRPO sizes: the same task seeds.
+    grpo = config.grpo
+    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch04"))
+    training = set(leakage.problem_keys(make_env, draws))
+    demos = leakage.prompts_of(
+        demonstration_texts(
+            config.demonstrations, leakage.base_seed(BASE_NAME), config.tool_share, config.direct_correct
+        )
+    )
+    return [leakage.split_audit("ch04", "test", keys, leakage.problem_overlaps(keys, training, demos))]
+
+
+# The task the integrations train, and the golden run's case --------------------------------------
+def tool_task() -> ToolTask:
+    """The word-problem task with one code call at the cpu preset (TRL, verl and the golden run train on it)."""
+    return ToolTask(ENV_NAME, BASE_NAME, preset("cpu").sampling, make_env, held_out_on_test(test_seeds, make_env))
+
+
+def golden_cases() -> dict:
+    """A GRPO batch of the committed base."""
+    from course_lib.course import golden
+
+    return {"ch04 rollouts": golden.rollout_case(tool_task())}
+
+
 CHAPTER = skeleton.Chapter(
-    "ch04", "Chapter 04, ToRL", run, claim_numbers, CLAIMS, curves=curves, report=report, checkpoint=True
-)
+    "ch04",
+    "Chapter 04, ToRL",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=report,
+    checkpoint=True,
+    audit=held_out_audit, task=tool_task, golden=golden_cases,
+)  # fmt: skip
 
 
 def _options(parser: argparse.ArgumentParser) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import functools
 import random
 import time
@@ -38,7 +39,8 @@ import torch
 
 from course_lib import config as course_config
 from course_lib import data
-from course_lib.chapters import skeleton
+from course_lib.chapters import ToolTask, skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.course.results import own_numbers, recorded_numbers
@@ -617,9 +619,121 @@ def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
     return recorded.history_curves(results["histories"], CURVE_KEYS)
 
 
+# Leakage audit: chit-chat queries in every split, and held-out (tool, parameter, value) triples ---------------
+CHITCHAT_NOTE = "inherent: the five chit-chat queries (no tool fits) occur in every split"
+TRIPLE_NOTE = "pending base rebuild: value/key noise of the demonstrations writes held-out pairs"
+
+
+def demonstration_pairs(count: int, seed: int, noise, mix) -> list[tuple[str, str]]:
+    """`(question, response)` texts of the warm start: the same loop and random stream as `demonstration_examples`
+    (which tokenises them), without the tokenizer."""
+    rng = random.Random(seed)
+    texts = []
+    for index in range(count):
+        task = mix.draw(seed * 10_000_019 + index, "train")
+        texts.append((task.question, noisy_answer(task, rng, noise)))
+    return texts
+
+
+def call_triples(calls) -> set[tuple[str, str, str]]:
+    """`{(tool, parameter, value)}` of parsed or true calls `[(name, ((key, value), ...))]`."""
+    return {(name, key, value) for name, args in calls for key, value in args}
+
+
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """Both held-out splits against GRPO's draws, the SFT arm's traces and the demonstrations, and the `novel`
+    split's (tool, parameter, value) triples against the calls the noisy demonstrations write."""
+    from course_lib.envs.function_calling import CHITCHAT, FunctionCallingEnv, held_out
+    from course_lib.envs.toolrl_reward import parse_calls
+
+    config = preset("cpu")
+    demos = demonstration_pairs(config.demonstrations, leakage.base_seed(BASE_NAME), config.noise, config.demo_mix)
+    demo_questions = {question for question, _ in demos}
+    demo_triples: set[tuple[str, str, str]] = set()
+    for _, response in demos:
+        demo_triples |= call_triples(parse_calls(response) or [])
+    grpo, seeds = config.grpo, leakage.run_seeds("ch05")
+    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
+    training = set(leakage.problem_keys(lambda: FunctionCallingEnv("train", mix=config.task_mix), draws))
+    # The SFT arm imitates correct traces of train queries (`correct_examples`: task `seed * 7_000_003 + index + 1`,
+    # as many as RL samples sequences); it is training too.
+    traces = config.sft_traces or grpo.iterations * grpo.prompts_per_iteration * grpo.group_size
+    training |= {
+        config.task_mix.draw(run * 7_000_003 + index + 1, "train").question for run in seeds for index in range(traces)
+    }
+    chitchat = {f"<question> {c} </question>" for c in CHITCHAT}
+    out = []
+    for split in ("test", "novel"):
+        env = FunctionCallingEnv(split, mix=config.task_mix)
+        keys, triples = [], set()
+        for s in test_seeds(config.eval_tasks, split, config.task_mix):
+            env.reset(seed=s)
+            keys.append(env.problem_key())
+            triples |= {t for t in call_triples(env.task.calls) if held_out(*t)}
+        overlaps = leakage.problem_overlaps(keys, training, demo_questions)
+        for overlap, seen in zip(overlaps, (training, demo_questions), strict=True):
+            # Only chit-chat may be shared; any other shared query is a real leak, and says so.
+            leaked_tools = (set(keys) & seen) - chitchat
+            if leaked_tools:
+                overlap.note = f"LEAK: {len(leaked_tools)} tool queries"
+            elif overlap.count:
+                overlap.note = CHITCHAT_NOTE
+        if split == "novel":
+            leaked = leakage.count_overlap(triples, demo_triples)
+            writers = sum(bool(call_triples(parse_calls(r) or []) & triples) for _, r in demos)
+            note = f"{TRIPLE_NOTE}; {writers} of {len(demos)} demonstrations write one" if leaked else ""
+            unit = "held-out (tool, parameter, value) triples"
+            overlaps.append(leakage.Overlap("warm-start demonstrations", unit, leaked, len(triples), note))
+        out.append(leakage.split_audit("ch05", split, keys, overlaps))
+    return out
+
+
+# The task the integrations train, and the golden run's cases --------------------------------------
+def tool_task() -> ToolTask:
+    """Function calling at the cpu preset; held out on `test` and `novel` (TRL, verl, the golden run train on it)."""
+    config = preset("cpu")
+
+    def held_out(split: str, count: int) -> list[int]:
+        return test_seeds(count, split, config.task_mix)
+
+    split_env = functools.partial(FunctionCallingEnv, mix=config.task_mix)
+    return ToolTask("function_calling", BASE_NAME, config.sampling, split_env, held_out)
+
+
+def golden_cases() -> dict:
+    """A GRPO batch of the committed base; the chapter's LoRA arms, shortened: three GRPO iterations with groups of
+    4 and evaluations (metrics, adapters), three SFT steps (adapter)."""
+    from course_lib.course import golden
+
+    def lora_arms():
+        model, tokenizer = data.load_base(BASE_NAME)
+        config = preset("cpu")
+        config = dataclasses.replace(
+            config, eval_tasks=32, grpo=dataclasses.replace(config.grpo, iterations=3, eval_every=3)
+        )
+        trained, history = train_rl_arm(model, tokenizer, "fine", config, seed=0)
+        supervised = train_sft_arm(model, tokenizer, config, seed=0)
+        adapters = [
+            [p.detach().flatten().tolist() for p in m.parameters() if p.requires_grad] for m in (trained, supervised)
+        ]
+        return golden.untimed(history), adapters
+
+    return {
+        "ch05 rollouts": golden.rollout_case(tool_task()),
+        "ch05 LoRA arms: three GRPO iterations, three SFT steps (metrics, adapters)": lora_arms,
+    }
+
+
 CHAPTER = skeleton.Chapter(
-    "ch05", "Chapter 05, ToolRL", run, claim_numbers, CLAIMS, curves=curves, report=lambda r: [summary(r)]
-)
+    "ch05",
+    "Chapter 05, ToolRL",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=lambda r: [summary(r)],
+    audit=held_out_audit, task=tool_task, golden=golden_cases,
+)  # fmt: skip
 
 
 def pool_and_report(args: argparse.Namespace, outputs: list[dict]) -> None:

@@ -21,7 +21,8 @@ import numpy as np
 
 from course_lib import config as course_config
 from course_lib import data, envs
-from course_lib.chapters import skeleton
+from course_lib.chapters import ToolTask, held_out_on_test, skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
@@ -291,9 +292,49 @@ def report(results: Mapping) -> list[str]:
     return [f"{label:34} " + " ".join(f"{k} {stats[k]:.3f}" for k in REPORT_KEYS) for label, stats in summary(results)]
 
 
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The test split against GRPO's draws and the base's demonstrations."""
+    config = preset("cpu")
+    keys = leakage.problem_keys(lambda: make_env("test", config), test_seeds(config.eval_tasks))
+    # ARTIST's reward and the ablation without the tool term train on the same task seeds.
+    grpo = config.grpo
+    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch06"))
+    training = set(leakage.problem_keys(lambda: make_env("train", config), draws))
+    demos = leakage.prompts_of(
+        demonstration_texts(
+            config.demonstrations, leakage.base_seed(BASE_NAME), config.failure_rate, config.retry_share
+        )
+    )
+    return [leakage.split_audit("ch06", "test", keys, leakage.problem_overlaps(keys, training, demos))]
+
+
+# The task the integrations train, and the golden run's case --------------------------------------
+def tool_task() -> ToolTask:
+    """The price-tools task with failing tools at the cpu preset (TRL, verl and the golden run train on it)."""
+    config = preset("cpu")
+    split_env = functools.partial(make_env, config=config)
+    return ToolTask(ENV_NAME, BASE_NAME, config.sampling, split_env, held_out_on_test(test_seeds, split_env))
+
+
+def golden_cases() -> dict:
+    """A GRPO batch of the committed base."""
+    from course_lib.course import golden
+
+    return {"ch06 rollouts": golden.rollout_case(tool_task())}
+
+
 CHAPTER = skeleton.Chapter(
-    "ch06", "Chapter 06, ARTIST", run, claim_numbers, CLAIMS, curves=curves, report=report, checkpoint=True
-)
+    "ch06",
+    "Chapter 06, ARTIST",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=report,
+    checkpoint=True,
+    audit=held_out_audit, task=tool_task, golden=golden_cases,
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

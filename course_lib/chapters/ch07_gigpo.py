@@ -28,13 +28,15 @@ from pathlib import Path
 from course_lib import config as course_config
 from course_lib import envs
 from course_lib.algos.gigpo import step_group_sizes
-from course_lib.chapters import skeleton
+from course_lib.chapters import ToolTask, skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import chance
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
-from course_lib.envs.base import distinct_seeds
+from course_lib.envs import key_door
+from course_lib.envs.base import Episode, distinct_seeds
 from course_lib.envs.key_door import ACTIONS, expert_action, vocabulary
 from course_lib.rl import loop
 from course_lib.rl.train import GiGPOConfig, GRPOConfig, evaluate_policy, train_grpo
@@ -446,9 +448,64 @@ def summary_lines(results: Mapping) -> list[str]:
     return lines
 
 
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The test split against GRPO's draws and the demonstrations, as tasks and by the observation of every state a
+    held-out task can show (step mode: each demonstration prompt is one state's observation)."""
+    config = preset("cpu")
+    keys = leakage.problem_keys(EnvFactory("test", config), test_seeds(config.eval_tasks, config))
+    grpo = config.grpo
+    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch07"))
+    training = set(leakage.problem_keys(EnvFactory("train", config), draws))
+    seed = leakage.base_seed(BASE_NAME)
+    demos = demonstration_texts(config.demonstrations, seed, config)
+    demo_tasks = set(
+        leakage.problem_keys(EnvFactory("train", config), demonstration_seeds(config.demonstrations, seed))
+    )
+    overlaps = leakage.problem_overlaps(keys, training, demo_tasks)
+    overlaps += leakage.state_overlaps(
+        leakage.task_observations(set(keys), config.size),
+        leakage.task_observations(training, config.size),
+        leakage.prompts_of(demos),
+    )
+    return [leakage.split_audit("ch07", "test", keys, overlaps)]
+
+
+def demonstrator_episodes(count: int, seed: int) -> list[Episode]:
+    """`count` episodes of the warm start's noisy expert (`key_door.demonstrator_episodes`), cpu preset, with the
+    chapter's stop tag, as chat messages (the stand-ins' tokenizer text)."""
+    config = Chapter07Config()
+    seeds = demonstration_seeds(count, seed)
+    return key_door.demonstrator_episodes(seeds, seed, config.size, config.max_steps, config.expert_noise, STOP)
+
+
+# The task TRL's methods route trains -------------------------------------------------------------
+def tool_task() -> ToolTask:
+    """The key-and-door task in step mode with GiGPO's loop (TRL's methods route trains it)."""
+    config = Chapter07Config()
+    method = functools.partial(arm_config, config, "gigpo")
+    return ToolTask(
+        config.env_name,
+        config.base,
+        config.sampling,
+        EnvFactory("train", config),
+        method=method,
+        method_name="gigpo",
+        step_mode=True,
+    )
+
+
 CHAPTER = skeleton.Chapter(
-    "ch07", "Chapter 07, GiGPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, checkpoint=True,
+    "ch07",
+    "Chapter 07, GiGPO",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=summary_lines,
+    checkpoint=True,
     validate=on_environment,
+    audit=held_out_audit, demonstrator=demonstrator_episodes, task=tool_task,
 )  # fmt: skip
 
 

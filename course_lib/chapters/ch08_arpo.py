@@ -57,7 +57,8 @@ import torch
 from course_lib import config as course_config
 from course_lib import envs
 from course_lib.algos.grpo import group_advantages
-from course_lib.chapters import skeleton
+from course_lib.chapters import ToolTask, skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import chance
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
@@ -65,7 +66,14 @@ from course_lib.diagnostics.stats import interval
 from course_lib.diagnostics.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.engine.tree_rollout import TreeConfig, TreeNode, TreeStats, sample_trees, turn_entropy
-from course_lib.envs.two_hop_qa import Question, TwoHopQAEnv, expert_actions, naive_actions, vocabulary
+from course_lib.envs import two_hop_qa
+from course_lib.envs.base import Episode, distinct_seeds
+from course_lib.envs.two_hop_qa import (
+    Question,
+    TwoHopQAEnv,
+    demonstrator_actions,
+    vocabulary,
+)
 from course_lib.rl import loop
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
@@ -173,14 +181,6 @@ def make_env(split: str = "train", config: Chapter08Config | None = None) -> env
 def demonstration_seeds(count: int, seed: int) -> list[int]:
     """The training-split question seeds of the `count` demonstration episodes of a base built with `seed`."""
     return [seed * 10_000_019 + episode for episode in range(count)]
-
-
-def demonstrator_actions(question, rng: random.Random, precise_share: float) -> list[str]:
-    """The imperfect demonstrator's actions on `question`: hop 1, hop 2 and the answer, with probability
-    `precise_share` those of `expert_actions` (a precise hop 1, then its single candidate), else those of
-    `naive_actions` (an imprecise hop 1, then a uniformly drawn candidate: the wrong one on half of the
-    ambiguous questions). On an unambiguous question both answer right; only hop 1's query differs."""
-    return expert_actions(question) if rng.random() < precise_share else naive_actions(question, rng)
 
 
 def demonstration_texts(count: int, seed: int, config: Chapter08Config | None = None) -> list[tuple[str, str]]:
@@ -719,9 +719,56 @@ def plot_precise_vs_success(seeds: Sequence[Mapping[str, float]], arms: Sequence
     return ax
 
 
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The test split against GRPO's draws, C8.2's variance questions and the demonstrations, as questions and by
+    their hop lookups."""
+    config = preset("cpu")
+    keys = leakage.problem_keys(lambda: make_env("test", config), test_seeds(config.eval_tasks))
+    grpo, seeds = config.grpo, leakage.run_seeds("ch08")
+    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
+    draws += [VARIANCE_SEED + seed * 1_000 + p for seed in seeds for p in range(config.variance_prompts)]
+    training = leakage.problem_keys(lambda: make_env("train", config), draws)
+    demo_seeds = demonstration_seeds(config.demonstrations, leakage.base_seed(BASE_NAME))
+    demos = leakage.problem_keys(lambda: make_env("train", config), demo_seeds)
+    return [leakage.split_audit("ch08", "test", keys, leakage.two_hop_overlaps(keys, training, demos))]
+
+
+def demonstrator_episodes(count: int, seed: int) -> list[Episode]:
+    """`count` episodes of the warm start's demonstrator (`two_hop_qa.demonstrator_episodes`), cpu preset, as chat
+    messages (the stand-ins' tokenizer text)."""
+    config = Chapter08Config()
+    env = make_env("train", config)
+    return two_hop_qa.demonstrator_episodes(env, demonstration_seeds(count, seed), seed, config.precise_share)
+
+
+# The task the integrations train ------------------------------------------------------------------
+def tool_task() -> ToolTask:
+    """The two-hop search task at the cpu preset with ARPO's loop (TRL's methods route and verl train it; chapters
+    11 and 12 train on it too)."""
+    config = preset("cpu")
+    split_env = functools.partial(make_env, config=config)
+
+    def held_out(split: str, count: int) -> list[int]:
+        return test_seeds(count, config) if split == "test" else distinct_seeds(lambda: split_env(split), count)
+
+    method = functools.partial(arm_config, config, "arpo")
+    return ToolTask(
+        config.env_name, config.base, config.sampling, split_env, held_out, method=method, method_name="arpo"
+    )
+
+
 CHAPTER = skeleton.Chapter(
-    "ch08", "Chapter 08, ARPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, checkpoint=True,
+    "ch08",
+    "Chapter 08, ARPO",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=summary_lines,
+    checkpoint=True,
     validate=on_environment,
+    audit=held_out_audit, demonstrator=demonstrator_episodes, task=tool_task,
 )  # fmt: skip
 
 

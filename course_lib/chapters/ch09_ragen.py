@@ -36,6 +36,7 @@ from course_lib import config as course_config
 from course_lib import data, envs
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
@@ -634,7 +635,38 @@ def budget_lines(results: Mapping, config: Chapter09Config | None = None) -> lis
             for arm, text, updates, episodes, success in rows]  # fmt: skip
 
 
-CHAPTER = skeleton.Chapter("ch09", "Chapter 09, RAGEN", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines)
+# Leakage audit ----------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def demonstrated_lakes() -> tuple[frozenset, frozenset]:
+    """(maps, observations) of the committed base's warm-start demonstrations (chapter 10's base too)."""
+    config, seed = preset("cpu"), leakage.base_seed(BASE_NAME)
+    lakes = leakage.problem_keys(lambda: make_env("train"), demonstration_seeds(config.demonstrations, seed))
+    texts = demonstration_texts(config.demonstrations, seed, config)
+    return frozenset(lakes), frozenset(leakage.episode_observations(texts))
+
+
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The test maps against every arm's draws and the demonstrations (`leakage.lake_split`)."""
+    config = preset("cpu")
+    keys = leakage.problem_keys(lambda: make_env("test"), test_seeds(config.eval_tasks))
+    # every arm draws seed * 1_000_003 + iteration * prompts + p: the longest arms cover the others' draws
+    arms = [arm_config(config, arm) for arm in [*ARMS, *budget_arms(config)]]
+    draws = max(grpo.iterations * grpo.prompts_per_iteration for grpo in arms)
+    seeds = leakage.grpo_task_seeds(1, draws, leakage.run_seeds("ch09"))
+    training = set(leakage.problem_keys(lambda: make_env("train"), seeds))
+    return [leakage.lake_split("ch09", keys, training, demonstrated_lakes())]
+
+
+CHAPTER = skeleton.Chapter(
+    "ch09",
+    "Chapter 09, RAGEN",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=summary_lines,
+    audit=held_out_audit,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -38,6 +38,7 @@ from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import group_advantages
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import (
@@ -573,8 +574,27 @@ def plot_recorded_gradient_terms(seed_numbers: Sequence[Mapping[str, float]]):
     return fig
 
 
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The test maps against every arm's draws, the bucket maps and chapter 09's demonstrations (its base)."""
+    config = preset("cpu")
+    keys = leakage.problem_keys(lambda: make_env("test"), test_seeds(config.eval_tasks))
+    grpo, seeds = config.grpo, leakage.run_seeds("ch10")  # every arm has the same iterations and maps per iteration
+    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
+    draws += [BUCKET_SEED_OFFSET + seed * 10_000 + m for seed in seeds for m in range(config.bucket_maps)]
+    training = set(leakage.problem_keys(lambda: make_env("train"), draws))
+    return [leakage.lake_split("ch10", keys, training, ch09.demonstrated_lakes())]
+
+
 CHAPTER = skeleton.Chapter(
-    "ch10", "Chapter 10, RAGEN-2", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines
+    "ch10",
+    "Chapter 10, RAGEN-2",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=summary_lines,
+    audit=held_out_audit,
 )
 
 

@@ -46,6 +46,7 @@ from course_lib import data
 from course_lib.algos import aepo
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import chance
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
@@ -511,7 +512,38 @@ def plot_recorded(results: Mapping | None = None, config: Chapter11Config | None
     return fig
 
 
-CHAPTER = skeleton.Chapter("ch11", "Chapter 11, AEPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines)
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The test split against GRPO's draws, the samplers' and checks' questions (both kinds of C11.4's split) and
+    the demonstrations of both bases (the chapter's and the root-entropy one), as questions and by hop lookups."""
+    config = preset("cpu")
+    keys = leakage.problem_keys(lambda: make_env("test", config), test_seeds(config.task.eval_tasks))
+    grpo, seeds = config.grpo, leakage.run_seeds("ch11")
+    tool_seeds = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
+    for offset, count in ((CONCENTRATION_SEED, config.sampler_prompts), (CHECK_SEED, config.check_prompts)):
+        tool_seeds += [offset + seed * 1_000 + p for seed in seeds for p in range(count)]
+    split = [SPLIT_SEED + seed * 1_000 + p for seed in seeds for p in range(config.sampler_prompts)]
+    training = leakage.problem_keys(lambda: make_env("train", config), tool_seeds)
+    for share in (0.0, 1.0):  # C11.4's two kinds of question
+        training += leakage.problem_keys(lambda share=share: make_env("train", config, share), split)
+    root_config = root_task(config)
+    demo_seeds = ch08.demonstration_seeds(config.task.demonstrations, leakage.base_seed(BASE_NAME))
+    demos = leakage.problem_keys(lambda: make_env("train", config), demo_seeds)
+    root_seeds = ch08.demonstration_seeds(root_config.demonstrations, leakage.base_seed(ROOT_BASE_NAME))
+    demos += leakage.problem_keys(lambda: ch08.make_env("train", root_config), root_seeds)
+    return [leakage.split_audit("ch11", "test", keys, leakage.two_hop_overlaps(keys, training, demos))]
+
+
+CHAPTER = skeleton.Chapter(
+    "ch11",
+    "Chapter 11, AEPO",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=summary_lines,
+    audit=held_out_audit,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -53,6 +53,7 @@ from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch11_aepo as ch11
 from course_lib.chapters import skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import MIStop, reasoning_mutual_information
@@ -387,8 +388,29 @@ def plot_recorded(results: Mapping | None = None, config: Chapter12Config | None
     return fig
 
 
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The test split against every arm's draws, the monitor's questions and chapter 08's demonstrations (its base)."""
+    config = preset("cpu")
+    keys = leakage.problem_keys(lambda: make_env("test", config), test_seeds(config.task.eval_tasks))
+    grpo = config.grpo  # every arm has the same iterations and questions per iteration
+    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch12"))
+    draws += [MONITOR_SEED + p for p in range(config.monitor_prompts)]
+    training = leakage.problem_keys(lambda: make_env("train", config), draws)
+    demo_seeds = ch08.demonstration_seeds(config.task.demonstrations, leakage.base_seed(BASE_NAME))
+    demos = leakage.problem_keys(lambda: make_env("train", config), demo_seeds)
+    return [leakage.split_audit("ch12", "test", keys, leakage.two_hop_overlaps(keys, training, demos))]
+
+
 CHAPTER = skeleton.Chapter(
-    "ch12", "Chapter 12, the capstone", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines
+    "ch12",
+    "Chapter 12, the capstone",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=summary_lines,
+    audit=held_out_audit,
 )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from course_lib import config as course_config
 from course_lib import data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import chance
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.bookkeeping import expected_tokens
@@ -257,8 +259,40 @@ def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
     }
 
 
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """Chapter 00's held-out problems against what the appendix trains on: TRL's prompts (its whole dataset, and the
+    check batch, its first prompts) and chapter 00's loop at the same budget. Skipped without `trl` (an optional
+    extra), which the appendix and its prompts need."""
+    if importlib.util.find_spec("trl") is None:
+        return [leakage.SplitAudit("ch13", "test", 0, 0, skipped="trl is not installed: pip install -e .[trl]")]
+    from course_lib.integrations.trl import chapter_task, dataset_prompts, training_prompts
+
+    config = preset("cpu")
+    keys = leakage.problem_keys(lambda: ch00.make_env("test"), ch00.test_seeds(config.chapter00.eval_tasks))
+    trl = config.trl
+    task = chapter_task(CHAPTER)
+    prompt_seeds = {**dataset_prompts(task, trl), **training_prompts(task, config.check_prompts)}
+    draws = [*prompt_seeds.values(), *leakage.grpo_task_seeds(trl.steps, trl.prompts, leakage.run_seeds("ch13"))]
+    training = set(leakage.problem_keys(ch00.make_env, draws))
+    chapter00 = config.chapter00
+    demos = leakage.prompts_of(
+        ch00.demonstration_texts(
+            chapter00.demonstrations, leakage.base_seed(ch00.BASE_NAME), chapter00.tool_share, chapter00.direct_correct
+        )
+    )
+    return [leakage.split_audit("ch13", "test", keys, leakage.problem_overlaps(keys, training, demos))]
+
+
 CHAPTER13 = skeleton.Chapter(
-    "ch13", "Chapter 13 (appendix), chapter 00 under TRL", run, claim_numbers, CLAIMS, curves=curves, report=report
+    "ch13",
+    "Chapter 13 (appendix), chapter 00 under TRL",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=report,
+    audit=held_out_audit,
 )
 
 

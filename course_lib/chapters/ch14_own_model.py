@@ -22,6 +22,7 @@ import torch
 from course_lib import config as course_config
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import chance, standins
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
@@ -214,10 +215,35 @@ def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
     return ch00.curves(results)
 
 
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """Chapter 00's held-out problems against what the appendix's stand-in learns from: the BPE tokenizer's training
+    text (chapter 00's demonstrator episodes on train problems), the warm start's demonstrations (drawn with seed 0,
+    as `skeleton.base_for` draws them for a checkpoint) and GRPO's task draws under the appendix's run seeds."""
+    config = preset("cpu").chapter00
+    keys = leakage.problem_keys(lambda: ch00.make_env("test"), ch00.test_seeds(config.eval_tasks))
+    draws = leakage.grpo_task_seeds(
+        config.grpo.iterations, config.grpo.prompts_per_iteration, leakage.run_seeds("ch14")
+    )
+    text_episodes = -(-standins.TOKENIZER_TEXTS // len(standins.episode_sources()))  # per chapter (`environment_texts`)
+    tokenizer_draws = [TOKENIZER_TEXT_SEED * 10_000_019 + i for i in range(text_episodes)]
+    training = set(leakage.problem_keys(ch00.make_env, [*draws, *tokenizer_draws]))
+    demos = leakage.prompts_of(
+        ch00.demonstration_texts(config.demonstrations, 0, config.tool_share, config.direct_correct)
+    )
+    return [leakage.split_audit("ch14", "test", keys, leakage.problem_overlaps(keys, training, demos))]
+
+
 CHAPTER14 = skeleton.Chapter(
-    "ch14", "Chapter 14 (appendix), chapter 00 on a BPE stand-in", run, claim_numbers, CLAIMS, curves=curves,
+    "ch14",
+    "Chapter 14 (appendix), chapter 00 on a BPE stand-in",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
     report=report,
-)  # fmt: skip
+    audit=held_out_audit,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

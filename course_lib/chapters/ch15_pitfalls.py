@@ -37,6 +37,7 @@ from course_lib.algos.grpo import clipped_surrogate_loss
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch14_own_model as ch14
 from course_lib.chapters import skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import chance, pitfalls, standins
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
@@ -497,10 +498,23 @@ def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
     return out
 
 
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The pitfalls lab evaluates no held-out problem (its batches are train-split draws, measured for their
+    symptoms, not for success), so there is no split to audit: reported as skipped."""
+    return [leakage.SplitAudit("ch15", "test", 0, 0, skipped="the pitfalls lab evaluates no held-out problem")]
+
+
 CHAPTER15 = skeleton.Chapter(
-    "ch15", "Chapter 15 (lab), the pitfalls of agent RL reproduced and caught", run, claim_numbers, CLAIMS,
-    curves=curves, report=report,
-)  # fmt: skip
+    "ch15",
+    "Chapter 15 (lab), the pitfalls of agent RL reproduced and caught",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=report,
+    audit=held_out_audit,
+)
 
 
 CONFIRMATION_RESULTS = "ch15_confirmation"

@@ -31,6 +31,7 @@ from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import skeleton
 from course_lib.chapters.ch11_aepo import uniform_top_share
+from course_lib.course import audit as leakage
 from course_lib.course import chance
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import mutual_information, teacher_forced_logp
@@ -426,7 +427,26 @@ def summary(results: Mapping) -> list[str]:
             for name in ("arithmetic", "reasoning", "branching", "pitfalls")]  # fmt: skip
 
 
-CHAPTER = skeleton.Chapter("ch16", "Chapter 16, a real model", run, claim_numbers, CLAIMS, report=summary)
+# Leakage audit ----------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """The appendix measures an untrained pretrained model: nothing of the course's trains it, so no training data
+    can hold its held-out problems (its own pretraining corpus is not the course's to audit); reported as skipped.
+    Chapter 00 on that model (`ch00_smollm2`) is inside chapter 00's audit: its 64 evaluation problems are the first
+    of chapter 00's and its 512 demonstrations the first of chapter 00's."""
+    return [
+        leakage.SplitAudit("ch16", "test", 0, 0, skipped="inference only: nothing of the course's trains the model")
+    ]
+
+
+CHAPTER = skeleton.Chapter(
+    "ch16",
+    "Chapter 16, a real model",
+    run,
+    claim_numbers,
+    CLAIMS,
+    report=summary,
+    audit=held_out_audit,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

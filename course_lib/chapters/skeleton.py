@@ -32,12 +32,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from course_lib import config as course_config
 from course_lib import data, envs, overrides
 from course_lib.course import results as recorded
 from course_lib.course.claims import NOT_APPLICABLE, Claim, ClaimSpec, evaluate_all
 from course_lib.rl import tracking
+
+if TYPE_CHECKING:
+    from course_lib.chapters import ToolTask
+    from course_lib.course.audit import SplitAudit
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,17 @@ class Chapter:
     (quietly) on an
     overridden config before any seed runs (chapters 07 and 08: `on_environment`), so that a combination the run
     would refuse stops the command first."""
+    task: Callable[[], ToolTask] | None = None
+    """() -> its training task (`chapters.ToolTask`) as TRL, verl, the golden run and the benchmarks train on it;
+    None for a chapter none of them trains."""
+    audit: Callable[[], list[SplitAudit]] | None = None
+    """() -> the leakage audit of each of its held-out splits (`course.audit`); None: not audited (a test names
+    the chapters that may go without)."""
+    demonstrator: Callable[[int, int], list[list[tuple[str, str]]]] | None = None
+    """`(count, seed)` -> episodes of its demonstrator played in its training environment, as chat messages
+    `(role, content)`: the text the stand-ins' tokenizer is trained on (`standins.episode_sources()`)."""
+    golden: Callable[[], dict[str, Callable[[], object]]] | None = None
+    """() -> its golden-run cases, name -> a function computing the values to hash (`course.golden`)."""
 
 
 def config_preset(chapter: Chapter) -> Callable[[], object] | None:

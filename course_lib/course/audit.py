@@ -1,6 +1,9 @@
 """Leakage audit: are the held-out problems of every chapter distinct, and unseen in training?
 
-For each chapter (00 to 13) and each evaluation split, at the cpu preset, this prints
+Each chapter audits its own held-out splits (`Chapter.audit`, written with the helpers here: `problem_keys`,
+`grpo_task_seeds`, `run_seeds`, `base_seed`, `problem_overlaps`, and the task families' sub-problem counts:
+`blocks_split`, `state_overlaps`, `two_hop_overlaps`, `lake_split`). For each chapter that gives an audit and each
+evaluation split, at the cpu preset, this prints
 
 - `N`, the number of problems one evaluation asks, and how many of them are distinct (a split is a
   space of problems drawn *with replacement* by seed, so the first N seeds can repeat problems);
@@ -35,8 +38,6 @@ named at the end of that line.
 from __future__ import annotations
 
 import argparse
-import functools
-import importlib.util
 import sys
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -134,11 +135,11 @@ def base_seed(name: str) -> int:
     return int(data.read_manifest()["artifacts"][name]["seed"])
 
 
-def _split(chapter: str, split: str, keys: list[Hashable], overlaps: list[Overlap]) -> SplitAudit:
+def split_audit(chapter: str, split: str, keys: list[Hashable], overlaps: list[Overlap]) -> SplitAudit:
     return SplitAudit(chapter, split, len(keys), len(set(keys)), overlaps)
 
 
-def _problem_overlaps(keys: list[Hashable], training: set, demos: set, training_note: str = "", demo_note: str = ""):
+def problem_overlaps(keys: list[Hashable], training: set, demos: set, training_note: str = "", demo_note: str = ""):
     distinct = len(set(keys))
     return [
         Overlap("RL training draws", "problems", count_overlap(keys, training), distinct, training_note),
@@ -146,7 +147,7 @@ def _problem_overlaps(keys: list[Hashable], training: set, demos: set, training_
     ]
 
 
-def _prompts(texts: Iterable[tuple[str, str]]) -> set[str]:
+def prompts_of(texts: Iterable[tuple[str, str]]) -> set[str]:
     return {prompt for prompt, _ in texts}
 
 
@@ -159,146 +160,7 @@ def state_overlaps(held_out: set[str], training: set[str], demos: set[str]) -> l
     ]
 
 
-# Chapters with one test split and GRPO on the train split ----------------------------------------
-def audit_ch00() -> list[SplitAudit]:
-    from course_lib.chapters import ch00_tool_agent as ch
-
-    config = ch.preset("cpu")
-    keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
-    training = set(
-        problem_keys(
-            ch.make_env, grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration, run_seeds("ch00"))
-        )
-    )
-    demos = _prompts(
-        ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config.tool_share, config.direct_correct)
-    )
-    return [_split("ch00", "test", keys, _problem_overlaps(keys, training, demos))]
-
-
-def audit_ch03() -> list[SplitAudit]:
-    from course_lib.chapters import ch03_planner_r1 as ch
-
-    config = ch.preset("cpu")
-    seeds = ch.test_seeds(config.eval_tasks, config.max_slack, config.constrain_share)
-    keys = problem_keys(lambda: ch.make_env("test", config), seeds)
-    # Every reward arm and both sizes train from the same task seeds; the stage does not change the query.
-    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration, run_seeds("ch03"))
-    training = set(problem_keys(lambda: ch.make_env("train", config), training_seeds))
-    demos = _prompts(ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAMES["small"]), config))
-    if base_seed(ch.BASE_NAMES["large"]) != base_seed(ch.BASE_NAMES["small"]):
-        demos |= _prompts(ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAMES["large"]), config))
-    return [_split("ch03", "test", keys, _problem_overlaps(keys, training, demos))]
-
-
-def audit_ch04() -> list[SplitAudit]:
-    from course_lib.chapters import ch04_torl as ch
-
-    config = ch.preset("cpu")
-    keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
-    # Every variant (`VARIANTS`) changes masking, penalty or C, never the GRPO sizes: the same task seeds.
-    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration, run_seeds("ch04"))
-    training = set(problem_keys(ch.make_env, training_seeds))
-    demos = _prompts(
-        ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config.tool_share, config.direct_correct)
-    )
-    return [_split("ch04", "test", keys, _problem_overlaps(keys, training, demos))]
-
-
-def audit_ch06() -> list[SplitAudit]:
-    from course_lib.chapters import ch06_artist as ch
-
-    config = ch.preset("cpu")
-    keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.eval_tasks))
-    # ARTIST's reward and the ablation without the tool term train on the same task seeds.
-    training_seeds = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration, run_seeds("ch06"))
-    training = set(problem_keys(lambda: ch.make_env("train", config), training_seeds))
-    demos = _prompts(
-        ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config.failure_rate, config.retry_share)
-    )
-    return [_split("ch06", "test", keys, _problem_overlaps(keys, training, demos))]
-
-
-# Chapter 05: chit-chat queries in every split, and held-out (tool, parameter, value) triples ------
-CHITCHAT_NOTE = "inherent: the five chit-chat queries (no tool fits) occur in every split"
-TRIPLE_NOTE = "pending base rebuild: value/key noise of the demonstrations writes held-out pairs"
-
-
-def ch05_demonstrations(count: int, seed: int, noise, mix) -> list[tuple[str, str]]:
-    """`(question, response)` texts of chapter 05's warm start: the same loop and random stream as
-    `ch05_toolrl.demonstration_examples` (which tokenises them), without the tokenizer."""
-    import random
-
-    from course_lib.chapters import ch05_toolrl as ch
-
-    rng = random.Random(seed)
-    texts = []
-    for index in range(count):
-        task = mix.draw(seed * 10_000_019 + index, "train")
-        texts.append((task.question, ch.noisy_answer(task, rng, noise)))
-    return texts
-
-
-def call_triples(calls: Iterable) -> set[tuple[str, str, str]]:
-    """`{(tool, parameter, value)}` of parsed or true calls `[(name, ((key, value), ...))]`."""
-    return {(name, key, value) for name, args in calls for key, value in args}
-
-
-def audit_ch05() -> list[SplitAudit]:
-    from course_lib.chapters import ch05_toolrl as ch
-    from course_lib.envs.function_calling import CHITCHAT, FunctionCallingEnv, held_out
-    from course_lib.envs.toolrl_reward import parse_calls
-
-    config = ch.preset("cpu")
-    seed = base_seed(ch.BASE_NAME)
-    demos = ch05_demonstrations(config.demonstrations, seed, config.noise, config.demo_mix)
-    demo_questions = {question for question, _ in demos}
-    demo_triples: set[tuple[str, str, str]] = set()
-    for _, response in demos:
-        demo_triples |= call_triples(parse_calls(response) or [])
-    grpo, seeds = config.grpo, run_seeds("ch05")
-    training = set(
-        problem_keys(
-            lambda: FunctionCallingEnv("train", mix=config.task_mix),
-            grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds),
-        )
-    )
-    # The SFT arm imitates correct traces of train queries (`ch05_toolrl.correct_examples`: task
-    # `seed * 7_000_003 + index + 1`, as many as RL samples sequences); it is training too.
-    traces = config.sft_traces or grpo.iterations * grpo.prompts_per_iteration * grpo.group_size
-    training |= {
-        config.task_mix.draw(run * 7_000_003 + index + 1, "train").question for run in seeds for index in range(traces)
-    }
-    out = []
-    for split in ("test", "novel"):
-        env = FunctionCallingEnv(split, mix=config.task_mix)
-        keys, triples = [], set()
-        for s in ch.test_seeds(config.eval_tasks, split, config.task_mix):
-            env.reset(seed=s)
-            keys.append(env.problem_key())
-            triples |= {t for t in call_triples(env.task.calls) if held_out(*t)}
-        overlaps = _problem_overlaps(keys, training, demo_questions)
-        chitchat = {f"<question> {c} </question>" for c in CHITCHAT}
-        for overlap, seen in zip(overlaps, (training, demo_questions), strict=True):
-            # Only chit-chat may be shared; any other shared query is a real leak, and says so.
-            leaked_tools = (set(keys) & seen) - chitchat
-            if leaked_tools:
-                overlap.note = f"LEAK: {len(leaked_tools)} tool queries"
-            elif overlap.count:
-                overlap.note = CHITCHAT_NOTE
-        if split == "novel":
-            leaked = count_overlap(triples, demo_triples)
-            writers = sum(bool(call_triples(parse_calls(r) or []) & triples) for _, r in demos)
-            note = f"{TRIPLE_NOTE}; {writers} of {len(demos)} demonstrations write one" if leaked else ""
-            overlaps.append(
-                Overlap("warm-start demonstrations", "held-out (tool, parameter, value) triples", leaked, len(triples),
-                        note)
-            )  # fmt: skip
-        out.append(_split("ch05", split, keys, overlaps))
-    return out
-
-
-# Chapters 01 and 02: Blocksworld problems and the (state, goal) sub-problems on their paths ------
+# Blocksworld (chapters 01 and 02): problems and the (state, goal) sub-problems on their paths ----------
 STEP_NOTE = "pending base rebuild: step prompts on held-out problems' optimal paths (the corpus must exclude them)"
 PLAN_NOTE = "pending base rebuild: plan demonstrations from mid-path states of held-out problems"
 
@@ -316,8 +178,8 @@ def path_subproblems(init_text: str, goal_text: str) -> set[tuple[str, str]]:
     }
 
 
-def _corpus_pairs(rows: Iterable[tuple[str, str]], word: str) -> set[tuple[str, str]]:
-    """`{(state, goal)}` of corpus prompts `goal G state S <word>`."""
+def corpus_pairs(rows: Iterable[tuple[str, str]], word: str) -> set[tuple[str, str]]:
+    """`{(state, goal)}` of a Blocksworld corpus's prompts `goal G state S <word>`."""
     pairs = set()
     for prompt, _ in rows:
         goal, _, rest = prompt.removeprefix("goal ").partition(" state ")
@@ -325,22 +187,16 @@ def _corpus_pairs(rows: Iterable[tuple[str, str]], word: str) -> set[tuple[str, 
     return pairs
 
 
-@functools.lru_cache(maxsize=1)
-def _blocks_corpus() -> tuple[frozenset, frozenset]:
-    """(plan-prompt pairs, step-prompt pairs) of the committed chapter 01 base LM's corpus."""
-    from course_lib.chapters import ch01_rap as ch01
-    from course_lib.search.blocks_lm import corpus
-
-    texts = corpus(ch01.preset("cpu").corpus, base_seed(ch01.BASE_NAME))
-    return frozenset(_corpus_pairs(texts["plan"], "plan")), frozenset(_corpus_pairs(texts["step"], "act"))
-
-
-def _blocks_split(chapter: str, split: str, by_length: dict[int, list[tuple[str, str]]]) -> SplitAudit:
-    plans, steps = _blocks_corpus()
+def blocks_split(
+    chapter: str, split: str, by_length: dict[int, list[tuple[str, str]]], corpus: tuple[frozenset, frozenset]
+) -> SplitAudit:
+    """Blocksworld problems (`{length: [(init, goal)]}`) against a base LM's corpus, `(plan-prompt pairs,
+    step-prompt pairs)` (`corpus_pairs`): as problems, and by the (state, goal) sub-problems on their optimal paths."""
+    plans, steps = corpus
     keys = [problem for rows in by_length.values() for problem in rows]
     demos = plans | steps  # a problem counts as seen if its start appears in either kind of prompt
     subproblems = set().union(*(path_subproblems(i, g) for i, g in set(keys)))
-    overlaps = _problem_overlaps(keys, set(), demos, "no RL training in this chapter")
+    overlaps = problem_overlaps(keys, set(), demos, "no RL training in this chapter")
     overlaps += [
         Overlap("step corpus", "(state, goal) sub-problems on optimal paths", count_overlap(subproblems, steps),
                 len(subproblems), STEP_NOTE),
@@ -350,24 +206,7 @@ def _blocks_split(chapter: str, split: str, by_length: dict[int, list[tuple[str,
     for o in overlaps:
         if not o.count and o.note.startswith("pending"):
             o.note = ""
-    return _split(chapter, split, keys, overlaps)
-
-
-def audit_ch01() -> list[SplitAudit]:
-    """The stored pools every chapter 01 evaluation samples from (`test`) and tunes on (`validation`)."""
-    from course_lib.chapters import ch01_rap as ch01
-
-    return [
-        _blocks_split("ch01", "test (pool)", ch01._problems_by_length("test")),
-        _blocks_split("ch01", "validation", ch01.validation_problems()),
-    ]
-
-
-def audit_ch02() -> list[SplitAudit]:
-    """Chapter 02 samples its evaluation from chapter 01's test pool (counted again: both chapters evaluate on it)."""
-    from course_lib.chapters import ch01_rap as ch01
-
-    return [_blocks_split("ch02", "test (ch01's pool)", ch01._problems_by_length("test"))]
+    return split_audit(chapter, split, keys, overlaps)
 
 
 # Chapter 07: key-and-door tasks, and the observations of every state a held-out task can reach ------
@@ -388,28 +227,6 @@ def task_observations(tasks: Iterable, size: int) -> set[str]:
     return seen
 
 
-def audit_ch07() -> list[SplitAudit]:
-    from course_lib.chapters import ch07_gigpo as ch
-
-    config = ch.preset("cpu")
-    keys = problem_keys(ch.EnvFactory("test", config), ch.test_seeds(config.eval_tasks, config))
-    grpo = config.grpo
-    training_seeds = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, run_seeds("ch07"))
-    training = set(problem_keys(ch.EnvFactory("train", config), training_seeds))
-    demos = ch.demonstration_texts(config.demonstrations, base_seed(ch.BASE_NAME), config)
-    demo_tasks = set(
-        problem_keys(
-            ch.EnvFactory("train", config), ch.demonstration_seeds(config.demonstrations, base_seed(ch.BASE_NAME))
-        )
-    )
-    overlaps = _problem_overlaps(keys, training, demo_tasks)
-    # step mode: each demonstration prompt is one state's observation
-    overlaps += state_overlaps(
-        task_observations(set(keys), config.size), task_observations(training, config.size), _prompts(demos)
-    )
-    return [_split("ch07", "test", keys, overlaps)]
-
-
 def question_lookups(questions: Iterable) -> set[tuple[str, str]]:
     """Both hops of each `two_hop_qa` question, as `(entity, relation)` lookups: its sub-problems. Hop 1 counts in
     both forms, precise and imprecise, and for an ambiguous question the wrong candidate's hop 2 is a lookup a
@@ -428,29 +245,13 @@ def two_hop_overlaps(keys: Sequence, training: Sequence, demos: Sequence) -> lis
     """The audit of a `two_hop_qa` chapter (08, 11, 12): held-out questions against the RL draws and the
     demonstrations, and their hop lookups (sub-problems) against those made there."""
     held_out_lookups = question_lookups(set(keys))
-    overlaps = _problem_overlaps(keys, set(training), set(demos))
+    overlaps = problem_overlaps(keys, set(training), set(demos))
     return overlaps + [
         Overlap("RL training draws", "hop lookups of held-out questions (sub-problems)",
                 count_overlap(held_out_lookups, question_lookups(set(training))), len(held_out_lookups)),
         Overlap("warm-start demonstrations", "hop lookups of held-out questions (sub-problems)",
                 count_overlap(held_out_lookups, question_lookups(set(demos))), len(held_out_lookups)),
     ]  # fmt: skip
-
-
-def audit_ch08() -> list[SplitAudit]:
-    from course_lib.chapters import ch08_arpo as ch
-
-    config = ch.preset("cpu")
-    keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.eval_tasks))
-    grpo, seeds = config.grpo, run_seeds("ch08")
-    training_seeds = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
-    variance = range(config.variance_prompts)
-    training_seeds += [ch.VARIANCE_SEED + seed * 1_000 + p for seed in seeds for p in variance]
-    training = problem_keys(lambda: ch.make_env("train", config), training_seeds)
-    demos = problem_keys(
-        lambda: ch.make_env("train", config), ch.demonstration_seeds(config.demonstrations, base_seed(ch.BASE_NAME))
-    )
-    return [_split("ch08", "test", keys, two_hop_overlaps(keys, training, demos))]
 
 
 # Chapters 09 and 10: FrozenLake maps, their layouts and the observations of their states ------------
@@ -480,181 +281,37 @@ def episode_observations(texts: Iterable[tuple[str, str]]) -> set[str]:
     return observations
 
 
-@functools.lru_cache(maxsize=1)
-def _lake_demonstrations() -> tuple[frozenset, frozenset]:
-    """(maps, observations) of the warm-start demonstrations of chapter 09's committed base (chapter 10's too)."""
-    from course_lib.chapters import ch09_ragen as ch
-
-    config, seed = ch.preset("cpu"), base_seed(ch.BASE_NAME)
-    lakes = problem_keys(lambda: ch.make_env("train"), ch.demonstration_seeds(config.demonstrations, seed))
-    texts = ch.demonstration_texts(config.demonstrations, seed, config)
-    return frozenset(lakes), frozenset(episode_observations(texts))
-
-
-def _lake_split(chapter: str, keys: list, training: set) -> SplitAudit:
+def lake_split(chapter: str, keys: list, training: set, demonstrations: tuple[frozenset, frozenset]) -> SplitAudit:
     """Held-out maps against the RL draws and the demonstrations: as maps, as layouts (the goal and holes an
     observation shows: a training map of the same layout shows the same states), by their first prompt, and by
     the observations of their states."""
     from course_lib.envs.frozen_lake import layout, observation_text
 
-    demo_lakes, demo_observations = _lake_demonstrations()
+    demo_lakes, demo_observations = demonstrations
     held_out = set(keys)
     layouts = {layout(lake) for lake in held_out}
     first = {observation_text(lake, lake[0]) for lake in held_out}
-    overlaps = _problem_overlaps(keys, training, demo_lakes)
+    overlaps = problem_overlaps(keys, training, demo_lakes)
     overlaps += [
         Overlap("RL training draws", LAYOUTS, count_overlap(layouts, map(layout, training)), len(layouts)),
         Overlap("warm-start demonstrations", LAYOUTS, count_overlap(layouts, map(layout, demo_lakes)), len(layouts)),
         Overlap("warm-start demonstrations", FIRST_PROMPTS, count_overlap(first, demo_observations), len(first)),
         *state_overlaps(lake_observations(held_out), lake_observations(training), demo_observations),
     ]
-    return _split(chapter, "test", keys, overlaps)
+    return split_audit(chapter, "test", keys, overlaps)
 
 
-def audit_ch09() -> list[SplitAudit]:
-    from course_lib.chapters import ch09_ragen as ch
+def audits() -> dict[str, Callable[[], list[SplitAudit]]]:
+    """Chapter key -> its audit (`skeleton.Chapter.audit`), for every chapter that gives one, in order."""
+    from course_lib import chapters  # the course's table of chapters: imports every chapter module
 
-    config = ch.preset("cpu")
-    keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
-    # every arm draws seed * 1_000_003 + iteration * prompts + p: the longest arms cover the others' draws
-    arms = [ch.arm_config(config, arm) for arm in [*ch.ARMS, *ch.budget_arms(config)]]
-    draws = max(grpo.iterations * grpo.prompts_per_iteration for grpo in arms)
-    training = set(problem_keys(lambda: ch.make_env("train"), grpo_task_seeds(1, draws, run_seeds("ch09"))))
-    return [_lake_split("ch09", keys, training)]
+    return {key: chapter.audit for key, chapter in chapters.all().items() if chapter.audit is not None}
 
 
-def audit_ch10() -> list[SplitAudit]:
-    from course_lib.chapters import ch10_ragen2 as ch
-
-    config = ch.preset("cpu")
-    keys = problem_keys(lambda: ch.make_env("test"), ch.test_seeds(config.eval_tasks))
-    grpo, seeds = config.grpo, run_seeds("ch10")  # every arm has the same iterations and maps per iteration
-    draws = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
-    draws += [ch.BUCKET_SEED_OFFSET + seed * 10_000 + m for seed in seeds for m in range(config.bucket_maps)]
-    training = set(problem_keys(lambda: ch.make_env("train"), draws))
-    return [_lake_split("ch10", keys, training)]  # chapter 09's base, so its demonstrations
-
-
-def audit_ch11() -> list[SplitAudit]:
-    from course_lib.chapters import ch08_arpo as ch08
-    from course_lib.chapters import ch11_aepo as ch
-
-    config = ch.preset("cpu")
-    keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.task.eval_tasks))
-    grpo, seeds = config.grpo, run_seeds("ch11")
-    tool_seeds = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
-    for offset, count in ((ch.CONCENTRATION_SEED, config.sampler_prompts), (ch.CHECK_SEED, config.check_prompts)):
-        tool_seeds += [offset + seed * 1_000 + p for seed in seeds for p in range(count)]
-    split = [ch.SPLIT_SEED + seed * 1_000 + p for seed in seeds for p in range(config.sampler_prompts)]
-    training = problem_keys(lambda: ch.make_env("train", config), tool_seeds)
-    for share in (0.0, 1.0):  # C11.4's two kinds of question
-        training += problem_keys(lambda share=share: ch.make_env("train", config, share), split)
-    root_config = ch.root_task(config)
-    demos = problem_keys(
-        lambda: ch.make_env("train", config),
-        ch08.demonstration_seeds(config.task.demonstrations, base_seed(ch.BASE_NAME)),
-    )
-    demos += problem_keys(
-        lambda: ch08.make_env("train", root_config),
-        ch08.demonstration_seeds(root_config.demonstrations, base_seed(ch.ROOT_BASE_NAME)),
-    )
-    return [_split("ch11", "test", keys, two_hop_overlaps(keys, training, demos))]
-
-
-def audit_ch12() -> list[SplitAudit]:
-    from course_lib.chapters import ch08_arpo as ch08
-    from course_lib.chapters import ch12_capstone as ch
-
-    config = ch.preset("cpu")
-    keys = problem_keys(lambda: ch.make_env("test", config), ch.test_seeds(config.task.eval_tasks))
-    grpo = config.grpo  # every arm has the same iterations and questions per iteration
-    draws = grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, run_seeds("ch12"))
-    draws += [ch.MONITOR_SEED + p for p in range(config.monitor_prompts)]
-    training = problem_keys(lambda: ch.make_env("train", config), draws)
-    demos = problem_keys(
-        lambda: ch.make_env("train", config),
-        ch08.demonstration_seeds(config.task.demonstrations, base_seed(ch.BASE_NAME)),
-    )
-    return [_split("ch12", "test", keys, two_hop_overlaps(keys, training, demos))]
-
-
-def audit_ch13() -> list[SplitAudit]:
-    """Chapter 00's held-out problems against what the appendix trains on: TRL's prompts (its whole dataset, and the
-    check batch, its first prompts) and chapter 00's loop at the same budget. Skipped without `trl` (an optional
-    extra), which the appendix and its prompts need."""
-    if importlib.util.find_spec("trl") is None:
-        return [SplitAudit("ch13", "test", 0, 0, skipped="trl is not installed: pip install -e .[trl]")]
-    from course_lib.chapters import ch00_tool_agent as ch00
-    from course_lib.chapters import ch13_scale_out as ch
-    from course_lib.integrations.trl import chapter_task, dataset_prompts, training_prompts
-
-    config = ch.preset("cpu")
-    keys = problem_keys(lambda: ch00.make_env("test"), ch00.test_seeds(config.chapter00.eval_tasks))
-    trl = config.trl
-    task = chapter_task(ch.CHAPTER)
-    prompt_seeds = {**dataset_prompts(task, trl), **training_prompts(task, config.check_prompts)}
-    draws = [*prompt_seeds.values(), *grpo_task_seeds(trl.steps, trl.prompts, run_seeds("ch13"))]
-    training = set(problem_keys(ch00.make_env, draws))
-    chapter00 = config.chapter00
-    demos = _prompts(
-        ch00.demonstration_texts(
-            chapter00.demonstrations, base_seed(ch00.BASE_NAME), chapter00.tool_share, chapter00.direct_correct
-        )
-    )
-    return [_split("ch13", "test", keys, _problem_overlaps(keys, training, demos))]
-
-
-def audit_ch14() -> list[SplitAudit]:
-    """Chapter 00's held-out problems against what the appendix's stand-in learns from: the BPE tokenizer's training
-    text (chapter 00's demonstrator episodes on train problems), the warm start's demonstrations (drawn with seed 0,
-    as `skeleton.base_for` draws them for a checkpoint) and GRPO's task draws under the appendix's run seeds."""
-    from course_lib.chapters import ch00_tool_agent as ch00
-    from course_lib.chapters import ch14_own_model as ch
-    from course_lib.course import standins
-
-    config = ch.preset("cpu").chapter00
-    keys = problem_keys(lambda: ch00.make_env("test"), ch00.test_seeds(config.eval_tasks))
-    draws = grpo_task_seeds(config.grpo.iterations, config.grpo.prompts_per_iteration, run_seeds("ch14"))
-    text_episodes = -(-standins.TOKENIZER_TEXTS // len(standins.EPISODE_SOURCES))  # per chapter (`environment_texts`)
-    tokenizer_draws = [ch.TOKENIZER_TEXT_SEED * 10_000_019 + i for i in range(text_episodes)]
-    training = set(problem_keys(ch00.make_env, [*draws, *tokenizer_draws]))
-    demos = _prompts(ch00.demonstration_texts(config.demonstrations, 0, config.tool_share, config.direct_correct))
-    return [_split("ch14", "test", keys, _problem_overlaps(keys, training, demos))]
-
-
-def audit_ch15() -> list[SplitAudit]:
-    """The pitfalls lab evaluates no held-out problem (its batches are train-split draws, measured for their
-    symptoms, not for success), so there is no split to audit: reported as skipped."""
-    return [SplitAudit("ch15", "test", 0, 0, skipped="the pitfalls lab evaluates no held-out problem")]
-
-
-def audit_ch16() -> list[SplitAudit]:
-    """The real-model appendix measures an untrained pretrained model: nothing of the course's trains it, so no
-    training data can hold its held-out problems (its own pretraining corpus is not the course's to audit);
-    reported as skipped. Chapter 00 on that model (`ch00_smollm2`) is inside chapter 00's audit: its 64 evaluation
-    problems are the first of chapter 00's and its 512 demonstrations the first of chapter 00's."""
-    return [SplitAudit("ch16", "test", 0, 0, skipped="inference only: nothing of the course's trains the model")]
-
-
-AUDITS: dict[str, Callable[[], list[SplitAudit]]] = {
-    "ch00": audit_ch00,
-    "ch01": audit_ch01,
-    "ch02": audit_ch02,
-    "ch03": audit_ch03,
-    "ch04": audit_ch04,
-    "ch05": audit_ch05,
-    "ch06": audit_ch06,
-    "ch07": audit_ch07,
-    "ch08": audit_ch08,
-    "ch09": audit_ch09,
-    "ch10": audit_ch10,
-    "ch11": audit_ch11,
-    "ch12": audit_ch12,
-    "ch13": audit_ch13,
-    "ch14": audit_ch14,
-    "ch15": audit_ch15,
-    "ch16": audit_ch16,
-}
+def __getattr__(name: str):
+    if name == "AUDITS":  # the table's old name, computed now
+        return audits()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def totals(audits: Sequence[SplitAudit]) -> tuple[int, int, int]:
@@ -690,23 +347,24 @@ def summary(audits: Sequence[SplitAudit]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.course.audit", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "chapters", nargs="*", metavar="chNN", help=f"chapters to audit, of {sorted(AUDITS)} (default: all)"
+        "chapters", nargs="*", metavar="chNN", help="chapters to audit (default: every chapter with an audit)"
     )
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.chapters) - set(AUDITS))
+    table = audits()
+    unknown = sorted(set(args.chapters) - set(table))
     if unknown:
-        parser.error(f"unknown chapters {unknown}; choose from {sorted(AUDITS)}")
+        parser.error(f"unknown chapters {unknown}; choose from {sorted(table)}")
     import torch
 
     torch.set_num_threads(1)  # nothing here is a tensor workload; stay off the other cores
     start = time.perf_counter()
-    audits = []
-    for name in args.chapters or AUDITS:
-        for audit in AUDITS[name]():
+    found = []
+    for name in args.chapters or table:
+        for audit in table[name]():
             print("\n".join(audit.lines()), flush=True)
-            audits.append(audit)
+            found.append(audit)
     print(f"({time.perf_counter() - start:.0f} s)")
-    print(summary(audits))
+    print(summary(found))
     return 0
 
 

@@ -84,15 +84,16 @@ from unittest import mock
 
 import torch
 
-from course_lib import data
+from course_lib import chapters, data
 from course_lib.chapters import ToolTask, tool_tasks
-from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.engine.hf_decoder import HFDecoder, left_pad, make_decoder
 from course_lib.engine.kv_decoder import KVDecoder, causal_lm
 from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.models import build_model, count_parameters
 from course_lib.rl.train import policy_iteration
 from course_lib.tokenizer import decode, encode
+
+ch00 = chapters.module("ch00")  # the workload measured: chapter 00's task, model and loop
 
 
 @dataclass

@@ -20,7 +20,6 @@ they were computed on, because other CPUs and BLAS builds round differently.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import sys
@@ -55,93 +54,42 @@ def intra_op_threads(count: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def _grpo_batch(model, tokenizer, sampling, make_env: Callable, seed: int) -> list:
-    """One GRPO-shaped batch (8 tasks x 8 samples: shared prompts are prefilled once)."""
+def grpo_batch(model, tokenizer, sampling, make_env: Callable, seed: int) -> list:
+    """One GRPO-shaped batch (8 tasks x 8 samples: shared prompts are prefilled once), as `trajectory_values`."""
     seeds = [i // 8 for i in range(64)]
     generator = torch.Generator().manual_seed(seed)
     engine = RolloutEngine(model, tokenizer, sampling)
     return trajectory_values(engine.rollout([make_env() for _ in seeds], seeds, seeds, generator))
 
 
+def rollout_case(task) -> Callable[[], list]:
+    """The case `"chNN rollouts"` of a tool chapter: one GRPO batch (seed 0) of its committed base on its
+    training task (`chapters.ToolTask`)."""
+
+    def run():
+        from course_lib import data
+
+        model, tokenizer = data.load_base(task.base)
+        return grpo_batch(model, tokenizer, task.sampling, task.make_env, 0)
+
+    return run
+
+
+def untimed(metrics: list[dict]) -> list[dict]:
+    """Metrics without their `time_` entries (wall-clock times are not arithmetic)."""
+    return [{key: value for key, value in m.items() if not key.startswith("time_")} for m in metrics]
+
+
 def cases() -> dict[str, Callable[[], object]]:
-    """Name -> a function computing the values to hash (each loads what it needs)."""
-    from course_lib import data
-    from course_lib.chapters import ToolTask, tool_tasks
-    from course_lib.chapters import ch00_tool_agent as ch00
-    from course_lib.chapters import ch01_rap as ch01
-    from course_lib.chapters import ch05_toolrl as ch05
-    from course_lib.rl.train import evaluate_policy, policy_iteration
+    """Name -> a function computing the values to hash (each loads what it needs): every chapter's
+    `Chapter.golden` cases, in chapter order."""
+    from course_lib import chapters  # the course's table of chapters: imports every chapter module
 
-    def chapter00_rollouts():
-        model, tokenizer = data.load_base(ch00.BASE_NAME)
-        sampling = ch00.preset("cpu").sampling
-        _, evaluated = evaluate_policy(model, tokenizer, lambda: ch00.make_env("test"), range(64), sampling, 0)
-        branching = dataclasses.replace(sampling, snapshot_envs=True)
-        engine = RolloutEngine(model, tokenizer, branching)
-        generator = torch.Generator().manual_seed(1)
-        parents = engine.rollout([ch00.make_env() for _ in range(8)], list(range(8)), generator=generator)
-        branches = [b for t in parents if t.num_turns >= 2 for b in engine.branch(t, 1, 2, generator=generator)]
-        grouped = _grpo_batch(model, tokenizer, sampling, ch00.make_env, 2)
-        return trajectory_values(evaluated), grouped, trajectory_values(branches)
-
-    def chapter00_grpo():
-        model, tokenizer = data.load_base(ch00.BASE_NAME)
-        config = ch00.preset("cpu")
-        optimizer = torch.optim.AdamW(model.parameters(), lr=config.grpo.learning_rate)
-        envs = [ch00.make_env() for _ in range(config.grpo.prompts_per_iteration * config.grpo.group_size)]
-        generator = torch.Generator().manual_seed(0)
-        engine = RolloutEngine(model, tokenizer, config.sampling)
-        metrics = [
-            policy_iteration(model, engine, envs, config.grpo, 0, iteration, generator, optimizer)
-            for iteration in range(2)
-        ]
-        untimed = [{key: value for key, value in m.items() if not key.startswith("time_")} for m in metrics]
-        weights = [p.detach().flatten().tolist() for p in model.parameters()]
-        return untimed, weights
-
-    def chapter01_world_model():
-        lm = ch01.load_lm()
-        problems = ch01.test_problems(8, 0)
-        actions = ["pick-up a", "unstack b a", "stack a b"]
-        pairs = [(init, action) for init, _ in problems[4] for action in actions]
-        generator = torch.Generator().manual_seed(0)
-        plans = lm.plans([(goal, init) for init, goal in problems[6]], 1.0, generator)
-        scores = [lm.step_scores(goal, init, actions) for init, goal in problems[2]]
-        return lm.predict(pairs), lm.sample_next(pairs[:8], 4, generator), plans, scores
-
-    def base_rollouts(task: ToolTask):
-        def run():
-            model, tokenizer = data.load_base(task.base)
-            return _grpo_batch(model, tokenizer, task.sampling, task.make_env, 0)
-
-        return run
-
-    def chapter05_lora_arms():
-        # The chapter's own arm, shortened: a LoRA adapter, groups of 4, evaluation rollouts.
-        model, tokenizer = data.load_base(ch05.BASE_NAME)
-        config = ch05.preset("cpu")
-        config = dataclasses.replace(
-            config, eval_tasks=32, grpo=dataclasses.replace(config.grpo, iterations=3, eval_every=3)
-        )
-        trained, history = ch05.train_rl_arm(model, tokenizer, "fine", config, seed=0)
-        untimed = [{key: value for key, value in h.items() if not key.startswith("time_")} for h in history]
-        supervised = ch05.train_sft_arm(model, tokenizer, config, seed=0)
-        adapters = [
-            [p.detach().flatten().tolist() for p in m.parameters() if p.requires_grad] for m in (trained, supervised)
-        ]
-        return untimed, adapters
-
-    tasks = tool_tasks()
-    return {
-        "ch00 rollouts (evaluation, GRPO batch, branches)": chapter00_rollouts,
-        "ch00 two GRPO iterations (metrics, weights)": chapter00_grpo,
-        "ch01 world model (predict, sample, plans, step scores)": chapter01_world_model,
-        "ch03 rollouts": base_rollouts(tasks["ch03"]),
-        "ch04 rollouts": base_rollouts(tasks["ch04"]),
-        "ch05 rollouts": base_rollouts(tasks["ch05"]),
-        "ch05 LoRA arms: three GRPO iterations, three SFT steps (metrics, adapters)": chapter05_lora_arms,
-        "ch06 rollouts": base_rollouts(tasks["ch06"]),
-    }
+    found: dict[str, Callable[[], object]] = {}
+    for chapter in chapters.all().values():
+        if chapter.golden is not None:
+            found.update(chapter.golden())
+    return found
 
 
 def digests() -> dict[str, str]:

@@ -58,14 +58,14 @@ tokenizer's size.
 from __future__ import annotations
 
 import functools
-import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
 
+from course_lib.envs.base import Episode
 from course_lib.tokenizer import pieces  # noqa: F401  (re-exported: the pitfalls' `pieces`)
 
 PAD, IM_START, IM_END, BOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>"
@@ -128,82 +128,25 @@ def chat_template(bos: bool, strip_reasoning: bool = False) -> str:
 
 
 # Text of the environments ---------------------------------------------------------------------------------------
-Episode = list[tuple[str, str]]
-"""One episode as chat messages `(role, content)`: the reset observation as `user`, each action as `assistant`,
-each non-empty observation after it as `tool` (a tool's response) or `user` (a grid world's next state)."""
+def episode_sources() -> dict[str, Callable[[int, int], list[Episode]]]:
+    """Chapter -> `(count, seed) -> episodes` of its demonstrator played in its environment (`Chapter.demonstrator`:
+    chapters 00, 07 and 08), in chapter order."""
+    from course_lib import chapters  # the course's table of chapters: imports every chapter module
+
+    return {key: c.demonstrator for key, c in chapters.all().items() if c.demonstrator is not None}
 
 
-def _chapter00_episodes(count: int, seed: int) -> list[Episode]:
-    """Chapter 00's demonstrator (`ch00.demonstration_texts`' policy) played in `tool_arithmetic`: with probability
-    `tool_share` a tool call whose result it copies, else a direct answer, right with probability `direct_correct`."""
-    from course_lib import envs
-    from course_lib.chapters import ch00_tool_agent as ch00
-    from course_lib.envs.arithmetic import MAX_RESULT
-
-    config, rng = ch00.Chapter00Config(), random.Random(seed)
-    env, episodes = envs.make(ch00.ENV_NAME, split="train"), []
-    for index in range(count):
-        prompt, info = env.reset(seed=seed * 10_000_019 + index)
-        episode, result = [("user", prompt)], info["answer"]
-        if rng.random() < config.tool_share:
-            a, op, b = env.problem
-            action = f"<tool_call> {a} {op} {b} </tool_call>"
-            observation, *_ = env.step(action)
-            episode += [("assistant", action), ("tool", observation)]
-        elif rng.random() >= config.direct_correct:
-            result = max(0, min(MAX_RESULT, result + rng.choice([-1, 1]) * rng.randint(1, 50)))
-        answer = f"<answer> {result} </answer>"
-        env.step(answer)
-        episodes.append([*episode, ("assistant", answer)])
-    return episodes
+def __getattr__(name: str):
+    if name == "EPISODE_SOURCES":  # the table's old name, computed now
+        return episode_sources()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _chapter07_episodes(count: int, seed: int) -> list[Episode]:
-    """Chapter 07's noisy expert in `key_door` (`ch07.demonstration_texts`' policy), every step's action with the
-    chapter's stop tag `</action>`, each observation after it a `user` turn."""
-    from course_lib import envs
-    from course_lib.chapters import ch07_gigpo as ch07
-    from course_lib.envs.key_door import ACTIONS, expert_action
-
-    config, rng = ch07.Chapter07Config(), random.Random(seed)
-    env = envs.make(ch07.ENV_NAME, split="train", size=config.size, max_steps=config.max_steps)
-    episodes = []
-    for task_seed in ch07.demonstration_seeds(count, seed):
-        observation, _ = env.reset(seed=task_seed)
-        episode = [("user", observation)]
-        while not env.done:
-            action = rng.choice(ACTIONS) if rng.random() < config.expert_noise else expert_action(env)
-            observation, *_ = env.step(f"{action} {ch07.STOP}")
-            episode += [("assistant", f"{action} {ch07.STOP}"), ("user", observation)]
-        episodes.append(episode)
-    return episodes
-
-
-def _chapter08_episodes(count: int, seed: int) -> list[Episode]:
-    """Chapter 08's imperfect demonstrator (`ch08.demonstrator_actions`) in `two_hop_qa`: two searches, each
-    answered by the tool, then the answer."""
-    from course_lib.chapters import ch08_arpo as ch08
-
-    config, rng = ch08.Chapter08Config(), random.Random(seed)
-    env, episodes = ch08.make_env("train", config), []
-    for task_seed in ch08.demonstration_seeds(count, seed):
-        prompt, _ = env.reset(seed=task_seed)
-        episode = [("user", prompt)]
-        for action in ch08.demonstrator_actions(env.question, rng, config.precise_share):
-            observation, *_ = env.step(action)
-            episode += [("assistant", action)] + ([("tool", observation)] if observation else [])
-        episodes.append(episode)
-    return episodes
-
-
-EPISODE_SOURCES = {"ch00": _chapter00_episodes, "ch07": _chapter07_episodes, "ch08": _chapter08_episodes}
-"""Chapter -> `(count, seed) -> episodes` of its demonstrator played in its environment."""
-
-
-def environment_episodes(count: int, seed: int = 0, chapters: Sequence[str] = tuple(EPISODE_SOURCES)) -> list[Episode]:
-    """`count` episodes per chapter of `chapters` (keys of `EPISODE_SOURCES`), chapter after chapter, played by the
-    chapters' own demonstrators in their training environments (deterministic for `seed`)."""
-    return [episode for chapter in chapters for episode in EPISODE_SOURCES[chapter](count, seed)]
+def environment_episodes(count: int, seed: int = 0, chapters: Sequence[str] | None = None) -> list[Episode]:
+    """`count` episodes per chapter of `chapters` (keys of `episode_sources()`, default all), chapter after chapter,
+    played by the chapters' own demonstrators in their training environments (deterministic for `seed`)."""
+    sources = episode_sources()
+    return [episode for chapter in chapters or sources for episode in sources[chapter](count, seed)]
 
 
 def transcript(episode: Episode, separator: str = " ") -> str:
@@ -231,8 +174,9 @@ def render_text(episode: Episode, rendering: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _texts(count: int, seed: int) -> tuple[str, ...]:
-    per_chapter = -(-count // len(EPISODE_SOURCES))
-    by_chapter = [environment_episodes(per_chapter, seed, (chapter,)) for chapter in EPISODE_SOURCES]
+    sources = episode_sources()
+    per_chapter = -(-count // len(sources))
+    by_chapter = [environment_episodes(per_chapter, seed, (chapter,)) for chapter in sources]
     # Round-robin over chapters, so that any prefix of the list holds every environment's text; each chapter's
     # episodes cycle through the renderings.
     return tuple(

@@ -18,7 +18,7 @@ from typing import Any
 
 from course_lib import tools
 from course_lib.envs import register
-from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
+from course_lib.envs.base import Episode, InvalidAction, TextEnv, extract_tag
 
 OPERAND_RANGE = (100, 999)
 MAX_RESULT = 2 * OPERAND_RANGE[1]
@@ -117,3 +117,24 @@ class ToolArithmeticEnv(TextEnv):
 
 
 register("tool_arithmetic", ToolArithmeticEnv)
+
+
+def demonstrator_episodes(count: int, seed: int, tool_share: float, direct_correct: float) -> list[Episode]:
+    """`count` episodes of chapter 00's demonstrator played in a training environment (deterministic for `seed`;
+    problem `seed * 10_000_019 + index`): with probability `tool_share` a tool call whose result it copies, else a
+    direct answer, right with probability `direct_correct` and otherwise off by 1..50."""
+    rng, env, episodes = random.Random(seed), ToolArithmeticEnv(split="train"), []
+    for index in range(count):
+        prompt, info = env.reset(seed=seed * 10_000_019 + index)
+        episode, result = [("user", prompt)], info["answer"]
+        if rng.random() < tool_share:
+            a, op, b = env.problem
+            action = f"<tool_call> {a} {op} {b} </tool_call>"
+            observation, *_ = env.step(action)
+            episode += [("assistant", action), ("tool", observation)]
+        elif rng.random() >= direct_correct:
+            result = max(0, min(MAX_RESULT, result + rng.choice([-1, 1]) * rng.randint(1, 50)))
+        answer = f"<answer> {result} </answer>"
+        env.step(answer)
+        episodes.append([*episode, ("assistant", answer)])
+    return episodes

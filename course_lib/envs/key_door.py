@@ -56,7 +56,7 @@ from functools import lru_cache
 from typing import Any
 
 from course_lib.envs import register
-from course_lib.envs.base import TextEnv
+from course_lib.envs.base import Episode, TextEnv
 
 SIZES = (6, 7, 8)
 VIEWS = ("full", "aliased", "noisy")
@@ -298,3 +298,21 @@ class KeyDoorEnv(TextEnv):
 
 
 register("key_door", KeyDoorEnv)
+
+
+def demonstrator_episodes(
+    task_seeds: list[int], seed: int, size: int, max_steps: int, noise: float, stop: str
+) -> list[Episode]:
+    """Chapter 07's noisy expert played on the training tasks `task_seeds` (deterministic for `seed`): at each step a
+    uniformly random action with probability `noise`, else `expert_action`'s, each written with the stop tag `stop`;
+    each observation after it is a `user` turn."""
+    rng, env, episodes = random.Random(seed), KeyDoorEnv(split="train", size=size, max_steps=max_steps), []
+    for task_seed in task_seeds:
+        observation, _ = env.reset(seed=task_seed)
+        episode = [("user", observation)]
+        while not env.done:
+            action = rng.choice(ACTIONS) if rng.random() < noise else expert_action(env)
+            observation, *_ = env.step(f"{action} {stop}")
+            episode += [("assistant", f"{action} {stop}"), ("user", observation)]
+        episodes.append(episode)
+    return episodes

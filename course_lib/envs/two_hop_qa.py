@@ -88,7 +88,7 @@ from typing import Any
 
 from course_lib import tools
 from course_lib.envs import register
-from course_lib.envs.base import TextEnv, extract_tag
+from course_lib.envs.base import Episode, TextEnv, extract_tag
 from course_lib.tools import knowledge_base
 from course_lib.tools.knowledge_base import ATTRIBUTES, KB, ROLES
 
@@ -228,6 +228,14 @@ def naive_actions(question: Question, rng: random.Random) -> list[str]:
     return _actions(question.name, question, rng.choice(question.candidates))
 
 
+def demonstrator_actions(question: Question, rng: random.Random, precise_share: float) -> list[str]:
+    """The imperfect demonstrator's actions on `question`: hop 1, hop 2 and the answer, with probability
+    `precise_share` those of `expert_actions` (a precise hop 1, then its single candidate), else those of
+    `naive_actions` (an imprecise hop 1, then a uniformly drawn candidate: the wrong one on half of the
+    ambiguous questions). On an unambiguous question both answer right; only hop 1's query differs."""
+    return expert_actions(question) if rng.random() < precise_share else naive_actions(question, rng)
+
+
 def _actions(company: str, question: Question, person: str) -> list[str]:
     return [
         f"<tool_call> {TOOL} {company} {question.role} </tool_call>",
@@ -316,3 +324,17 @@ class TwoHopQAEnv(TextEnv):
 
 
 register("two_hop_qa", TwoHopQAEnv)
+
+
+def demonstrator_episodes(env: TwoHopQAEnv, task_seeds: list[int], seed: int, precise_share: float) -> list[Episode]:
+    """Chapter 08's imperfect demonstrator (`demonstrator_actions`) played in `env` on `task_seeds` (deterministic
+    for `seed`): two searches, each answered by the tool, then the answer."""
+    rng, episodes = random.Random(seed), []
+    for task_seed in task_seeds:
+        prompt, _ = env.reset(seed=task_seed)
+        episode = [("user", prompt)]
+        for action in demonstrator_actions(env.question, rng, precise_share):
+            observation, *_ = env.step(action)
+            episode += [("assistant", action)] + ([("tool", observation)] if observation else [])
+        episodes.append(episode)
+    return episodes

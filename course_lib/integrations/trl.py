@@ -63,11 +63,27 @@ if trl_version != TESTED_TRL:  # `rollout_func` is experimental: its contract ma
     warnings.warn(f"course_lib.integrations.trl was tested with trl {TESTED_TRL}, not {trl_version}", stacklevel=1)
 REPORT_TO = ("tensorboard", "trackio", "wandb")
 """Trackers `--report-to` passes to TRL (transformers' integrations of the same names; each needs its package)."""
-CHAPTERS = ("00", "03", "04", "05", "06")
-"""The tool tasks of the course (`chapters.tool_tasks`) that TRL can train, by chapter number."""
-METHOD_CHAPTERS = ("07", "08")
-"""Chapters whose own method TRL trains through the course's trainer subclass (`trl_chapters`): 07's GiGPO in step
-mode, 08's ARPO tree."""
+
+
+def tool_chapters() -> tuple[str, ...]:
+    """The tool tasks of the course (`chapters.tool_tasks`) that TRL can train, by chapter number (00, 03 ... 06)."""
+    return tuple(key.removeprefix("ch") for key in tool_tasks())
+
+
+def method_chapters() -> tuple[str, ...]:
+    """Chapters whose own method TRL trains through the course's trainer subclass (`trl_chapters`; a task with a
+    `method`): 07's GiGPO in step mode, 08's ARPO tree."""
+    from course_lib import chapters  # every chapter module
+
+    return tuple(key.removeprefix("ch") for key, task in chapters.tasks().items() if task.method is not None)
+
+
+def __getattr__(name: str):
+    if name in ("CHAPTERS", "METHOD_CHAPTERS"):  # the tables' old names, computed now
+        return tool_chapters() if name == "CHAPTERS" else method_chapters()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 METHOD_NAMES = ("grpo", "gigpo", "arpo", "aepo", "starpo_s", "snr")
 """`--method` on chapters 07 and 08 (`trl_chapters.METHODS`)."""
 
@@ -101,7 +117,7 @@ def chapter_task(chapter: str) -> ToolTask:
     key = chapter_key(chapter)
     tasks = tool_tasks()
     if key not in tasks:
-        raise KeyError(f"no tool task for chapter {chapter!r}; TRL can train chapters {', '.join(CHAPTERS)}")
+        raise KeyError(f"no tool task for chapter {chapter!r}; TRL can train chapters {', '.join(tool_chapters())}")
     return tasks[key]
 
 
@@ -455,7 +471,7 @@ def launch_command(chapter: str = "00", gpus: int = 8, steps: int = 500, prompts
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.integrations.trl", description=__doc__.splitlines()[0])
-    parser.add_argument("--chapter", default="00", choices=CHAPTERS + METHOD_CHAPTERS)
+    parser.add_argument("--chapter", default="00", choices=tool_chapters() + method_chapters())
     parser.add_argument(
         "--method", choices=METHOD_NAMES,
         help="chapters 07 and 08: the course method to train (default: the chapter's own, gigpo or arpo)",
@@ -497,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
             envs.check_name(args.env)
     except ValueError as error:
         parser.error(str(error))
-    if args.chapter in METHOD_CHAPTERS or args.method or args.mi_every:
+    if args.chapter in method_chapters() or args.method or args.mi_every:
         return main_method(parser, args)
     settings = TRLSettings(
         args.steps, args.prompts or 8, args.group or 8, args.learning_rate or 5e-4, args.seed, gpu=args.gpu,
@@ -514,8 +530,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def main_method(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """`--chapter 07|08 [--method M]`: the course's method through `trl_chapters` (chapter's base only)."""
-    if args.chapter not in METHOD_CHAPTERS:
-        parser.error(f"--method and --mi-every need --chapter {' or '.join(METHOD_CHAPTERS)}")
+    owned = method_chapters()
+    if args.chapter not in owned:
+        parser.error(f"--method and --mi-every need --chapter {' or '.join(owned)}")
     if args.model or args.env or args.report_to or args.save_steps or args.output_dir or args.observation_role:
         parser.error("--model, --env, --observation-role, --report-to, --save-steps and --output-dir are for chapters "
                      "00-06")  # fmt: skip

@@ -26,7 +26,21 @@ from course_lib.integrations.trl_methods import POLICY_LOSSES, CourseMethodTrain
 from course_lib.integrations.trl_rollouts import episode_rollout, tree_rollout
 from course_lib.rl.train import GRPOConfig
 
-DEFAULT_METHOD = {"07": "gigpo", "08": "arpo"}
+
+def default_methods() -> dict[str, str]:
+    """Chapter number -> its own method (`ToolTask.method_name`), for each chapter whose task has one (07: GiGPO,
+    08: ARPO): the chapters this route trains."""
+    from course_lib import chapters  # imported here: the chapter modules pull in the whole course
+
+    return {key.removeprefix("ch"): task.method_name for key, task in chapters.tasks().items() if task.method}
+
+
+def __getattr__(name: str):
+    if name == "DEFAULT_METHOD":  # the table's old name, computed now
+        return default_methods()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 """Each chapter's own method, what `--chapter` trains without `--method`."""
 METHODS: dict[str, dict] = {
     "grpo": {"advantage": "grpo", "sampler": "groups"},
@@ -41,20 +55,14 @@ settings are `FilterConfig`'s defaults, the papers')."""
 
 
 def chapter_setup(chapter: str) -> tuple[ToolTask, GRPOConfig]:
-    """Chapter 07's or 08's training task (cpu preset) and its own method's loop configuration."""
-    if chapter == "07":
-        from course_lib.chapters import ch07_gigpo as ch07
+    """Chapter 07's or 08's training task (cpu preset) and its own method's loop configuration (`ToolTask.method`)."""
+    from course_lib import chapters  # imported here: the chapter modules pull in the whole course
 
-        config = ch07.Chapter07Config()
-        task = ToolTask(config.env_name, config.base, config.sampling, ch07.EnvFactory("train", config))
-        return task, ch07.arm_config(config, "gigpo")
-    if chapter == "08":
-        from course_lib.chapters import ch08_arpo as ch08
-
-        config = ch08.Chapter08Config()
-        task = ToolTask(config.env_name, config.base, config.sampling, lambda: ch08.make_env("train", config))
-        return task, ch08.arm_config(config, "arpo")
-    raise KeyError(f"the methods' route trains chapters {', '.join(DEFAULT_METHOD)}, not {chapter!r}")
+    owned = default_methods()
+    if chapter not in owned:
+        raise KeyError(f"the methods' route trains chapters {', '.join(owned)}, not {chapter!r}")
+    found = chapters.task(chapter)
+    return found, found.method()
 
 
 def method_config(course: GRPOConfig, method: str, settings: TRLSettings) -> GRPOConfig:
@@ -85,7 +93,7 @@ def method_trainer(
     configuration `course` as given; `keep` receives each step's episodes (`trl_rollouts`)."""
     task, own = chapter_setup(chapter)
     if course is None:
-        course = method_config(own, method or DEFAULT_METHOD[chapter], settings)
+        course = method_config(own, method or default_methods()[chapter], settings)
     if model is None:
         model, tokenizer = data.load_base(task.base)
     prompts = dataset_prompts(task, settings)
@@ -122,12 +130,14 @@ def chapter_settings(chapter: str, steps: int, prompts: int | None, group: int |
 
 
 def mi_monitor(chapter: str, model, tokenizer, every: int, seed: int = 0):
-    """Chapter 12's MI stop with rollback as a TRL callback (`trl_monitor.MIRollback`): `ch12_capstone.monitor_mi`
+    """Chapter 12's MI stop with rollback as a TRL callback (`trl_monitor.MIRollback`): chapter 12's `monitor_mi`
     (its monitor prompts, played and cross-scored) every `every` steps, stopping below (1 - `gate_drop`) x the base's
     MI, measured here on `model` before training. Chapter 12 monitors chapter 08's task, so only chapter 08 has it."""
     if chapter != "08":
         raise ValueError("the MI monitor is chapter 12's, on chapter 08's task: use it with --chapter 08")
-    from course_lib.chapters import ch12_capstone as ch12
+    from course_lib import chapters
+
+    ch12 = chapters.module("ch12")
     from course_lib.integrations.trl_monitor import MIRollback
 
     config = ch12.Chapter12Config()
@@ -146,7 +156,7 @@ def train_method(
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.set_verbosity_error()
-    method = method or DEFAULT_METHOD[chapter]
+    method = method or default_methods()[chapter]
     task, _ = chapter_setup(chapter)
     model, tokenizer = data.load_base(task.base)
     callbacks = [mi_monitor(chapter, model, tokenizer, mi_every, settings.seed)] if mi_every > 0 else None

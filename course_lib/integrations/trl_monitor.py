@@ -20,7 +20,7 @@ from course_lib.diagnostics import MIStop
 
 
 class MIRollback(TrainerCallback):
-    """Measure `measure(model)` (e.g. `ch12_capstone.monitor_mi`) at step 0, every `every` steps and at the last
+    """Measure `measure(model)` (e.g. chapter 12's `monitor_mi`) at step 0, every `every` steps and at the last
     step, and apply chapter 12's own gate to it (`diagnostics.MIStop`: remember the weights whenever the MI is at
     least (1 - `drop`) x `base_mi`; the first time it is below, stop and load the remembered weights; none
     remembered: the weights training started from, which is what the course's loop keeps when its first check

@@ -44,14 +44,13 @@ import functools
 import importlib.util
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from course_lib.chapters import chapter_key
+from course_lib.chapters import ToolTask, chapter_key
 from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.engine.server_engine import ServerEngine
-from course_lib.envs.base import TextEnv, distinct_seeds
+from course_lib.envs.base import TextEnv
 from course_lib.tokenizer import encode
 
 AGENT_NAME = "course_env_agent"
@@ -67,83 +66,19 @@ returned none): one call of an inference server, as verl's `server_manager.gener
 
 
 # Chapters ------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ChapterTasks:
-    """What the export and the agent loop need of a tool chapter: its environment for any split, its held-out seeds,
-    and the sampling limits the chapter trains with (cpu preset, as `chapters.tool_tasks`)."""
-
-    key: str
-    """`"ch00"`, `"ch03"` ... `"ch06"`."""
-    env_name: str
-    base: str
-    """The chapter's base checkpoint (`data.load_base`): the model and tokenizer verl would start from."""
-    sampling: SamplingConfig
-    make_env: Callable[[str], TextEnv]
-    """`make_env(split)`: a new environment of `split`, configured as the chapter trains."""
-    held_out_seeds: Callable[[str, int], list[int]]
-    """`held_out_seeds(split, count)`: the chapter's distinct evaluation seeds of a held-out split."""
-
-
 @functools.cache
-def chapter_tasks(chapter: str | int) -> ChapterTasks:
-    """The tool task of `chapter`: one of `chapters.tool_tasks()` (00, 03, 04, 05, 06), or 08, ARPO's search task
-    (also chapters 11's and 12's, whose trees and filters `verl_trees` and `verl_patch` bring to verl)."""
-    # Imported here: the chapter modules pull in the whole course, which the yaml and parquet helpers do not need.
-    from course_lib.chapters import ch00_tool_agent as ch00
-    from course_lib.chapters import ch03_planner_r1 as ch03
-    from course_lib.chapters import ch04_torl as ch04
-    from course_lib.chapters import ch05_toolrl as ch05
-    from course_lib.chapters import ch06_artist as ch06
-    from course_lib.chapters import tool_tasks
-    from course_lib.envs.function_calling import FunctionCallingEnv
+def chapter_tasks(chapter: str | int) -> ToolTask:
+    """The training task of `chapter` that an agent loop over whole episodes can play: every chapter's `task`
+    (`chapters.tasks()`) but a step-mode one (00, 03, 04, 05, 06, and 08, ARPO's search task, which chapters 11
+    (AEPO) and 12 (the capstone) train on too, and whose trees and filters `verl_trees` and `verl_patch` bring to
+    verl)."""
+    from course_lib import chapters  # imported here: the chapter modules pull in the whole course
 
     key = chapter_key(chapter)
-    if key == "ch08":  # ARPO's two-hop search task, which chapters 11 (AEPO) and 12 (the capstone) train on too
-        from course_lib.chapters import ch08_arpo as ch08
-
-        c08 = ch08.preset("cpu")
-        make_env = functools.partial(_split_env, ch08, c08)
-        held_out = lambda split, count: (  # noqa: E731
-            ch08.test_seeds(count, c08) if split == "test" else distinct_seeds(lambda: make_env(split), count)
-        )
-        return ChapterTasks(key, c08.env_name, c08.base, c08.sampling, make_env, held_out)
-    tasks = tool_tasks()
-    if key not in tasks:
-        raise KeyError(f"chapter {key} has no tool task; chapters: {sorted([*tasks, 'ch08'])}")
-    task = tasks[key]
-
-    def test_only(seeds: Callable[[int], list[int]], make_env: Callable[[str], TextEnv]):
-        # The chapters cache the seeds of their `test` split; any other held-out split gets the same rule.
-        def held_out(split: str, count: int) -> list[int]:
-            return seeds(count) if split == "test" else distinct_seeds(lambda: make_env(split), count)
-
-        return held_out
-
-    c03, c05, c06 = ch03.preset("cpu"), ch05.preset("cpu"), ch06.preset("cpu")
-    if key == "ch00":
-        make_env = ch00.make_env
-        held_out = test_only(ch00.test_seeds, make_env)
-    elif key == "ch03":
-        make_env = functools.partial(_split_env, ch03, c03)
-        held_out = test_only(lambda n: ch03.test_seeds(n, c03.max_slack, c03.constrain_share), make_env)
-    elif key == "ch04":
-        make_env = ch04.make_env
-        held_out = test_only(ch04.test_seeds, make_env)
-    elif key == "ch05":
-        make_env = functools.partial(FunctionCallingEnv, mix=c05.task_mix)
-
-        def held_out(split: str, count: int) -> list[int]:  # chapter 05 evaluates on `test` and `novel`
-            return ch05.test_seeds(count, split, c05.task_mix)
-
-    else:
-        make_env = functools.partial(_split_env, ch06, c06)
-        held_out = test_only(ch06.test_seeds, make_env)
-    return ChapterTasks(key, task.label, task.base, task.sampling, make_env, held_out)
-
-
-def _split_env(module, config, split: str) -> TextEnv:
-    """`module.make_env(split, config)`: chapters 03 and 06 build their environment from their preset."""
-    return module.make_env(split, config)
+    playable = {k: task for k, task in chapters.tasks().items() if not task.step_mode}
+    if key not in playable:
+        raise KeyError(f"chapter {key} has no tool task; chapters: {sorted(playable)}")
+    return playable[key]
 
 
 def task_seeds(chapter: str | int, split: str, count: int) -> list[int]:
@@ -341,7 +276,7 @@ def export_rows(chapter: str | int, split: str, count: int, tree: dict[str, Any]
     columns["extra_info"] = []
     for index, seed in enumerate(seeds):
         obs, _ = env.reset(seed=seed)
-        columns["data_source"].append(f"course_lib/{tasks.key}/{tasks.env_name}")
+        columns["data_source"].append(f"course_lib/{tasks.chapter}/{tasks.label}")
         columns["prompt"].append([{"role": "user", "content": obs}])
         columns["agent_name"].append(AGENT_NAME)
         columns["reward_model"].append({"style": "rule", "ground_truth": str(env.problem_key())})
@@ -350,8 +285,8 @@ def export_rows(chapter: str | int, split: str, count: int, tree: dict[str, Any]
                 "index": index,
                 "seed": int(seed),
                 "split": split,
-                "env": tasks.env_name,
-                "chapter": tasks.key,
+                "env": tasks.label,
+                "chapter": tasks.chapter,
                 "base": tasks.base,
                 "max_turn_tokens": tasks.sampling.max_turn_tokens,
                 "max_total_tokens": tasks.sampling.max_total_tokens,

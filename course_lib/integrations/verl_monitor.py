@@ -1,4 +1,4 @@
-"""Chapter 12's MI monitor with rollback (`diagnostics.MIStop`, `ch12_capstone.monitor_mi`) on verl.
+"""Chapter 12's MI monitor with rollback (`diagnostics.MIStop`, chapter 12's `monitor_mi`) on verl.
 
 RAGEN-2 (arXiv 2604.06268) watches the mutual information between a prompt and the policy's first action:
 every first action z_i is scored under every monitor prompt x_j, logp[i, j] = mean log p(z_i | x_j), and
@@ -37,7 +37,7 @@ On verl, four parts:
 What is checked where: `tests_verl/test_monitor.py` runs the installed wrapper with chapter 12's drop and seeds on its
 own task, chapter 08's (`integrations.verl.chapter_tasks("08")`), on a trainer object whose rollout manager replays
 the course engine's episodes through verl's own `AgentLoopWorker` and whose `compute_log_prob` is chapter 08's
-torch base, against `ch12_capstone.monitor_mi` itself; only a run on GPUs (vLLM/SGLang serving, FSDP actor in bf16)
+torch base, against chapter 12's `monitor_mi` itself; only a run on GPUs (vLLM/SGLang serving, FSDP actor in bf16)
 exercises the real servers and actor.
 
 Nothing in this module imports verl at import time.
@@ -192,7 +192,7 @@ class MonitorSettings:
     prompts: int
     """`Chapter12Config.monitor_prompts`: training questions played once each and cross-scored."""
     first_seed: int
-    """`ch12_capstone.MONITOR_SEED`: the questions are seeds first_seed, first_seed + 1, ..."""
+    """chapter 12's `MONITOR_SEED`: the questions are seeds first_seed, first_seed + 1, ..."""
     base_mi: float | None = None
     """The base policy's MI, when the first measurement is not the base's (a resumed run: `mi_stop.json` says it)."""
 
@@ -203,9 +203,10 @@ class MonitorSettings:
         block = _get(course, CONFIG_KEY) if course is not None else None
         if block is None:
             return None
-        from course_lib.chapters.ch12_capstone import MONITOR_SEED, Chapter12Config
+        from course_lib import chapters
 
-        chapter12 = Chapter12Config()
+        ch12 = chapters.module("ch12")
+        chapter12 = ch12.Chapter12Config()
         chapter = _get(block, "chapter")
         if chapter is None:
             raise KeyError(f"trainer.course.{CONFIG_KEY}.chapter is not set: the chapter whose questions it plays")
@@ -214,7 +215,7 @@ class MonitorSettings:
             chapter=str(chapter),
             drop=float(_get(block, "drop", chapter12.gate_drop)),
             prompts=int(_get(block, "prompts", chapter12.monitor_prompts)),
-            first_seed=int(_get(block, "first_seed", MONITOR_SEED)),
+            first_seed=int(_get(block, "first_seed", ch12.MONITOR_SEED)),
             base_mi=None if base is None else float(base),
         )
 

@@ -93,7 +93,7 @@ class CorpusConfig:
     held_out: Callable[[], Iterable[tuple[str, str]]] | None = None
     """The evaluation problems, `(init text, goal text)`, whose sub-problems (`held_out_pairs`) no plan
     or step demonstration may contain; a function, so that the pool is only computed when a corpus is
-    built (chapter 01 passes `ch01_rap.held_out_problems`, its validation and test pools)."""
+    built (chapter 01 passes its `held_out_problems`, its validation and test pools)."""
 
 
 def held_out_pairs(problems: Iterable[tuple[str, str]]) -> frozenset[tuple[str, str]]:

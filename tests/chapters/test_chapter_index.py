@@ -43,3 +43,45 @@ def test_load_gives_the_chapter_its_module_describes_itself_with(monkeypatch):
     monkeypatch.setattr(chapters, "modules", lambda: {"ch99": "skeleton"})  # a module that defines no Chapter
     with pytest.raises(ValueError, match="course_lib.chapters.skeleton defines 0 skeleton.Chapter objects"):
         chapters.load("ch99")
+
+
+def test_a_new_chapter_module_reaches_every_table_of_the_course(monkeypatch):
+    """A chapter is described once: a module with its `Chapter` (and `build_data`) is found by the data build, the
+    leakage audit, the golden run, the stand-ins' tokenizer text, the tool tasks and verl's export, with no other
+    file edited (the course's own chapters reach them the same way)."""
+    import sys
+    import types
+
+    from course_lib import envs
+    from course_lib.chapters import ToolTask, held_out_on_test, skeleton
+    from course_lib.course import audit, build, golden, standins
+    from course_lib.engine.rollout import SamplingConfig
+    from course_lib.integrations import verl
+
+    def make_env(split: str = "train"):
+        return envs.make("tool_arithmetic", split=split)
+
+    split = audit.SplitAudit("ch99", "test", 4, 4)
+    module = types.ModuleType("course_lib.chapters.ch99_new_line")
+    module.build_data = lambda data_dir, seed=0, progress=True, scale="cpu": None
+    module.CHAPTER = skeleton.Chapter(
+        "ch99", "Chapter 99", run=lambda seed: {}, claim_numbers=lambda results: {}, claims=(),
+        task=lambda: ToolTask("tool_arithmetic", "ch00_base", SamplingConfig(), make_env,
+                              held_out_on_test(lambda count: list(range(count)), make_env)),
+        audit=lambda: [split], demonstrator=lambda count, seed: [[("user", f"episode {i}")] for i in range(count)],
+        golden=lambda: {"ch99 case": lambda: 1},
+    )  # fmt: skip
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    found = {**chapters.modules(), "ch99": "ch99_new_line"}
+    monkeypatch.setattr(chapters, "modules", lambda folder=None: found)
+    verl.chapter_tasks.cache_clear()
+    try:
+        assert build.builders()["ch99"] == "course_lib.chapters.ch99_new_line"
+        assert audit.audits()["ch99"]() == [split]
+        assert golden.cases()["ch99 case"]() == 1
+        assert standins.episode_sources()["ch99"](2, 0) == [[("user", "episode 0")], [("user", "episode 1")]]
+        assert chapters.tool_tasks()["ch99"].chapter == "ch99"
+        exported = verl.chapter_tasks("99")
+        assert exported.chapter == "ch99" and exported.held_out_seeds("test", 3) == [0, 1, 2]
+    finally:
+        verl.chapter_tasks.cache_clear()

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 
+from course_lib import chapters
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.course import audit
 from course_lib.course.results import MODULES
@@ -45,7 +46,7 @@ LOOKUPS = "hop lookups of held-out questions (sub-problems)"
 
 @pytest.fixture(scope="module")
 def audits() -> list[audit.SplitAudit]:
-    return [split for run in audit.AUDITS.values() for split in run()]
+    return [split for run in audit.audits().values() for split in run()]
 
 
 def test_committed_evaluations_have_no_repeated_problems_and_only_the_disclosed_overlaps(audits):
@@ -118,7 +119,7 @@ def test_summary_names_leaked_states_per_chapter_and_skipped_splits():
 
 def test_chapter13_is_skipped_without_trl(monkeypatch):
     monkeypatch.setitem(sys.modules, "trl", None)  # `find_spec` then reports trl missing
-    (split,) = audit.audit_ch13()
+    (split,) = chapters.load("ch13").audit()
     assert split.chapter == "ch13" and "trl" in split.skipped and not split.overlaps
 
 
@@ -229,7 +230,7 @@ def test_committed_chapter01_test_rows_are_what_the_build_writes():
     rows = ch01.distinct_test_rows(ch01.TEST_PER_LENGTH, validation)
     expected = {n: [(i, g) for i, g, m in zip(rows["init"], rows["goal"], rows["length"], strict=True) if m == n]
                 for n in ch01.LENGTHS}  # fmt: skip
-    assert ch01._problems_by_length("test") == expected
+    assert ch01.test_pool() == expected
 
 
 # Overlap counting on toy examples with a known answer ----------------------------------------------
@@ -247,7 +248,7 @@ def test_path_subproblems_are_the_states_strictly_inside_optimal_plans():
 
 def test_corpus_pairs_read_state_and_goal_back_from_prompts():
     rows = [("goal b a state a | b | hand empty act", "pick-up a eval good")]
-    assert audit._corpus_pairs(rows, "act") == {("a | b | hand empty", "b a")}
+    assert audit.corpus_pairs(rows, "act") == {("a | b | hand empty", "b a")}
 
 
 def test_ch05_demonstration_texts_reproduce_the_warm_start_examples():
@@ -257,7 +258,7 @@ def test_ch05_demonstration_texts_reproduce_the_warm_start_examples():
     tokenizer = ch05.build_tokenizer_for_chapter()
     config = ch05.preset("cpu")
     built = ch05.demonstration_examples(tokenizer, 50, 3, config.noise, config.demo_mix)
-    texts = audit.ch05_demonstrations(50, 3, config.noise, config.demo_mix)
+    texts = ch05.demonstration_pairs(50, 3, config.noise, config.demo_mix)
     assert [ids for ids, _ in built] == [
         [tokenizer.bos_token_id, *encode(tokenizer, q), *encode(tokenizer, r)] for q, r in texts
     ]

@@ -19,7 +19,8 @@ LAYERS = (
     {"diagnostics"},
     {"rl"},
     {"search"},
-    {"course", "chapters", "integrations"},  # the course's top; `chapters.all()` is to untangle it (issue 44, item 2)
+    {"course", "chapters", "integrations"},  # the course's top: chapters describe themselves with `course.claims`,
+    # and the course's tools read the chapters through `chapters.all()`, inside functions
 )
 LAYER = {name: depth for depth, names in enumerate(LAYERS) for name in names}
 

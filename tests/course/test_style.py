@@ -24,17 +24,16 @@ MODULE_LINES = 600
 LONG_MODULES = {
     "course_lib/course/bench.py": "five benchmarks behind one command (rollout, trl, decoder, roofline, update), each "
     "a section of its own; a package per benchmark is the next split",
-    "course_lib/course/audit.py": "sixteen audit_chNN functions, one per chapter; they go when each chapter describes "
-    "its held-out splits itself (issue 44, item 2)",
     "course_lib/chapters/ch08_arpo.py": "a chapter reads top to bottom beside its notebook: ARPO's settings, arms, "
-    "tree statistics and claims, which chapters 11, 12 and verl reuse (its two-hop setting is to become an "
-    "environment preset, issue 44 item 2)",
+    "tree statistics, claims and its leakage audit; chapters 11 and 12 reuse its setting and helpers",
     "course_lib/chapters/ch03_planner_r1.py": "a chapter reads top to bottom beside its notebook: Planner-R1's two "
-    "model sizes, reward shapes and failure categories",
+    "model sizes, reward shapes, failure categories and its leakage audit",
     "course_lib/chapters/ch09_ragen.py": "a chapter reads top to bottom beside its notebook: RAGEN's arms, the Echo "
     "Trap's markers and StarPO-S",
     "course_lib/chapters/ch05_toolrl.py": "a chapter reads top to bottom beside its notebook: ToolRL's four reward "
-    "arms and its novel-tool split",
+    "arms, its novel-tool split and its leakage audit (held-out tool triples)",
+    "course_lib/chapters/ch10_ragen2.py": "a chapter reads top to bottom beside its notebook: RAGEN-2's filter arms, "
+    "the MI buckets and its leakage audit",
     "course_lib/chapters/skeleton.py": "the command line, recording and report every chapter shares, in one place",
 }
 """Modules over `MODULE_LINES` lines, each with the reason it stays whole (issue 44: CI fails on any other)."""

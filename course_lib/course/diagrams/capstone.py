@@ -3,7 +3,7 @@
 The survey's combination (AEPO's tree and balanced clip, arXiv 2510.14545; RAGEN-2's SNR filter and mutual
 information, arXiv 2604.06268) is four registered functions in `course_lib.rl.loop.SEAMS` plus a monitor outside the
 loop (`diagnostics.MIStop`). The diagram reads which entry each seam runs from the `combined` arm's configuration
-(`ch12_capstone.arm_config`) and computes, on a small batch of four groups of four episodes, what each seam does
+(chapter 12's `arm_config`) and computes, on a small batch of four groups of four episodes, what each seam does
 with the library's own functions: the sampler's branch probability with the consecutive-branch penalty, the SNR
 filter's kept groups, the GRPO advantages of a kept group, and the balanced clip's kept gradient on one token; the
 MI stop's threshold is (1 - gate_drop) x the base's monitor MI recorded for seed 0 (`results/ch12.json`).
@@ -34,7 +34,9 @@ def worked_example(config=None, base_monitor_mi: float | None = None) -> dict[st
     and functions, P(branch | dH = 0) after each of `ROUNDS`, the groups' reward stds and the SNR filter's kept
     groups, the GRPO advantages of the first kept group, the worked token's loss and gradients under both clips,
     and the MI stop's threshold. `config`: a `Chapter12Config` (default: the cpu preset)."""
-    from course_lib.chapters import ch12_capstone as ch12
+    from course_lib import chapters
+
+    ch12 = chapters.module("ch12")
     from course_lib.course import results as recorded
 
     config = config or ch12.preset("cpu")
