@@ -117,9 +117,40 @@ def load(key: str) -> Chapter:
     return found[0]
 
 
+OPTIONAL_PACKAGES = ("trl",)
+"""Optional extras a chapter module may need at import (chapter 13: `pip install -e .[trl]`). Without one, `all()`
+leaves that chapter out and `unavailable()` says why, so the course's tables work in an environment without it
+(verl's, for one)."""
+
+
 def all() -> dict[str, Chapter]:  # noqa: A001 (the course's chapters: `course_lib.chapters.all()`)
-    """Every chapter, by key, in order (imports every chapter module: a few seconds)."""
-    return {key: load(key) for key in modules()}
+    """Every chapter, by key, in order (imports every chapter module: a few seconds), but one whose module needs an
+    optional package that is not installed (`unavailable()`)."""
+    found = {}
+    for key in modules():
+        try:
+            found[key] = load(key)
+        except ModuleNotFoundError as error:
+            if (error.name or "").split(".")[0] not in OPTIONAL_PACKAGES:
+                raise
+    return found
+
+
+def unavailable() -> dict[str, str]:
+    """Chapter key -> why `all()` leaves it out (an optional package its module needs is not installed)."""
+    import importlib.util
+
+    reasons = {}
+    for key in modules():
+        try:
+            load(key)
+        except ModuleNotFoundError as error:
+            package = (error.name or "").split(".")[0]
+            if package not in OPTIONAL_PACKAGES:
+                raise
+            found = importlib.util.find_spec(package) is not None
+            reasons[key] = f"{package} is not installed: pip install -e .[{package}]" if not found else str(error)
+    return reasons
 
 
 def chapter_key(chapter: str | int) -> str:

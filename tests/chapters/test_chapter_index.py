@@ -75,6 +75,7 @@ def test_a_new_chapter_module_reaches_every_table_of_the_course(monkeypatch):
     found = {**chapters.modules(), "ch99": "ch99_new_line"}
     monkeypatch.setattr(chapters, "modules", lambda folder=None: found)
     verl.chapter_tasks.cache_clear()
+    build.builders.cache_clear()
     try:
         assert build.builders()["ch99"] == "course_lib.chapters.ch99_new_line"
         assert audit.audits()["ch99"]() == [split]
@@ -85,3 +86,25 @@ def test_a_new_chapter_module_reaches_every_table_of_the_course(monkeypatch):
         assert exported.chapter == "ch99" and exported.held_out_seeds("test", 3) == [0, 1, 2]
     finally:
         verl.chapter_tasks.cache_clear()
+        build.builders.cache_clear()
+
+
+def test_without_an_optional_package_its_chapter_is_left_out_and_said_why():
+    """Chapter 13 needs `trl` at import; without it (verl's environment) the course's tables still work, and the
+    audit reports the chapter as skipped."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['trl'] = None\n"  # `import trl` then fails as if it were not installed
+        "from course_lib import chapters\n"
+        "from course_lib.course import audit\n"
+        "print(sorted(chapters.all()) == sorted(set(chapters.modules()) - {'ch13'}), chapters.unavailable())\n"
+        "print(audit.audits()['ch13']()[0].lines())\n"
+        "print(sorted(chapters.tool_tasks()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("True {'ch13': ") and "trl" in lines[0]
+    assert lines[1].startswith("['ch13 test: skipped (")
+    assert lines[2] == "['ch00', 'ch03', 'ch04', 'ch05', 'ch06']"
