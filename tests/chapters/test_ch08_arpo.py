@@ -533,3 +533,17 @@ def test_the_chapters_own_sampling_resolves_to_todays(scale):
     assert ch08.on_environment(own) is own
     assert own.sampling == SamplingConfig(temperature=1.0, max_turn_tokens=10, max_total_tokens=96,
                                           stop_tags=("</tool_call>", "</answer>"))  # fmt: skip
+
+
+def test_the_two_hop_environment_defaults_are_chapter_08s_setting():
+    """`envs.make("two_hop_qa")` is chapter 08's setting (the preset chapters 11 and 12, verl's export and the
+    stand-ins reuse through the chapter's task): its defaults and the chapter's fields must not drift apart."""
+    import inspect
+
+    from course_lib.envs.two_hop_qa import TwoHopQAEnv
+
+    defaults = {name: p.default for name, p in inspect.signature(TwoHopQAEnv).parameters.items() if name != "split"}
+    config = ch08.Chapter08Config()
+    assert defaults == {name: getattr(config, name) for name in defaults}
+    made, plain = ch08.make_env("train", config), TwoHopQAEnv("train")
+    assert {name: getattr(made, name) for name in defaults} == {name: getattr(plain, name) for name in defaults}

@@ -238,3 +238,17 @@ def test_quoted_parameter_counts_match_the_outputs(path: Path, quote: str):
 def test_every_notebook_quote_is_checked():
     """Guard against the pattern silently matching nothing: the chapters quote model sizes."""
     assert len(_count_cases()) >= len(NOTEBOOKS)
+
+
+def test_the_glossary_is_alphabetical_and_defines_the_verdicts_statistics():
+    """Entries sorted by their letters and digits (case and punctuation ignored), and every statistic a claim's
+    verdict line shows is defined."""
+    import re
+
+    text = (ROOT / "docs" / "glossary.md").read_text()
+    terms = re.findall(r"^\*\*(.+?)\*\*", text, flags=re.MULTILINE)
+    letters = [re.sub(r"[^a-z0-9 ]", "", term.lower()) for term in terms]
+    assert letters == sorted(letters), "docs/glossary.md: keep the entries in alphabetical order"
+    for needed in ("IQM", "Probability of improvement", "Detectable effect", "Power", "Paired bootstrap", "Spearman",
+                   "Student-t interval", "Sign-flip test"):  # fmt: skip
+        assert any(term.startswith(needed) for term in terms), needed

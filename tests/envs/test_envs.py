@@ -152,3 +152,29 @@ def test_every_built_in_environment_is_made_from_its_module():
         importlib.import_module(f"course_lib.envs.{module}")
         assert name in envs._REGISTRY, f"course_lib.envs.{module} does not register {name!r}"
     assert set(_BUILT_IN) <= set(envs.names())
+
+
+# The demonstrators beside their environments (`demonstrator_episodes`) --------------------------------------
+def _demonstrated(name: str, count: int, seed: int):
+    from course_lib.envs import arithmetic, key_door, two_hop_qa
+
+    if name == "tool_arithmetic":
+        return arithmetic.demonstrator_episodes(count, seed, tool_share=0.5, direct_correct=0.5)
+    if name == "key_door":
+        return key_door.demonstrator_episodes(list(range(count)), seed, 6, 30, 0.1, "</action>")
+    return two_hop_qa.demonstrator_episodes(two_hop_qa.TwoHopQAEnv("train"), list(range(count)), seed, 0.5)
+
+
+@pytest.mark.parametrize("name", ["tool_arithmetic", "key_door", "two_hop_qa"])
+def test_a_demonstrator_plays_whole_deterministic_episodes_as_chat_messages(name):
+    episodes = _demonstrated(name, 12, 3)
+    assert episodes == _demonstrated(name, 12, 3) and episodes != _demonstrated(name, 12, 4)
+    for episode in episodes:
+        roles = [role for role, _ in episode]
+        assert roles[0] == "user" and "assistant" in roles and set(roles) <= {"user", "assistant", "tool"}
+        assert all(content for _, content in episode)
+    # the last action ends the episode: an answer (tool tasks) or the grid's final observation after an action
+    ends = [episode[-1] if name != "key_door" else episode[-2] for episode in episodes]
+    assert all(role == "assistant" for role, _ in ends)
+    if name != "key_door":
+        assert all(content.startswith("<answer>") for _, content in ends)
