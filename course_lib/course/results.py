@@ -387,7 +387,11 @@ def claims_table(
         spread = "not recorded"
         if values:
             low, high = min(values.values()), max(values.values())
-            spread = f"{format_number(low)} to {format_number(high)} ({_seed_list(list(values))})"
+            seeds_text = _seed_list(list(values))
+            if low == high:  # a pooled statistic, or a count every seed agrees on: one number, not a range
+                spread = f"{format_number(low)} on every seed ({seeds_text})"
+            else:
+                spread = f"{format_number(low)} to {format_number(high)} ({seeds_text})"
         this_run = format_number(numbers[spec.value]) if spec.value in numbers else "not measured"
         verdict = spec.evaluate(numbers, spec.id not in unmeasured).status  # `unmeasured`: arms not run live
         cells = (spec.id, spec.label, spec.paper, f"{spec.statement} [`{spec.value}`]", this_run, spread, verdict)
