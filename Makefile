@@ -3,13 +3,14 @@
 #   make test     install what is missing, run the unit tests and pytest --nbval on the notebooks
 #   make test-fast  the unit tests without the slow ones (under 5 minutes)
 #   make exercises  check your implementations in exercises/ (fails until you fill in the stubs)
+#   make quick    chapter 00 executed headless into build/quick/: a check that the install works
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU build of torch; on a machine with a GPU, override: make course TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: course test test-fast lab install exercises models
+.PHONY: course test test-fast lab install exercises models quick
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +43,10 @@ exercises: $(VENV)/.installed
 
 lab: $(VENV)/.installed models
 	$(VENV)/bin/jupyter lab notebooks/
+
+# Chapter 00 only, executed headless (cpu preset) into build/quick/ with its HTML page: a check that the install works.
+quick: $(VENV)/.installed
+	COURSE_SCALE=cpu $(PY) -m course_lib.course.notebooks run --out build/quick notebooks/00_tool_agent_grpo.ipynb
 
 # verl integration (course_lib.integrations.verl) in its own venv: verl 0.9.1 pins transformers<5.11 and
 # tensordict<=0.10, older than the main venv's. CPU only: verl's classes import and its agent loop runs against a

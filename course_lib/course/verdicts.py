@@ -23,7 +23,7 @@ restated) count toward its verdicts; a designed setting (`claims.Setting`, `cour
 file by the same rule. A record from a tree with uncommitted changes is flagged on its claim's line.
 
     python -m course_lib.course.verdicts            # print every chapter's verdicts and the totals
-    python -m course_lib.course.verdicts --write    # regenerate docs/claims.md's tables and the README's claims column
+    python -m course_lib.course.verdicts --write    # regenerate docs/claims.md's tables, the README's findings cells
     python -m course_lib.course.verdicts --check    # exit 1 if either has drifted from results/ (a test does this)
 """
 
@@ -433,29 +433,43 @@ def claims_doc(text: str) -> str:
 TOTAL_START, TOTAL_END = "<!-- verdicts: total -->", "<!-- /verdicts -->"
 
 
+FINDINGS_COLUMN = "findings reproduced"
+"""The header of the README chapter map's column that `readme_claims` writes."""
+
+
+def findings_cell(verdicts: Sequence[CourseVerdict]) -> str:
+    """The README chapter map's short cell: `2 of 2`, `0 of 5 (1 undecided)`, or for a chapter that tests no finding
+    `none tested (mechanism checks 5 of 5 hold)`; `docs/claims.md`'s tally line gives the ids."""
+    findings = [v for v in verdicts if v.kind == "finding"]
+    if findings:
+        undecided = sum(not v.decided for v in findings)
+        return f"{sum(v.holds for v in findings)} of {len(findings)}" + (
+            f" ({undecided} undecided)" if undecided else ""
+        )
+    mechanisms = [v for v in verdicts if v.kind == "mechanism"]
+    return f"none tested (mechanism checks {sum(v.holds for v in mechanisms)} of {len(mechanisms)} hold)"
+
+
 def readme_claims(text: str) -> str:
-    """The README with its chapter map's last column (claims) and the course total regenerated from `results/`."""
+    """The README with its chapter map's findings column (`FINDINGS_COLUMN`, found by its header) and the course
+    total regenerated from `results/`."""
+    from course_lib.course.study_time import fill_column
+
     totals = {"finding": [0, 0, 0], "mechanism": [0, 0, 0]}
-    out = []
-    for line in text.split("\n"):
-        row = re.match(r"\| (\d\d) \|", line)
-        if row and (ROOT / "results" / f"ch{row.group(1)}.json").exists():
-            chapter = f"ch{row.group(1)}"
-            verdicts = chapter_verdicts(chapter)
-            for v in verdicts:
-                if v.kind in totals:
-                    totals[v.kind][0] += v.holds
-                    totals[v.kind][1] += 1
-                    totals[v.kind][2] += v.kind == "finding" and not v.decided
-            cells = _row_cells(line)
-            extra = {spec.id for setting in settings(chapter) for spec in setting.claims}
-            main = [v for v in verdicts if v.id not in extra]
-            ids = main[0].id if len(main) == 1 else f"{main[0].id}-{main[-1].id}"
-            ids += "".join(f", {v.id}" for v in verdicts if v.id in extra)
-            cells[-1] = f"{ids}: {tally(verdicts)}"
-            line = "| " + " | ".join(cells) + " |"
-        out.append(line)
-    text = "\n".join(out)
+
+    def cell(row: dict[str, str]) -> str | None:
+        chapter = f"ch{row.get('#', '')}"
+        if not (ROOT / "results" / f"{chapter}.json").exists():
+            return None
+        verdicts = chapter_verdicts(chapter)
+        for v in verdicts:
+            if v.kind in totals:
+                totals[v.kind][0] += v.holds
+                totals[v.kind][1] += 1
+                totals[v.kind][2] += v.kind == "finding" and not v.decided
+        return findings_cell(verdicts)
+
+    text = fill_column(text, FINDINGS_COLUMN, cell)
     findings, mechanisms = totals["finding"], totals["mechanism"]
     undecided = f" ({findings[2]} undecided on fewer than {MIN_SEEDS} seeds)" if findings[2] else ""
     total = (
@@ -482,7 +496,9 @@ def drift() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Course-level verdicts of every claim, from results/.")
-    parser.add_argument("--write", action="store_true", help="regenerate docs/claims.md and the README's claims column")
+    parser.add_argument(
+        "--write", action="store_true", help="regenerate docs/claims.md and the README's findings column"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/claims.md or the README has drifted")
     args = parser.parse_args(argv)
     if args.write:

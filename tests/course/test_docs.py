@@ -128,27 +128,22 @@ def test_claims_cell_ids_are_unique(path: Path):
     assert len(ids) == len(set(ids)), f"duplicate claim ids in the committed claims output: {ids}"
 
 
-def expand_range(text: str) -> set[str]:
-    """`C1.1-C1.3` -> {C1.1, C1.2, C1.3}; a single id -> itself."""
-    match = re.fullmatch(r"C(\d+)\.(\d+)-C(\d+)\.(\d+)", text)
-    if match is None:
-        return {text}
-    chapter, first, chapter_end, last = map(int, match.groups())
-    assert chapter == chapter_end, text
-    return {f"C{chapter}.{k}" for k in range(first, last + 1)}
+def readme_findings() -> dict[int, str]:
+    """Chapter -> the README chapter map's "findings reproduced" cell (`2 of 2`, `none tested (...)`)."""
+    from course_lib.course import study_time, verdicts
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = [row for table in study_time.tables(text) for row in table if verdicts.FINDINGS_COLUMN in row]
+    return {int(row["#"]): row[verdicts.FINDINGS_COLUMN] for row in rows}
 
 
-def readme_claim_ids() -> dict[int, set[str]]:
-    """Chapter -> the ids the README chapter map's claims column names (ranges expanded)."""
-    out = {}
-    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 3 or not cells[0].isdigit():
-            continue
-        column = cells[-1]
-        ranges = re.findall(r"C\d+\.\d+(?:-C\d+\.\d+)?", column.split("(")[0])
-        out[int(cells[0])] = set().union(*(expand_range(r) for r in ranges)) if ranges else set()
-    return out
+def docs_tallies() -> dict[int, tuple[int, int]]:
+    """Chapter -> (findings reproduced, findings tested): the tally line under each chapter's heading in
+    docs/claims.md."""
+    text = (ROOT / "docs" / "claims.md").read_text(encoding="utf-8")
+    tally = r"^## (\d\d) (?:(?!^## ).)*?^\*\*Tally:\*\* findings reproduced (\d+) of (\d+)"
+    found = re.findall(tally, text, flags=re.M | re.S)
+    return {int(chapter): (int(held), int(tested)) for chapter, held, tested in found}
 
 
 def docs_claim_ids() -> dict[int, set[str]]:
@@ -161,21 +156,82 @@ def docs_claim_ids() -> dict[int, set[str]]:
     return out
 
 
-def test_readme_claims_column_matches_docs():
-    """For every chapter (`results.MODULES`) the README's claims column and docs/claims.md name the same ids, and
-    the ids the chapter modules declare are the same again."""
+def test_readme_findings_column_matches_docs():
+    """For every chapter (`results.MODULES`): the README's "findings reproduced" count is docs/claims.md's tally
+    (reproduced of tested), the number tested is the number of findings the chapter declares, and docs/claims.md
+    lists exactly the ids the chapter modules declare (the ids live there, not in the README)."""
     import importlib
 
     from course_lib.course import verdicts
     from course_lib.course.results import MODULES
 
-    readme, docs = readme_claim_ids(), docs_claim_ids()
+    readme, tallies, docs = readme_findings(), docs_tallies(), docs_claim_ids()
+    assert set(readme) == set(tallies) == set(docs) == {int(key[2:]) for key in MODULES}, "every chapter, everywhere"
     for key, name in MODULES.items():
         module, chapter = importlib.import_module(f"course_lib.chapters.{name}"), int(key[2:])
         specs = (*module.CLAIMS, *(spec for setting in verdicts.settings(key) for spec in setting.claims))
         declared = {re.sub(r"[a-z]$", "", spec.id) for spec in specs}  # a designed setting's ids too (C0.5d)
-        assert readme[chapter] == docs[chapter] == declared, (chapter, readme[chapter], docs[chapter], declared)
-    assert set(docs) == {int(key[2:]) for key in MODULES}, "docs/claims.md covers every chapter"
+        assert docs[chapter] == declared, (chapter, docs[chapter], declared)
+        held, tested = tallies[chapter]
+        assert tested == sum(spec.kind == "finding" for spec in specs), (chapter, tested)
+        cell = readme[chapter]
+        if tested:
+            assert re.fullmatch(rf"{held} of {tested}( \(\d+ undecided\))?", cell), (chapter, cell, tallies[chapter])
+        else:
+            assert cell.startswith("none tested"), (chapter, cell)
+
+
+def test_readme_findings_cell_reads_the_verdicts():
+    """The README's cell, on verdicts made up for the purpose."""
+    from types import SimpleNamespace
+
+    from course_lib.course import verdicts
+
+    def verdict(kind, holds, decided=True):
+        return SimpleNamespace(kind=kind, holds=holds, decided=decided)
+
+    mixed = [verdict("finding", True), verdict("finding", False), verdict("design", True)]
+    assert verdicts.findings_cell(mixed) == "1 of 2"
+    assert verdicts.findings_cell([verdict("finding", False, decided=False)]) == "0 of 1 (1 undecided)"
+    assert verdicts.findings_cell([verdict("mechanism", True), verdict("mechanism", True)]) == (
+        "none tested (mechanism checks 2 of 2 hold)"
+    )
+
+
+# The start page --------------------------------------------------------------------------------------------------
+README_WORDS = 1200
+JARGON = re.compile(r"\b(findings?|mechanisms?|induc\w*|bootstrap|power)\b", re.I)
+
+
+def words(text: str) -> int:
+    """Words as a reader sees them: HTML comments and link targets (URLs, paths) are not counted, tables and code
+    are."""
+    text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
+    return len(re.sub(r"\]\([^)]*\)", "]", text).split())
+
+
+def test_the_readme_is_a_start_page():
+    """At most `README_WORDS` words; its first screen says where to start (`make lab`, then chapter 00); no course
+    jargon before the first chapter link; the chapter map keeps its `#chapters` anchor, which every notebook links."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert words(text) <= README_WORDS, f"README.md has {words(text)} words: move detail to docs/"
+    first_screen = "\n".join(text.splitlines()[:25])
+    assert "Start here" in first_screen and "make lab" in first_screen, "the first 25 lines say where to start"
+    assert "](notebooks/00_" in first_screen, "the first 25 lines link chapter 00"
+    before = text[: text.index("](notebooks/")]
+    assert not JARGON.search(before), f"jargon before the first chapter: {JARGON.findall(before)}"
+    assert "\n## Chapters\n" in text
+
+
+def test_words_ignores_comments_and_link_targets():
+    assert words("See [the page](docs/a.md) <!-- hidden words --> and `make lab`.") == 6
+
+
+def test_the_docs_index_lists_every_page():
+    """docs/README.md links every page of docs/ (its own subfolders aside)."""
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    linked = set(LINK.findall(index))
+    assert {path.name for path in DOCS if path.name != "README.md"} <= linked
 
 
 # Parameter counts quoted in prose: "511,616 parameters", "0.7M-parameter", "1.0M parameters", "500K parameters".

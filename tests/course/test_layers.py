@@ -70,14 +70,12 @@ def test_the_docstring_names_every_layer_in_order():
     assert positions == sorted(positions), "course_lib's docstring lists the layers in this test's order"
 
 
-def test_the_readme_and_the_docstring_name_the_same_top_level_modules():
-    """The README's library section and the package docstring list the same modules and packages: every top-level
-    name of the package."""
+def test_the_library_page_and_the_docstring_name_the_same_top_level_modules():
+    """The library's page (docs/library.md, linked from the README) and the package docstring list the same modules
+    and packages: every top-level name of the package."""
     import re
 
-    readme = (ROOT.parent / "README.md").read_text()
-    section = readme[readme.index("## The library") :]
-    section = section[: section.index("\n## ", 4)]
+    section = (ROOT.parent / "docs" / "library.md").read_text()
 
     def named(text: str) -> set[str]:
         return {name for name in re.findall(r"`([a-z_]+)`", text) if name in LAYER}
