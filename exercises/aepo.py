@@ -20,23 +20,12 @@ def balanced_clip(
 ) -> torch.Tensor:
     """Per-token losses of AEPO's entropy-balanced clipped surrogate, with verl's dual clip.
 
-    Dong et al. 2025, "Agentic Entropy-Balanced Policy Optimization" (arXiv 2510.14545). PPO's clip gives a
-    positive-advantage token whose ratio r = exp(logprobs - old_logprobs) has passed 1 + clip_high no gradient at
-    all, and those are often the high-entropy tokens where the policy explores. AEPO replaces the upper bound by
-
-        (1 + clip_high) * r / sg(r)          (sg = stop-gradient, `.detach()`)
-
-    whose value is 1 + clip_high and whose gradient is (1 + clip_high) * grad log pi. Then, per token,
-
-        clipped = (1 + clip_high) r / sg(r)   if r > 1 + clip_high
-                  1 - clip_low               if r < 1 - clip_low
-                  r                          otherwise
-        loss    = max(-A r, -A clipped)
-        loss    = min(loss, -A * dual_clip)  where A < 0     (verl's dual clip: a bounded loss, no gradient)
-
-    Per region (g = grad log pi): A > 0 and r > 1 + clip_high: value -A (1 + clip_high), gradient
-    -A (1 + clip_high) g (PPO: 0); A < 0 and r < 1 - clip_low: value -A (1 - clip_low), gradient 0; A < 0 and
-    r > dual_clip: value -A * dual_clip, gradient 0; elsewhere value -A r, gradient -A r g.
+    Dong et al. 2025, "Agentic Entropy-Balanced Policy Optimization" (arXiv 2510.14545), Eq. 10: PPO's clipped
+    surrogate whose upper bound is a stop-gradient expression with the value 1 + clip_high and the gradient
+    (1 + clip_high) grad log pi, so that a positive-advantage token whose ratio r = pi / pi_old has passed
+    1 + clip_high keeps a bounded gradient instead of none (often the high-entropy tokens where the policy
+    explores). The lower clip stays hard, and verl's dual clip caps a negative-advantage token's loss. Notebook 11's
+    section 1 writes it and tabulates six tokens, one per region.
 
     Args:
         logprobs: `[B, T]` log pi of the sampled tokens under the policy being trained (requires grad).
@@ -47,5 +36,12 @@ def balanced_clip(
 
     Returns:
         `[B, T]` per-token losses connected to `logprobs` (the caller masks and averages them).
+
+    Contract, per token (g = grad log pi of the token):
+        - A > 0 and r > 1 + clip_high: value -A (1 + clip_high), gradient -A (1 + clip_high) g (PPO's: 0);
+        - A < 0 and r < 1 - clip_low: value -A (1 - clip_low), gradient 0;
+        - A < 0 and r > dual_clip: value -A * dual_clip, gradient 0;
+        - everywhere else: value -A r, gradient -A r g, as PPO's;
+        - every value equals the hard clip's: only that one gradient differs.
     """
     raise NotImplementedError("aepo.balanced_clip: implement me (see the docstring)")

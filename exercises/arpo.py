@@ -17,31 +17,29 @@ def branch_decision(
     alpha: float = 0.5,
     beta: float = 0.2,
 ) -> tuple[float, bool]:
-    """Whether a rollout forks after a tool call: more uncertainty than at the start, more branching.
+    """Whether a rollout forks after a tool call: ARPO's branch probability and one seeded draw.
 
-    Dong et al. 2025, "Agentic Reinforced Policy Optimization" (arXiv 2507.19849), entropy-based adaptive rollout:
-    with H_initial the policy's normalised token entropy at the start of the answer and H_t the one on the tokens
-    right after a tool response (both in [0, 1]),
-
-        dH_t = H_t - H_initial
-        P_t  = clip(alpha + beta * dH_t, 0, 1)
-
-    and the rollout branches with probability P_t: draw u ~ Uniform[0, 1) from `generator` and branch iff u < P_t.
-    (The released code branches iff clip(u - beta * dH, 0, 1) <= alpha, which for alpha < 1 is the same event.)
+    Dong et al. 2025, "Agentic Reinforced Policy Optimization" (arXiv 2507.19849), its entropy-based adaptive
+    rollout: the probability of branching after a tool response rises with the change of the policy's normalised
+    entropy, from H_initial (the first tokens of the answer) to H_t (the first tokens after the tool response),
+    with intercept `alpha` and slope `beta`, clipped to [0, 1]. Notebook 08's section 1 writes the equation.
 
     Args:
         entropy_after: H_t, the normalised entropy after the tool call, in [0, 1].
         initial_entropy: H_initial, in [0, 1].
-        generator: a seeded `torch.Generator`; draw the uniform with `torch.rand((), generator=generator)` so that
-            a seeded sampler is reproducible (not Python's `random`, not torch's global generator).
+        generator: a seeded `torch.Generator`, the only source of randomness (not Python's `random`, not torch's
+            global generator), so that a seeded sampler is reproducible.
         alpha: the branch probability when the entropy did not change (the released script's 0.5).
         beta: how much an entropy change tilts it (the released script's 0.2).
 
     Returns:
-        `(probability, branch)`: P_t as a float and the decision as a bool.
+        `(probability, branch)`: P_t as a float in [0, 1] and the decision as a bool.
 
-    Edge cases:
-        - P_t is clipped to [0, 1]: at P_t = 0 it never branches, at P_t = 1 always;
-        - draw exactly one uniform per call, whatever P_t, so that later decisions do not depend on earlier values.
+    Contract:
+        - more uncertainty after the tool call than at the start means a higher probability;
+        - the decision is "branch iff u < P_t" for one uniform u = `torch.rand((), generator=generator)`, so at
+          P_t = 0 it never branches and at P_t = 1 always;
+        - exactly one uniform is drawn per call, whatever P_t, so that later decisions do not depend on earlier
+          probabilities.
     """
     raise NotImplementedError("arpo.branch_decision: implement me (see the docstring)")

@@ -17,8 +17,9 @@ import torch
 def starpo_s(rewards: torch.Tensor, group_ids: torch.Tensor, keep_fraction: float = 0.25) -> torch.Tensor:
     """StarPO-S's filter: keep the groups whose rewards vary most.
 
-    RAGEN (Wang et al. 2025, arXiv 2504.20073), StarPO-S: rank the G groups of the batch by their reward std,
-    largest first, and keep the top `int(keep_fraction * G)` of them (0.25 in the released configuration).
+    RAGEN (Wang et al. 2025, arXiv 2504.20073), StarPO-S's trajectory filtering: rank the G groups of the batch by
+    the std of their rewards and keep the top `int(keep_fraction * G)` of them, whole (0.25 in the released
+    configuration). Notebook 09's section 1 shows it on four groups.
 
     Args:
         rewards: `[B]` float, one episode reward per row.
@@ -28,11 +29,12 @@ def starpo_s(rewards: torch.Tensor, group_ids: torch.Tensor, keep_fraction: floa
     Returns:
         `[B]` bool mask, True on every row of a kept group.
 
-    Edge cases:
+    Contract:
+        - a group's score is the unbiased std of its rewards, as `torch.std`; a group of one scores 0 (not NaN);
+        - the groups with the largest scores are kept;
         - `int()` rounds down: 0.1 of 8 groups keeps no group; `keep_fraction` 1 keeps every row;
-        - a group of one row has std 0 (not NaN);
-        - groups with equal std are ranked in the order they first appear in the batch (a stable sort), so the
-          filter is deterministic.
+        - groups with equal scores are ranked in the order they first appear in the batch, so the filter is
+          deterministic.
     """
     raise NotImplementedError("filters.starpo_s: implement me (see the docstring)")
 
@@ -40,9 +42,10 @@ def starpo_s(rewards: torch.Tensor, group_ids: torch.Tensor, keep_fraction: floa
 def snr(rewards: torch.Tensor, group_ids: torch.Tensor, top_p: float = 0.9, eps: float = 0.01) -> torch.Tensor:
     """RAGEN-2's SNR-aware filter (linear mode): keep the fewest high-spread groups that hold a share of the spread.
 
-    RAGEN-2 (arXiv 2604.06268), `RewardRolloutFilter` in linear mode without zero-std groups: drop the groups whose
-    std is 0, sort the rest by std, largest first, and keep the shortest prefix whose summed std reaches
-    `top_p * total - eps`, where total is the sum of every remaining group's std.
+    RAGEN-2 (arXiv 2604.06268), its top-p reward-variance filter as the released `RewardRolloutFilter` runs it in
+    linear mode without zero-std groups: the kept groups are the shortest run of the largest-std groups whose
+    summed std reaches `top_p * total - eps`, total being the summed std of every group with a non-zero std.
+    Notebook 10's section 1 writes it in pseudocode and shows it on four groups.
 
     Args:
         rewards: `[B]` float, one episode reward per row.
@@ -53,7 +56,8 @@ def snr(rewards: torch.Tensor, group_ids: torch.Tensor, top_p: float = 0.9, eps:
     Returns:
         `[B]` bool mask, True on every row of a kept group.
 
-    Edge cases:
+    Contract:
+        - a group's std is the unbiased std of its rewards, as in `starpo_s`;
         - zero-std groups are never kept; if every group has std 0, nothing is kept (the training step is skipped);
         - because of eps, at `top_p` 1 a tail of groups whose stds add up to less than eps is dropped (stds 0.7 and
           0.003 keep only the first);

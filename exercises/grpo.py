@@ -14,29 +14,27 @@ def group_advantages(
 ) -> torch.Tensor:
     """GRPO's advantage of each response relative to the other responses to the same prompt.
 
-    DeepSeekMath (Shao et al. 2024, arXiv 2402.03300), section 4.1.2, outcome supervision: for the G responses of
-    one group with rewards r_1..r_G,
-
-        A_i = (r_i - mean(r)) / (std(r) + eps)
-
-    where std is the unbiased (n - 1) standard deviation, as `torch.std` computes it. Dr. GRPO (arXiv 2503.20783)
-    drops the division: with `scale_by_std=False`, A_i = r_i - mean(r).
+    DeepSeekMath (Shao et al. 2024, arXiv 2402.03300), section 4.1.2, outcome supervision: each response's reward
+    normalised by the mean and the standard deviation of its group's rewards (notebook 00's section 1 writes the
+    equation). With `scale_by_std=False` it is Dr. GRPO's advantage (Liu et al. 2025, arXiv 2503.20783): the reward
+    minus the group mean, not divided.
 
     Args:
         rewards: `[N]` float, one reward per response.
         group_ids: `[N]` integers; responses with the same id answer the same prompt. The rows of a group need not
             be adjacent (ids `[0, 1, 0, 1]` are two groups of two).
         scale_by_std: divide by the group's std (GRPO) or not (Dr. GRPO).
-        eps: added to the std so that the division is safe.
+        eps: added to the std in the denominator, `std + eps`.
 
     Returns:
         `[N]` float advantages, in the order of `rewards`.
 
-    Edge cases:
-        - a group of one response has no baseline to compare with: its advantage is 0 (`torch.std` of one value
-          is NaN, so test for it before dividing);
-        - a group whose rewards are all equal carries no signal: its advantages are exactly 0 (do not divide
-          rounding noise of the mean by eps: test for equal values).
+    Contract:
+        - the std is the unbiased (n - 1) standard deviation, as `torch.std` computes it;
+        - each group is normalised on its own, never against the whole batch;
+        - a group of one response has no baseline: its advantage is exactly 0;
+        - a group whose rewards are all equal carries no signal: its advantages are exactly 0 (not rounding noise
+          divided by eps).
     """
     raise NotImplementedError("grpo.group_advantages: implement me (see the docstring)")
 
@@ -49,17 +47,14 @@ def clipped_surrogate_loss(
     clip_low: float = 0.2,
     clip_high: float = 0.2,
 ) -> torch.Tensor:
-    """PPO's clipped surrogate as GRPO uses it, averaged over the response tokens of the whole batch.
+    """PPO's clipped surrogate as GRPO uses it: a loss averaged over every response token of the batch.
 
-    With the token ratio rho_t = pi(a_t | s_t) / pi_old(a_t | s_t) = exp(logprobs_t - old_logprobs_t) and every
-    token of response b getting its response's advantage A_b (PPO, arXiv 1707.06347, Eq. 7; GRPO Eq. 3):
-
-        L = - sum_{b,t} mask_bt * min(rho_bt A_b, clip(rho_bt, 1 - clip_low, 1 + clip_high) A_b) / sum_{b,t} mask_bt
-
-    The `min` is the pessimistic bound: for A > 0 the ratio earns nothing above 1 + clip_high, for A < 0 nothing
-    below 1 - clip_low. clip_high > clip_low is DAPO's "clip-higher" (arXiv 2503.14476). The average is a
-    token-mean (DAPO): over every response token of the batch at once, so a long response weighs more than a short
-    one (the original GRPO averaged each sequence first).
+    The clipped surrogate objective L^CLIP of PPO (Schulman et al. 2017, arXiv 1707.06347, Eq. 7), in GRPO's
+    per-token form (arXiv 2402.03300, Eq. 3) without its KL term, negated so that it is minimised, with two of
+    DAPO's choices (arXiv 2503.14476): decoupled clip bounds ("Clip-Higher") and the token-level mean over every
+    response token of the batch ("Token-Level Policy Gradient Loss"), so a long response weighs more than a short
+    one. Notebook 00's section 1 writes the loss. Every token of response b carries its response's advantage A_b;
+    the token ratio is pi / pi_old, from the two log-probabilities.
 
     Args:
         logprobs: `[B, T]` log pi(a_t | s_t) under the policy being trained (requires grad).
@@ -67,12 +62,15 @@ def clipped_surrogate_loss(
         advantages: `[B]`, one per response, broadcast over its tokens.
         loss_mask: `[B, T]`, 1 on the response tokens the policy generated, 0 on the prompt, on environment
             tokens and on padding.
-        clip_low, clip_high: the clip range [1 - clip_low, 1 + clip_high].
+        clip_low, clip_high: the ratio's clip range is [1 - clip_low, 1 + clip_high].
 
     Returns:
-        A scalar tensor connected to `logprobs` (no `.item()`): training calls `.backward()` on it.
+        A scalar tensor connected to `logprobs` (not a Python number): training calls `.backward()` on it.
 
-    Edge cases:
-        - a mask with no token at all gives 0 (divide by max(count, 1)), not NaN.
+    Contract:
+        - PPO's pessimistic bound: for A > 0 a ratio above 1 + clip_high earns nothing more, for A < 0 a ratio
+          below 1 - clip_low earns nothing more;
+        - tokens with mask 0 count neither in the sum nor in the number of tokens it is divided by;
+        - a mask with no token at all gives 0, not NaN.
     """
     raise NotImplementedError("grpo.clipped_surrogate_loss: implement me (see the docstring)")

@@ -19,14 +19,10 @@ def gae(
 ) -> torch.Tensor:
     """Advantages of generalised advantage estimation along one sequence of steps that may span several episodes.
 
-    Schulman et al. 2016 (arXiv 1506.02438), Eqs. 16-18: from the critic's values V,
-
-        delta_t = r_t + gamma * V_{t+1} * (1 - done_t) - V_t              (the TD error)
-        A_t     = delta_t + gamma * lam * (1 - done_t) * A_{t+1}          (computed backwards, A_T = 0)
-
-    with V_T = `last_value`, the value of the state after the last step. `done_t = 1` means the episode ended
-    with step t: there is no next state to bootstrap from, and the next step's advantage belongs to another
-    episode, so both terms are cut. lam = 0 gives the one-step TD error; lam = 1 the discounted return minus V_t.
+    Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized Advantage Estimation"
+    (arXiv 1506.02438), Eq. 16, the GAE(gamma, lambda) advantage from the critic's values, with its special cases
+    lambda = 0 (the one-step TD error, Eq. 17) and lambda = 1 (the discounted return minus V(s_t), Eq. 18),
+    applied to each episode of the sequence on its own. Notebook 09's section 1 shows the case StarPO-PPO uses.
 
     Args:
         rewards: `[T]` float, the reward of each step.
@@ -40,8 +36,10 @@ def gae(
     Returns:
         `[T]` advantages, in the dtype of `rewards` (the critic's targets are then A_t + V_t).
 
-    Edge cases:
-        - `dones[-1] == 1`: `last_value` is ignored (a finished episode has no next state);
-        - a done in the middle: the recursion restarts there, as if the sequences were separate.
+    Contract:
+        - `done_t = 1` means there is no next state after step t: nothing is bootstrapped across it, and no
+          advantage of the next episode flows back into this one;
+        - `dones[-1] == 1`: `last_value` is ignored;
+        - a done in the middle splits the sequence: the result equals GAE on each episode separately.
     """
     raise NotImplementedError("ppo.gae: implement me (see the docstring)")

@@ -3,6 +3,7 @@
     python -m course_lib.course.notebooks run --out build      # executed copies + HTML index under build/
     python -m course_lib.course.notebooks refresh              # re-execute in place: the committed outputs
     python -m course_lib.course.notebooks minutes .ci-junit.xml [--write]   # each notebook's minutes in CI's nbval run
+    python -m course_lib.course.notebooks student-edition --out DIR   # the edition without answers (student_edition)
     python -m course_lib.course.notebooks minutes --sync       # README and title-cell minutes from the record
 
 `refresh` is the only way committed outputs are produced: it forces the cpu preset, executes each
@@ -294,17 +295,17 @@ def time_sentence(minutes: float) -> str:
     return f"**Time.** The cells run in {minutes:.1f} {unit} on 2 CPU cores (CI's nbval run, `results/minutes.json`)."
 
 
+MINUTES_COLUMN = "CPU minutes"
+"""The header of the README chapter map's column that `readme_minutes` writes."""
+
+
 def readme_minutes(text: str, minutes: dict[str, float]) -> str:
-    """The README's chapter map with its CPU-minutes column (the fifth) from `minutes`."""
-    out = []
-    for line in text.split("\n"):
-        row = re.match(r"\| (\d\d) \|", line)
-        if row and row.group(1) in minutes:
-            cells = line.split(" | ")
-            cells[4] = f"{minutes[row.group(1)]:.1f}"
-            line = " | ".join(cells)
-        out.append(line)
-    return "\n".join(out)
+    """The README's chapter map with its CPU-minutes column (`MINUTES_COLUMN`, found by its header) from `minutes`."""
+    from course_lib.course.study_time import fill_column
+
+    return fill_column(
+        text, MINUTES_COLUMN, lambda row: f"{minutes[row['#']]:.1f}" if row.get("#") in minutes else None
+    )
 
 
 def sync_minutes() -> list[str]:
@@ -343,7 +344,16 @@ def main(argv: list[str] | None = None) -> int:
     minutes_parser.add_argument(
         "--add", action="store_true", help="record only the notebooks results/minutes.json does not hold yet"
     )
+    edition_parser = sub.add_parser(
+        "student-edition", help="notebooks and exercises without solutions, expected outcomes and answers"
+    )
+    edition_parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.command == "student-edition":
+        from course_lib.course import student_edition
+
+        student_edition.main(["--out", str(args.out)])
+        return 0
     if args.command == "minutes":
         if args.sync:
             for name in sync_minutes():

@@ -277,6 +277,59 @@ def gae_variant(**kwargs):
     return fn
 
 
+def update_by_hand(
+    model,
+    rows,
+    pad_id,
+    config,
+    optimizer,
+    temperature=1.0,
+    *,
+    baseline="group",
+    zero_grad=True,
+    old="recorded",
+    clip=True,
+    mask="loss",
+):
+    """A student's GRPO update written from the library's parts; the keywords plant one mistake each."""
+    from course_lib.algos.grpo import clipped_surrogate_loss, group_advantages
+    from course_lib.engine.rollout import collate
+    from course_lib.models import token_logprobs
+
+    batch = collate(rows, pad_id)
+    groups = batch.group_ids if baseline == "group" else torch.zeros_like(batch.group_ids)
+    advantages = group_advantages(batch.rewards, groups, config.scale_by_std)
+    loss_mask = batch.loss_mask if mask == "loss" else batch.attention_mask.float()
+    model.train()
+    for _ in range(config.updates_per_batch):
+        if zero_grad:
+            optimizer.zero_grad()
+        logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, temperature)
+        old_logprobs = batch.old_logprobs if old == "recorded" else logprobs.detach()
+        loss, _ = clipped_surrogate_loss(
+            logprobs, old_logprobs, advantages, loss_mask, config.clip_low, config.clip_high
+        )
+        loss.backward()
+        if clip:  # True: the config's bound; a number: that bound, hard-coded
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm if clip is True else clip)
+        optimizer.step()
+    model.eval()
+    return loss.item()
+
+
+def update_variant(**mistake):
+    def fn(model, rows, pad_id, config, optimizer, temperature=1.0):
+        return update_by_hand(model, rows, pad_id, config, optimizer, temperature, **mistake)
+
+    return fn
+
+
+def test_a_hand_written_update_passes_the_loop_checks():
+    """The loop exercise's checks accept an update written by hand from the library's parts, not only the library's
+    own `policy_iteration`."""
+    assert first_failure("loop.grpo_update", update_variant()) == (len(cases("loop.grpo_update")), None)
+
+
 MUTANTS = [  # exercise, mutant, the check that must catch it, words of its message
     ("grpo.group_advantages", grpo_population_std, "one group by hand", "unbiased (n - 1) std"),
     (
@@ -345,6 +398,12 @@ MUTANTS = [  # exercise, mutant, the check that must catch it, words of its mess
     ("aepo.balanced_clip", aepo_hard_clip, "gradients per region", "the gradient is KEPT"),
     ("aepo.balanced_clip", aepo_without_dual_clip, "values per region", "capped at -A * dual_clip"),
     ("aepo.balanced_clip", aepo_soft_lower_clip, "gradients per region", "the lower clip stays hard"),
+    ("loop.grpo_update", update_variant(baseline="batch"), "one update", "against its own group"),
+    ("loop.grpo_update", update_variant(mask="attention"), "one update", "loss mask 1"),
+    ("loop.grpo_update", update_variant(zero_grad=False), "several updates", "Zero the gradients before each"),
+    ("loop.grpo_update", update_variant(old="current"), "several updates", "not the current ones"),
+    ("loop.grpo_update", update_variant(clip=False), "one update", "clip the gradient norm to config.max_grad_norm"),
+    ("loop.grpo_update", update_variant(clip=1.0), "Dr. GRPO, tight clip", "Clip the total gradient norm"),
 ]
 
 

@@ -205,6 +205,8 @@ def test_implement_it_cells_run_the_check(path):
     for index, cell in enumerate(cells):
         if cell["cell_type"] == "markdown" and IMPLEMENT.search("".join(cell["source"])):
             after = cells[index + 1]
+            if after["cell_type"] == "markdown" and "".join(after["source"]).startswith("<details><summary>Hint"):
+                after = cells[index + 2]  # the collapsed hint cell sits between the task and its check
             assert after["cell_type"] == "code" and "check(" in "".join(after["source"]), f"cell {index + 1}"
             shown = "".join("".join(o.get("text", "")) for o in after["outputs"])
             assert "pass" in shown, f"cell {index + 1} prints the checks' result"
@@ -224,6 +226,12 @@ def test_each_chapters_minutes_come_from_one_record():
     assert notebooks.readme_minutes(readme, minutes) == readme, (
         "run `python -m course_lib.course.notebooks minutes --sync`"
     )
+    from course_lib.course.study_time import tables
+
+    shown = {
+        row["#"]: row[notebooks.MINUTES_COLUMN] for t in tables(readme) for row in t if notebooks.MINUTES_COLUMN in row
+    }
+    assert shown == {chapter: f"{value:.1f}" for chapter, value in minutes.items()}, "a minutes cell per chapter"
 
 
 def test_minutes_are_read_from_a_junit_report(tmp_path, monkeypatch):
