@@ -236,12 +236,15 @@ def evaluate(model, tokenizer, config: Chapter09Config, seed: int, keep: bool = 
 
 
 def reasoning_samples(trajectories: Sequence[Trajectory], tokenizer, count: int = 4) -> list[str]:
-    """`count` first turns, each after the observation it answered (held-out maps)."""
+    """`count` held-out episodes: the first turn after the observation it answered, then the episode's last turn
+    (where a collapse shows first: late turns are the least trained and the first to loop)."""
     lines = []
     for trajectory in trajectories[:count]:
         prompt = [token for token, turn in zip(trajectory.token_ids, trajectory.turn_ids, strict=True) if turn < 0]
-        first = turn_texts(trajectory, tokenizer)[:1]
-        lines.append(f"{tokenizer.decode(prompt, skip_special_tokens=True)}  ->  {first[0] if first else '(none)'}")
+        turns = turn_texts(trajectory, tokenizer)
+        lines.append(f"{tokenizer.decode(prompt, skip_special_tokens=True)}  ->  {turns[0] if turns else '(none)'}")
+        if len(turns) > 1:
+            lines.append(f"    ... turn {len(turns)} of {len(turns)}: {turns[-1]}")
     return lines
 
 

@@ -73,7 +73,9 @@ def test_reasoning_stats_by_hand(tokenizer):
     assert stats["reasoning_tracks_state"] == pytest.approx(2 / 4)
     assert stats["first_reasoning_tracks_state"] == pytest.approx(2 / 3)
     assert stats["distinct_first_reasoning"] == pytest.approx(2 / 3)
-    assert ch09.reasoning_samples(trajectories, tokenizer, 1) == [f"you r1 c1 goal r4 c4 holes r2 c2  ->  {good}"]
+    first = f"you r1 c1 goal r4 c4 holes r2 c2  ->  {good}"
+    assert ch09.reasoning_samples(trajectories, tokenizer, 1) == [first, f"    ... turn 2 of 2: {wrong}"]
+    assert ch09.reasoning_samples(trajectories[2:], tokenizer, 1) == [first], "a one-turn episode has no later turn"
 
 
 def history(evals: dict[int, float], **keys: list[float]) -> list[dict]:
@@ -201,7 +203,8 @@ def test_a_short_run_measures_every_claim_number():
     assert results["histories"]["starpo_s"][0]["kept_rows"] == pytest.approx(0.25)
     assert len(results["histories"]["reused"]) == 2 and "clip_fraction_update_1" in results["histories"]["reused"][0]
     assert len(results["histories"]["fresh_equal"]) == 2, "one fresh batch: the reused arm's episodes"
-    assert len(results["samples"]["base"]) == 4 and len(results["samples"]["starpo"]) == 4
+    for policy in ("base", "starpo"):  # four episodes: a first-turn line each, and a last-turn line for longer ones
+        assert sum("  ->  " in line for line in results["samples"][policy]) == 4
     assert {key.split("/")[0] for key in ch09.curves(results)} == set(ch09.ARMS)
     assert {claim.id for claim in ch09.claims(results, config)} == {"C9.1", "C9.2", "C9.3", "C9.4"}
     assert len(ch09.summary_lines(results, config)) == 1 + len(results["final"]) + len(ch09.ARMS)

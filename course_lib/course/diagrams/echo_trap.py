@@ -86,9 +86,16 @@ def figure(seed: int | None = None, arm: str = "starpo") -> Figure:
                      xycoords=("data", "axes fraction"), fontsize=8, ha="right", color="C2")  # fmt: skip
     if not math.isnan(t["collapse_iteration"]):
         drop = dict(ch09.eval_curve(history))[int(t["collapse_iteration"])]
-        success.axvline(t["collapse_iteration"], color="C3", linestyle=":", label="first evaluation 5 points below")
-        success.annotate(f"{drop:.3f} at {t['collapse_iteration']:.0f}", (t["collapse_iteration"], 0.08),
-                         xycoords=("data", "axes fraction"), fontsize=8, ha="right", color="C3")  # fmt: skip
+        # Two evaluations on `eval_tasks` maps differ by chance with a standard error of sqrt(2 p (1 - p) / n): a dip
+        # inside 1.96 of them is labelled as a dip within noise, not as a collapse.
+        noise = 1.96 * math.sqrt(2 * t["peak_success"] * (1 - t["peak_success"]) / config.eval_tasks)
+        within = t["peak_success"] - drop < noise
+        label = f"first evaluation 5 points below the peak ({'a dip within noise' if within else 'beyond noise'})"
+        success.axvline(t["collapse_iteration"], color="C3", linestyle=":", label=label)
+        success.annotate(f"{drop:.3f} at {t['collapse_iteration']:.0f}: "
+                         f"{'within' if within else 'beyond'} ±{noise:.3f}, the noise of two evaluations",
+                         (t["collapse_iteration"], 0.3), xycoords=("data", "axes fraction"), fontsize=8, ha="right",
+                         color="C3")  # fmt: skip
     success.set_ylabel("held-out success", fontsize=8)
     success.set_xlabel("RL iteration")
     for ax in axes:
