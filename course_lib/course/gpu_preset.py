@@ -8,7 +8,8 @@ This is the one prepared script to run on a machine with a GPU. Each chapter run
 not take the others with it. The first chapter to load a base builds the gpu data it needs (once, into
 `data.gpu_data_dir()`); that build is part of its minutes, and the build line in its output says so. With
 `--record` each chapter writes `results/gpu/<chapter>.json` (never the cpu records). Chapters the budget leaves no
-time for are listed as not run. The README's chapter map takes its gpu minutes from these records.
+time for are listed as not run. The gpu table of `docs/running.md` is to take its minutes from these records; none
+are recorded yet.
 
 The pretrained-model mode runs the chapters on a checkpoint of your own instead of the course's bases:
 

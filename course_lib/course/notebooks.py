@@ -49,6 +49,24 @@ TIME_SENTENCE = re.compile(r"\*\*Time\.\*\* The cells run in ([\d.]+) minutes? o
 README = ROOT / "README.md"
 
 
+INSTALL_CELL = """\
+# On a hosted notebook (a JupyterHub, Colab) that has the course's repository but not its package, this installs it
+# into this kernel's environment from the repository this notebook sits in. Where it is installed, it does nothing.
+import importlib.util
+import pathlib
+import subprocess
+import sys
+
+if importlib.util.find_spec("course_lib") is None:
+    root = pathlib.Path.cwd().resolve().parent
+    if not (root / "course_lib").is_dir():
+        raise SystemExit("course_lib is not installed: clone the course and open this notebook from its notebooks/")
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "-e", str(root)])
+    sys.path.insert(0, str(root))  # importable in this kernel at once, without a restart\
+"""
+"""Every notebook's first code cell (tested): it installs the course where it is missing."""
+
+
 def kernel_config() -> Config:
     """Kernel-manager settings: encrypt the kernel's local TCP sockets (CurveZMQ) where pyzmq can, as
     ipykernel 7.3+ otherwise prints a warning about unencrypted TCP at every kernel start."""

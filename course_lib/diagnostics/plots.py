@@ -83,6 +83,45 @@ def curves_with_bands(
     return ax
 
 
+def _label_bars(ax: Axes, y_label: str, title: str | None) -> Axes:
+    """The y label, the title (if any), horizontal grid lines and the legend of a per-arm panel."""
+    ax.set_ylabel(y_label)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def paired_differences(
+    values: Mapping[str, Sequence[float]],
+    pairs: Sequence[tuple[str, str]],
+    ax: Axes,
+    y_label: str = "",
+    title: str | None = None,
+    margin: float | None = None,
+) -> Axes:
+    """For each `(arm, baseline)` of `pairs`, arm minus baseline on the same seed (`values[name][k]` is seed k's):
+    one dot per seed, the mean with its 95% t-interval (`stats.interval`), a line at 0 and, when given, the claim's
+    margin. What a paired claim is decided on, which bars from 0 hide when the seeds' spread exceeds the difference."""
+    for position, (label, baseline) in enumerate(pairs):
+        arm, base = np.asarray(values[label], dtype=float), np.asarray(values[baseline], dtype=float)
+        if arm.shape != base.shape:
+            raise ValueError(f"{label!r} has {arm.size} seeds and {baseline!r} {base.size}: a pair needs both")
+        differences = arm - base
+        mean, low, high = interval(differences, "t95")
+        ax.errorbar(position, mean, yerr=[[mean - low], [high - mean]], fmt="o", color="C0", capsize=5,
+                    label="mean, 95% t-interval" if position == 0 else None)  # fmt: skip
+        ax.scatter(np.full(differences.size, position + 0.18), differences, s=12, color="black", alpha=0.6,
+                   label="one seed" if position == 0 else None)  # fmt: skip
+    ax.axhline(0.0, color="grey", linewidth=1)
+    if margin is not None:
+        ax.axhline(margin, color="C3", linestyle="--", linewidth=1, label=f"the claim's margin, {margin:+g}")
+    ax.set_xticks(range(len(pairs)), [f"{label}\nminus {baseline}" for label, baseline in pairs], fontsize=8)
+    ax.set_xlim(-0.5, len(pairs) - 0.5)
+    return _label_bars(ax, y_label, title)
+
+
 def arm_comparison(
     values: Mapping[str, Sequence[float]],
     ax: Axes,
@@ -109,12 +148,7 @@ def arm_comparison(
             seeds = np.asarray(values[label], dtype=float)
             ax.scatter(np.full(seeds.size, position), seeds, s=14, color="black", zorder=3)
     ax.set_xticks(positions, labels)
-    ax.set_ylabel(y_label)
-    if title:
-        ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=8)
-    return ax
+    return _label_bars(ax, y_label, title)
 
 
 def recorded_panels(

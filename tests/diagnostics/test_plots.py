@@ -159,3 +159,22 @@ def test_show_displays_a_png_with_its_alt_text_and_refuses_none(monkeypatch):
     assert not plt.fignum_exists(fig.number), "the figure is closed so it is not drawn twice"
     with pytest.raises(ValueError, match="alt text is required"):
         plots.show(plt.subplots()[0], alt=" ")
+
+
+def test_paired_differences_plots_each_seeds_difference_and_its_t_interval():
+    """GiGPO minus GRPO on the same seed: by hand, differences [0.1, 0.0, 0.2], mean 0.1, std 0.1, and the 95%
+    t-interval mean +- t(0.975, 2) * 0.1 / sqrt(3) = 0.1 +- 4.303 * 0.0577 = [-0.148, 0.348]."""
+    fig, (ax,) = plots.grid(1)
+    values = {"GRPO": [0.5, 0.7, 0.6], "GiGPO": [0.6, 0.7, 0.8]}
+    plots.paired_differences(values, [("GiGPO", "GRPO")], ax, y_label="success, paired", margin=0.05)
+    fig.canvas.draw()
+    errorbar = next(c for c in ax.containers if isinstance(c, ErrorbarContainer))
+    (segment,) = errorbar.lines[2][0].get_segments()
+    assert (segment[:, 1].min(), segment[:, 1].max()) == pytest.approx((-0.1484, 0.3484), abs=1e-4)
+    (dots,) = [c for c in ax.collections if c.get_offsets().shape[0] == 3]
+    assert sorted(dots.get_offsets()[:, 1]) == pytest.approx([0.0, 0.1, 0.2])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["GiGPO\nminus GRPO"]
+    lines = {round(line.get_ydata()[0], 6) for line in ax.get_lines() if len(set(line.get_ydata())) == 1}
+    assert {0.0, 0.05} <= lines, "a line at 0 and one at the margin"
+    with pytest.raises(ValueError, match="a pair needs both"):
+        plots.paired_differences({"a": [1.0, 2.0], "b": [1.0]}, [("b", "a")], ax)
