@@ -169,6 +169,7 @@ class RolloutBatch:
     rewards: torch.Tensor  # [B] float, total reward of each row's episode
     group_ids: torch.Tensor  # [B] long
     traj_ids: torch.Tensor  # [B] long, the episode of each row
+    tree_ids: torch.Tensor  # [B] long, the tree of each row: the row of its first ancestor (its own episode unbranched)
     step_row: torch.Tensor  # [K] long, the row holding step k's action
     step_turn: torch.Tensor  # [K] long, step k's turn id within that row
     step_index: torch.Tensor  # [K] long, step k's index within its episode
@@ -176,6 +177,7 @@ class RolloutBatch:
     step_group: torch.Tensor  # [K] long
     step_reward: torch.Tensor  # [K] float, the environment's reward for step k
     step_valid: torch.Tensor  # [K] bool, `info["valid"]` of step k (True when the env does not say)
+    step_turn_reward: torch.Tensor  # [K] float, a turn reward a sampler wrote to `info["turn_reward"]` (IGPO), else 0
     step_anchors: list = field(default_factory=list)  # K anchors (hashable; not tensors)
 
     def to(self, device: torch.device | str) -> RolloutBatch:
@@ -197,9 +199,27 @@ class RolloutBatch:
 
 ROW_FIELDS = (
     "input_ids", "attention_mask", "loss_mask", "old_logprobs", "entropies", "turn_ids", "rewards", "group_ids",
-    "traj_ids",
+    "traj_ids", "tree_ids",
 )  # fmt: skip
-STEP_FIELDS = ("step_row", "step_turn", "step_index", "step_traj", "step_group", "step_reward", "step_valid")
+STEP_FIELDS = (
+    "step_row", "step_turn", "step_index", "step_traj", "step_group", "step_reward", "step_valid", "step_turn_reward",
+)  # fmt: skip
+
+
+def tree_roots(trajectories: Sequence[Trajectory]) -> list[int]:
+    """Each row's tree (Tree-GRPO's intra-tree group): the row of its first ancestor through `Trajectory.parent`
+    (a tree sampler's rows, whose `parent` is a row of the same list), or its own episode (`traj_id`, else its row)
+    when it has no parent."""
+    roots = []
+    for row, t in enumerate(trajectories):
+        seen, current = {row}, t
+        while current.parent is not None:
+            if current.parent in seen or not 0 <= current.parent < len(trajectories):
+                raise ValueError(f"row {row}: its parents do not lead to a root within the batch ({current.parent})")
+            seen.add(current.parent)
+            row_of_root, current = current.parent, trajectories[current.parent]
+        roots.append(row if t.parent is None else row_of_root)
+    return [root if trajectories[root].traj_id is None else trajectories[root].traj_id for root in roots]
 
 
 def collate(trajectories: Sequence[Trajectory], pad_id: int) -> RolloutBatch:
@@ -210,12 +230,13 @@ def collate(trajectories: Sequence[Trajectory], pad_id: int) -> RolloutBatch:
         return torch.tensor([row + [value] * (length - len(row)) for row in rows], dtype=dtype)
 
     traj_ids = [row if t.traj_id is None else t.traj_id for row, t in enumerate(trajectories)]
-    steps = []  # (row, turn, index within the episode, reward, valid, anchor)
+    steps = []  # (row, turn, index within the episode, reward, valid, anchor, turn reward)
     for row, t in enumerate(trajectories):
         for turn, (reward, info) in enumerate(zip(t.rewards, t.infos, strict=True)):
             index = turn if t.traj_id is None else t.step_index + turn
             anchor = t.anchors[turn] if turn < len(t.anchors) else None
-            steps.append((row, turn, index, reward, bool(info.get("valid", True)), anchor))
+            bonus = float(info.get("turn_reward", 0.0))
+            steps.append((row, turn, index, reward, bool(info.get("valid", True)), anchor, bonus))
 
     def column(position: int, dtype) -> torch.Tensor:
         return torch.tensor([step[position] for step in steps], dtype=dtype)
@@ -235,6 +256,7 @@ def collate(trajectories: Sequence[Trajectory], pad_id: int) -> RolloutBatch:
         ),
         group_ids=group_ids,
         traj_ids=traj_tensor,
+        tree_ids=torch.tensor(tree_roots(trajectories), dtype=torch.long),
         step_row=step_row,
         step_turn=column(1, torch.long),
         step_index=column(2, torch.long),
@@ -242,6 +264,7 @@ def collate(trajectories: Sequence[Trajectory], pad_id: int) -> RolloutBatch:
         step_group=group_ids[step_row] if steps else torch.zeros(0, dtype=torch.long),
         step_reward=column(3, torch.float),
         step_valid=column(4, torch.bool),
+        step_turn_reward=column(6, torch.float),
         step_anchors=[step[5] for step in steps],
     )
 

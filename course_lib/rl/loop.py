@@ -3,10 +3,13 @@ advantage estimators):
 
 | seam | config field | signature | entries |
 |---|---|---|---|
-| sampler | `sampler` | `(engine, envs, task_seeds, config, generator) -> Rollouts` | `groups`, `tree` |
-| advantage estimator | `advantage` | `(batch, config) -> (advantages [B] or [B, T], stats)` | `grpo`, `gigpo` |
+| sampler | `sampler` | `(engine, envs, task_seeds, config, generator) -> Rollouts` | `groups`, `tree`, `igpo` |
+| advantage estimator | `advantage` | `(batch, config) -> (advantages [B] or [B, T], stats)` | see below |
 | batch filter | `batch_filter` | `(batch, config) -> keep [B] bool` | `none`, `starpo_s`, `snr_top_p` |
 | policy loss | `policy_loss` | `(logprobs, old, adv, mask, config) -> (loss, stats)` | `clipped`, `entropy_balanced` |
+
+The advantage estimators: `grpo`, `gigpo`, `graphgpo`, `tree_grpo` (over the `tree` sampler) and `igpo` (over the
+`igpo` sampler, which writes each turn's information gain).
 
 `train.policy_iteration` calls the sampler, then the batch filter (whole groups are kept, and advantages are
 computed on what is kept, as RAGEN-2 does), then the estimator and the policy loss; a method adds one function
@@ -69,6 +72,27 @@ def tree_groups(engine, envs, task_seeds: list[int], config: GRPOConfig, generat
     return Rollouts(rows=trajectories, episodes=trajectories, stats=stats)
 
 
+def information_gain_groups(engine, envs, task_seeds: list[int], config: GRPOConfig, generator) -> Rollouts:
+    """IGPO's sampler: GRPO's independent groups (trajectory mode), then each turn's reward written into its info
+    by the policy that sampled it (`rl.info_gain.annotate`: the information gain, the outcome on the last turn),
+    for the `igpo` estimator. Stats: the mean gain per turn and the share of groups whose outcomes are all equal."""
+    from course_lib.rl.info_gain import annotate
+
+    if config.rollout_mode != "trajectory":
+        raise ValueError("IGPO reads each turn's context from one growing sequence: it needs rollout_mode='trajectory'")
+    rollouts = independent_groups(engine, envs, task_seeds, config, generator)
+    annotate(engine.model, engine.tokenizer, rollouts.rows, config.igpo)
+    gains = [info["turn_reward"] for t in rollouts.rows for info in t.infos[: max(len(t.rewards) - 1, 0)]]
+    outcomes: dict[int, set] = {}
+    for t in rollouts.rows:
+        outcomes.setdefault(t.group_id, set()).add(t.total_reward)
+    rollouts.stats = {
+        "igpo_mean_gain": sum(gains) / len(gains) if gains else 0.0,
+        "igpo_equal_outcome_share": sum(len(v) == 1 for v in outcomes.values()) / max(len(outcomes), 1),
+    }
+    return rollouts
+
+
 # Advantage estimators ----------------------------------------------------------------------------
 def invalid_steps_per_row(batch: RolloutBatch) -> torch.Tensor:
     """Number of invalid actions in each row `[B]` (0 or 1 for a step-mode row)."""
@@ -113,6 +137,80 @@ def gigpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[s
         "step_index": batch.step_index.tolist(),
     }  # fmt: skip
     return token_advantages(table, lambda values: broadcast_steps(batch, values.to(device)), settings, episode)
+
+
+def graphgpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """GraphGPO (`algos.graphgpo`): A = A^E + beta_G A^G per step, A^G from distances to success in each group's
+    graph of states; omega is `config.gigpo.gamma` and beta_G `config.gigpo.step_weight`. The episode part is
+    GiGPO's (in step mode with the pooled baseline, GRPO's own advantage on the step rows, as `gigpo`), so with no
+    recurring state the update is GRPO's. Stats: the share of steps in a step group of one, the mean step-group
+    size, and the share of steps of failed episodes that brought the agent closer to success."""
+    from course_lib.algos.gigpo import step_group_sizes, step_group_stats
+    from course_lib.algos.graphgpo import graphgpo_advantages
+
+    g = config.gigpo
+    device = batch.step_row.device
+    table = {
+        "rewards": batch.step_reward.tolist(), "valid": batch.step_valid.tolist(), "anchors": batch.step_anchors,
+        "group_ids": batch.step_group.tolist(), "traj_ids": batch.step_traj.tolist(),
+        "step_index": batch.step_index.tolist(),
+    }  # fmt: skip
+    result = graphgpo_advantages(
+        **table, omega=g.gamma, step_weight=g.step_weight, scale_by_std=config.scale_by_std,
+        pooled=g.episode_baseline == "pooled", invalid_penalty=config.invalid_penalty,
+    )  # fmt: skip
+    rows = batch.input_ids.shape[0]
+    one_step_rows = torch.equal(batch.step_row, torch.arange(rows, device=device))
+    if g.episode_baseline == "pooled" and one_step_rows and config.group_size > 1:
+        episode = grpo(batch, config)[0][:, None] * batch.loss_mask
+    else:
+        episode = broadcast_steps(batch, torch.tensor(result.episode, dtype=torch.float, device=device))
+    step = broadcast_steps(batch, torch.tensor(result.step, dtype=torch.float, device=device))
+    stats = step_group_stats(step_group_sizes(table["anchors"], table["group_ids"]))
+    failed = [k for k, succeeded in enumerate(result.success) if not succeeded]
+    closer = [result.distance_before[k] > result.distance[k] for k in failed]
+    stats["graph_failed_progress_share"] = sum(closer) / len(closer) if closer else float("nan")
+    return episode + g.step_weight * step, stats
+
+
+def tree_grpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """Tree-GRPO (`algos.tree_grpo`): each leaf's reward against its prompt's leaves plus against its own tree's,
+    `[B]`; a tree is a row and its branches (`RolloutBatch.tree_ids`), so unbranched rows get GRPO's advantage.
+    `invalid_penalty` as in `grpo`."""
+    from course_lib.algos.tree_grpo import tree_advantages
+
+    rewards = batch.rewards
+    if config.invalid_penalty:
+        rewards = rewards - config.invalid_penalty * invalid_steps_per_row(batch)
+    trees = batch.tree_ids
+    sizes = torch.bincount(trees)[trees].float()
+    return tree_advantages(rewards, batch.group_ids, trees, config.scale_by_std), {
+        "tree_mean_leaves": float(sizes.mean()) if len(sizes) else 0.0
+    }
+
+
+def igpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """IGPO (`algos.igpo`): each turn's reward (`step_turn_reward`, written by the `igpo` sampler) normalised within
+    its group and summed backwards along its episode, spread over the turn's action tokens, `[B, T]`. Stats: the
+    share of groups in which every turn's advantage is 0 (no signal at all)."""
+    from course_lib.algos.igpo import igpo_advantages
+
+    last = {}
+    for k, (traj, index) in enumerate(zip(batch.step_traj.tolist(), batch.step_index.tolist())):
+        if traj not in last or index > batch.step_index[last[traj]]:
+            last[traj] = k
+    is_outcome = [False] * len(batch.step_traj)
+    for k in last.values():
+        is_outcome[k] = True
+    c = config.igpo
+    values = igpo_advantages(
+        batch.step_turn_reward.tolist(), is_outcome, batch.step_group.tolist(), batch.step_traj.tolist(),
+        batch.step_index.tolist(), c.gamma, c.normalisation, config.scale_by_std,
+    )  # fmt: skip
+    groups = batch.step_group.tolist()
+    silent = {g for g in groups} - {g for g, v in zip(groups, values) if abs(v) > 1e-12}
+    stats = {"igpo_silent_group_share": len(silent) / max(len(set(groups)), 1)}
+    return broadcast_steps(batch, torch.tensor(values, dtype=torch.float, device=batch.step_row.device)), stats
 
 
 # Batch filters -----------------------------------------------------------------------------------
@@ -187,8 +285,8 @@ def entropy_balanced(logprobs, old_logprobs, advantages, loss_mask, config: GRPO
 
 
 SEAMS: dict[str, dict[str, Callable]] = {
-    "sampler": {"groups": independent_groups, "tree": tree_groups},
-    "advantage": {"grpo": grpo, "gigpo": gigpo},
+    "sampler": {"groups": independent_groups, "tree": tree_groups, "igpo": information_gain_groups},
+    "advantage": {"grpo": grpo, "gigpo": gigpo, "graphgpo": graphgpo, "tree_grpo": tree_grpo, "igpo": igpo},
     "batch_filter": {"none": keep_all, "starpo_s": starpo_s, "snr_top_p": snr_top_p},
     "policy_loss": {"clipped": clipped, "entropy_balanced": entropy_balanced},
 }

@@ -109,6 +109,37 @@ class GiGPOConfig:
 
 
 @dataclass
+class IGPOConfig:
+    """IGPO's information-gain turn rewards (`algos.igpo`, `rl.info_gain`); defaults from the paper and the official
+    code's `joint` and `prob_diff` modes."""
+
+    gamma: float = 1.0
+    """Discount of the turn reward-to-go, A_t = r~_t + gamma A_{t+1} (1 in the paper's runs)."""
+    gain: str = "prob"
+    """`prob`: IG_t = p_t - p_{t-1} (the paper's); `log_prob`: the difference of mean log-probabilities."""
+    normalisation: str = "joint"
+    """`joint`: one pool of every turn reward of a group (the paper's); `separate`: gains and outcomes apart."""
+    answer_template: str = "<answer> {answer} </answer>"
+    """The action that states the gold answer, teacher-forced after each turn; only `{answer}`'s tokens are
+    scored."""
+    answer_key: str = "answer"
+    """The key of the environment's `info` that holds the gold answer."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse an unknown gain or normalisation, a discount outside [0, 1] and a template without `{answer}`."""
+        from course_lib.algos.igpo import GAINS, NORMALISATIONS
+
+        one_of("IGPOConfig.gain", self.gain, GAINS)
+        one_of("IGPOConfig.normalisation", self.normalisation, NORMALISATIONS)
+        within("IGPOConfig.gamma", self.gamma, 0.0, 1.0)
+        if self.answer_template.count("{answer}") != 1:
+            raise ValueError(f"IGPOConfig.answer_template must hold {{answer}} once, got {self.answer_template!r}")
+
+
+@dataclass
 class GRPOConfig:
     """GRPO training loop (defaults: chapter 00's cpu preset)."""
 
@@ -161,7 +192,8 @@ class GRPOConfig:
     sampler: str = "groups"
     """The sampler seam (`loop.SEAMS["sampler"]`): `groups` samples `group_size` episodes per task."""
     advantage: str = "grpo"
-    """The advantage-estimator seam: `grpo` or `gigpo`."""
+    """The advantage-estimator seam: `grpo`, `gigpo`, `graphgpo` (omega from `gigpo.gamma`, as the recipe reads it
+    from `algorithm.gamma`), `tree_grpo` (with the `tree` sampler) or `igpo` (with the `igpo` sampler)."""
     batch_filter: str = "none"
     """The batch-filter seam: `none` trains on every row; `starpo_s` and `snr_top_p` keep whole groups by their
     reward spread (`filter`). A batch with no row kept is not trained on (`skipped_update` 1)."""
@@ -187,6 +219,8 @@ class GRPOConfig:
     """ARPO's tree sampler's settings (used when `sampler="tree"`; `group_size` is its budget M)."""
     filter: FilterConfig = field(default_factory=FilterConfig)
     """The batch filters' settings (used when `batch_filter` is `starpo_s` or `snr_top_p`)."""
+    igpo: IGPOConfig = field(default_factory=IGPOConfig)
+    """IGPO's settings (used by the `igpo` sampler and estimator)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -225,6 +259,7 @@ class GRPOConfig:
         self.gigpo.validate()
         self.tree.validate()
         self.filter.validate()
+        self.igpo.validate()
 
 
 def train_grpo(
