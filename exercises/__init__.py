@@ -1,8 +1,8 @@
 """Exercises: implement the course's algorithms yourself, and the measured solutions of every notebook's exercises.
 
-**Implement it.** Each of the modules `grpo`, `loop`, `ppo`, `gigpo`, `arpo`, `filters`, `mi` and `aepo` holds stubs: a
-function with the docstring of what it computes (paper, equation, shapes, edge cases) and a body that raises
-`NotImplementedError`. Fill one in, then check it:
+**Implement it.** Each of the modules `grpo`, `loop`, `ppo`, `gigpo`, `arpo`, `filters`, `mi`, `aepo` and `tree_grpo`
+holds stubs: a function with the docstring of what it computes (paper, equation, shapes, edge cases) and a body that
+raises `NotImplementedError`. Fill one in, then check it:
 
     pytest exercises/test_gigpo.py                        # the checks, on your implementation
     pytest exercises/ --impl library                      # the same checks on the library's (they pass)
@@ -11,7 +11,7 @@ function with the docstring of what it computes (paper, equation, shapes, edge c
 
 The checks (`exercises/checks/`, one module per algorithm) use inputs whose values were computed by hand from the
 papers' equations, then seeded random inputs compared with the library's implementation, the reference solution.
-See `exercises/README.md` for the ten exercises.
+See `exercises/README.md` for the eleven exercises.
 
 **Measured exercises.** `exercises/solutions/chNN_K.py` solves exercise K of chapter NN; `exercises.measure` runs
 them and keeps the notebooks' collapsed solutions and expected outcomes equal to what ran.
@@ -30,6 +30,7 @@ NAMES = (
     "filters.snr",
     "mi.cross_scoring",
     "aepo.balanced_clip",
+    "tree_grpo.tree_advantages",
 )
 """The implement-it exercises, by the name `check` takes, in the order of the chapters."""
 

@@ -38,6 +38,7 @@ from course_lib.algos.graphgpo import graphgpo_advantages
 from course_lib.chapters import ch07_gigpo as grid
 from course_lib.chapters import ch08_arpo as search
 from course_lib.chapters import skeleton
+from course_lib.course import audit as leakage
 from course_lib.course import chance
 from course_lib.course import results as recorded
 from course_lib.course.claims import ClaimSpec, Setting, at_least
@@ -572,6 +573,53 @@ def sweep_seed(seed: int, config: Chapter17Config | None = None) -> dict[str, fl
     return numbers
 
 
+SWEEP_LABELS = {
+    SWEEP_CELLS[0].name: "recurrence 1/4",
+    SWEEP_CELLS[1].name: "recurrence 1/2",
+    SWEEP_CELLS[2].name: "recurrence 1",
+    SWEEP_CELLS[3].name: "gamma 1",
+    SWEEP_CELLS[4].name: "30 steps",
+}
+"""How the figure and the table name each cell (the last two at full recurrence)."""
+
+
+def sweep_leads(per_seed: Sequence[Mapping[str, float]]) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """Method -> cell name -> (mean, low, high): each method's lead over GRPO in each cell, with the 95% t-interval
+    over the seeds (paired: the lead is computed within a seed)."""
+    from course_lib.diagnostics.stats import interval
+
+    return {
+        method: {
+            cell.name: interval([n[f"{method}_lead_{cell.name}"] for n in per_seed], "t95") for cell in SWEEP_CELLS
+        }
+        for method in ("gigpo", "graphgpo")
+    }
+
+
+def plot_sweep(per_seed: Sequence[Mapping[str, float]], ax=None, title: str = ""):
+    """Each method's lead over GRPO (held-out success, paired by seed) in each cell, the mean with its 95%
+    t-interval, the seeds as dots, and 0: where step credit helps and where it does not."""
+    import matplotlib.pyplot as plt
+
+    ax = ax if ax is not None else plt.subplots(figsize=(7.5, 3.6))[1]
+    leads = sweep_leads(per_seed)
+    for offset, (method, colour) in zip((-0.12, 0.12), (("gigpo", "tab:blue"), ("graphgpo", "tab:orange"))):
+        for x, cell in enumerate(SWEEP_CELLS):
+            mean, low, high = leads[method][cell.name]
+            label = {"gigpo": "GiGPO - GRPO", "graphgpo": "GraphGPO - GRPO"}[method] if x == 0 else None
+            ax.errorbar(x + offset, mean, yerr=[[mean - low], [high - mean]], fmt="o", color=colour, capsize=4,
+                        label=label)  # fmt: skip
+            dots = [n[f"{method}_lead_{cell.name}"] for n in per_seed]
+            ax.scatter([x + offset + 0.05] * len(dots), dots, s=8, color=colour, alpha=0.35)
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.axvline(2.5, color="grey", linewidth=0.6, linestyle=":")
+    ax.set_xticks(range(len(SWEEP_CELLS)), [SWEEP_LABELS[cell.name] for cell in SWEEP_CELLS])
+    ax.set_ylabel("held-out success minus GRPO's")
+    ax.set_title(title or f"lead over GRPO, paired by seed ({len(per_seed)} seeds), 95% t-intervals")
+    ax.legend(loc="best", fontsize=8)
+    return ax
+
+
 SWEEP_RESULTS = "ch17_sweep"
 SWEEP_CLAIMS: tuple[ClaimSpec, ...] = (
     ClaimSpec(
@@ -628,6 +676,43 @@ def sweep(seeds: Sequence[int], record: bool = False, pilot: bool = False) -> li
     return out
 
 
+# Leakage audit ----------------------------------------------------------------------------------------------------
+def held_out_audit() -> list[leakage.SplitAudit]:
+    """Both held-out splits (chapter 07's grid tasks, chapter 08's questions) against everything this chapter's
+    seeds trained on or played (its runs, pilots and sweep) and the bases' demonstrations; the grid's also by the
+    observation of every state a held-out task can show."""
+    config = preset("cpu")
+    g, s, seeds = config.grid, config.search, leakage.run_seeds("ch17")
+    grid_keys = leakage.problem_keys(grid.EnvFactory("test", g), grid.test_seeds(g.eval_tasks, g))
+    draws = leakage.grpo_task_seeds(g.grpo.iterations, g.grpo.prompts_per_iteration, seeds)
+    draws += [base + seed * 1_000 + p for base in (30_000_000, 60_000_000) for seed in seeds
+              for p in range(g.grpo.prompts_per_iteration)]  # fmt: skip
+    training = set(leakage.problem_keys(grid.EnvFactory("train", g), draws))
+    demo_seed = leakage.base_seed(grid.BASE_NAME)
+    demo_tasks = set(leakage.problem_keys(grid.EnvFactory("train", g),
+                                          grid.demonstration_seeds(g.demonstrations, demo_seed)))  # fmt: skip
+    overlaps = leakage.problem_overlaps(grid_keys, training, demo_tasks)
+    overlaps += leakage.state_overlaps(
+        leakage.task_observations(set(grid_keys), g.size),
+        leakage.task_observations(training, g.size),
+        leakage.prompts_of(grid.demonstration_texts(g.demonstrations, demo_seed, g)),
+    )
+    search_keys = leakage.problem_keys(lambda: search.make_env("test", s), search.test_seeds(s.eval_tasks))
+    asked = leakage.grpo_task_seeds(s.grpo.iterations, s.grpo.prompts_per_iteration, seeds)
+    asked += [base + seed * 1_000 + p for base in (40_000_000, 50_000_000) for seed in seeds
+              for p in range(config.budget_questions)]  # fmt: skip
+    questions = leakage.problem_keys(lambda: search.make_env("train", s), asked)
+    demos = leakage.problem_keys(
+        lambda: search.make_env("train", s),
+        search.demonstration_seeds(s.demonstrations, leakage.base_seed(search.BASE_NAME)),
+    )
+    return [
+        leakage.split_audit("ch17", "test (grid)", grid_keys, overlaps),
+        leakage.split_audit("ch17", "test (search)", search_keys, leakage.two_hop_overlaps(search_keys, questions,
+                                                                                            demos)),
+    ]  # fmt: skip
+
+
 CHAPTER = skeleton.Chapter(
     "ch17",
     "Chapter 17, what came next: GraphGPO, Tree-GRPO, IGPO",
@@ -636,6 +721,7 @@ CHAPTER = skeleton.Chapter(
     CLAIMS,
     curves=curves,
     report=summary_lines,
+    audit=held_out_audit,
 )
 
 

@@ -330,6 +330,31 @@ def test_a_hand_written_update_passes_the_loop_checks():
     assert first_failure("loop.grpo_update", update_variant()) == (len(cases("loop.grpo_update")), None)
 
 
+def tree_mutant(rewards, prompt_ids, tree_ids, eps=1e-6, *, singleton="zero", correction=1, intra=True):
+    """Tree-GRPO with a planted mistake: a one-leaf tree's raw reward (the official code's), a population std, or
+    no intra-tree term."""
+
+    def z_scores(keys):
+        out = [0.0] * len(rewards)
+        for key in set(keys):
+            rows = [i for i, k in enumerate(keys) if k == key]
+            values = [float(rewards[i]) for i in rows]
+            if len(values) == 1 and singleton == "raw":
+                out[rows[0]] = values[0]
+                continue
+            if len(values) < 2 or len(set(values)) == 1:
+                continue
+            mean = sum(values) / len(values)
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - correction))
+            for i in rows:
+                out[i] = (float(rewards[i]) - mean) / (std + eps)
+        return out
+
+    inter = z_scores(list(prompt_ids))
+    inner = z_scores(list(tree_ids)) if intra else [0.0] * len(rewards)
+    return [a + b for a, b in zip(inter, inner)]
+
+
 MUTANTS = [  # exercise, mutant, the check that must catch it, words of its message
     ("grpo.group_advantages", grpo_population_std, "one group by hand", "unbiased (n - 1) std"),
     (
@@ -404,6 +429,19 @@ MUTANTS = [  # exercise, mutant, the check that must catch it, words of its mess
     ("loop.grpo_update", update_variant(old="current"), "several updates", "not the current ones"),
     ("loop.grpo_update", update_variant(clip=False), "one update", "clip the gradient norm to config.max_grad_norm"),
     ("loop.grpo_update", update_variant(clip=1.0), "Dr. GRPO, tight clip", "Clip the total gradient norm"),
+    (
+        "tree_grpo.tree_advantages",
+        lambda *a, **k: tree_mutant(*a, **k, singleton="raw"),
+        "chains are GRPO",
+        "a one-leaf tree adds nothing",
+    ),  # fmt: skip
+    ("tree_grpo.tree_advantages", lambda *a, **k: tree_mutant(*a, **k, intra=False), "one tree doubles", "added"),
+    (
+        "tree_grpo.tree_advantages",
+        lambda *a, **k: tree_mutant(*a, **k, correction=0),
+        "chains are GRPO",
+        "unbiased std",
+    ),  # fmt: skip
 ]
 
 
