@@ -41,7 +41,7 @@ from course_lib.chapters import skeleton
 from course_lib.course import audit as leakage
 from course_lib.course import chance
 from course_lib.course import results as recorded
-from course_lib.course.claims import ClaimSpec, Setting, at_least
+from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.key_door import ACTIONS, KeyDoorEnv, expert_action
@@ -458,6 +458,11 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         chance=chance.exact("an identity up to float rounding between batched and single forward passes"),
     ),
 )
+
+
+def claims(results: Mapping) -> list[Claim]:
+    """Chapter 17's claims, evaluated on `claim_numbers(results)`."""
+    return evaluate_all(CLAIMS, claim_numbers(results))
 
 
 CURVE_KEYS = ("success", "eval_success")

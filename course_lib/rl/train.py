@@ -22,6 +22,7 @@ from tqdm import tqdm
 from course_lib.algos.aepo import entropy_aware_advantages
 from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import AGGREGATIONS, kl_k3, masked_aggregate
+from course_lib.algos.igpo import GAINS, NORMALISATIONS
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.engine.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
 from course_lib.engine.tree_rollout import TreeConfig
@@ -110,8 +111,7 @@ class GiGPOConfig:
 
 @dataclass
 class IGPOConfig:
-    """IGPO's information-gain turn rewards (`algos.igpo`, `rl.info_gain`); defaults from the paper and the official
-    code's `joint` and `prob_diff` modes."""
+    """IGPO's information-gain turn rewards (`algos.igpo`, `rl.info_gain`): the paper's defaults."""
 
     gamma: float = 1.0
     """Discount of the turn reward-to-go, A_t = r~_t + gamma A_{t+1} (1 in the paper's runs)."""
@@ -120,8 +120,7 @@ class IGPOConfig:
     normalisation: str = "joint"
     """`joint`: one pool of every turn reward of a group (the paper's); `separate`: gains and outcomes apart."""
     answer_template: str = "<answer> {answer} </answer>"
-    """The action that states the gold answer, teacher-forced after each turn; only `{answer}`'s tokens are
-    scored."""
+    """The action that states the gold answer, teacher-forced after each turn (only `{answer}`'s tokens scored)."""
     answer_key: str = "answer"
     """The key of the environment's `info` that holds the gold answer."""
 
@@ -130,8 +129,6 @@ class IGPOConfig:
 
     def validate(self) -> None:
         """Refuse an unknown gain or normalisation, a discount outside [0, 1] and a template without `{answer}`."""
-        from course_lib.algos.igpo import GAINS, NORMALISATIONS
-
         one_of("IGPOConfig.gain", self.gain, GAINS)
         one_of("IGPOConfig.normalisation", self.normalisation, NORMALISATIONS)
         within("IGPOConfig.gamma", self.gamma, 0.0, 1.0)

@@ -114,7 +114,7 @@ def test_train_grpo_checks_a_config_changed_in_place_and_its_seams_before_any_wo
     with pytest.raises(ValueError, match="rollout_mode must be one of 'trajectory', 'step'; got 'steps'"):
         train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), SamplingConfig(), config, 0)
     config = GRPOConfig(iterations=1, prompts_per_iteration=1, group_size=2, advantage="gea")
-    with pytest.raises(KeyError, match="unknown advantage 'gea'; registered: .*'gigpo', 'grpo'"):
+    with pytest.raises(KeyError, match="unknown advantage 'gea'; registered: .*'gigpo', 'graphgpo', 'grpo'"):
         train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), SamplingConfig(), config, 0,
                    evaluate=lambda m: evaluated.append(1) or {})  # fmt: skip
     assert evaluated == [], "refused before the first evaluation"
