@@ -74,7 +74,9 @@ def test_committed_evaluations_have_no_repeated_problems_and_only_the_disclosed_
         assert found[(chapter, "test", "warm-start demonstrations", FIRST_PROMPTS)] == 0
         for against in against_both:
             assert found[(chapter, "test", against, LAYOUTS)] == 0
-    assert audit.leaked_states(audits) == {"ch07": 0, "ch09": 0, "ch10": 0}
+    for against in against_both:  # chapter 17 trains on chapter 07's grid
+        assert found[("ch17", "test (grid)", against, STATES)] == 0
+    assert audit.leaked_states(audits) == {"ch07": 0, "ch09": 0, "ch10": 0, "ch17": 0}
     # How many sub-problems are counted, so that a unit that silently shrinks fails too: every state of the 200
     # held-out key-door tasks; every non-hole, non-goal cell of the 128 held-out maps (114 layouts); both forms of
     # hop 1 and both candidates' hop 2 of the 258 held-out questions (344 before the imprecise `NAME ROLE` lookups)
