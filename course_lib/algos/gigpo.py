@@ -37,22 +37,12 @@ from dataclasses import dataclass
 
 import torch
 
-
-def _check_gamma(gamma: float) -> None:
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must lie in [0, 1], got {gamma}")
-
-
-def _check_lengths(**columns: Sequence) -> int:
-    lengths = {name: len(values) for name, values in columns.items()}
-    if len(set(lengths.values())) > 1:
-        raise ValueError(f"all per-row inputs must have the same length, got {lengths}")
-    return next(iter(lengths.values()), 0)
+from course_lib.algos.step_rows import check_gamma, check_lengths, episode_rows
 
 
 def discounted_returns(step_rewards: Sequence[float], gamma: float) -> list[float]:
     """Eq. 5 for one trajectory: returns `[T]` of rewards `[T]` in step order, computed backwards."""
-    _check_gamma(gamma)
+    check_gamma(gamma)
     returns = [0.0] * len(step_rewards)
     running = 0.0
     for t in reversed(range(len(step_rewards))):
@@ -88,7 +78,7 @@ def to_hashable(obs) -> Hashable:
 
 
 def _step_keys(anchors: Sequence, group_ids: Sequence[Hashable]) -> list[tuple]:
-    _check_lengths(anchors=anchors, group_ids=group_ids)
+    check_lengths(anchors=anchors, group_ids=group_ids)
     # The group id is part of the key: the same state in two tasks must not share a baseline.
     return [(group, to_hashable(anchor)) for anchor, group in zip(anchors, group_ids)]
 
@@ -135,7 +125,7 @@ def step_group_advantages(
 
     A singleton step group gets 0 (its mean is itself), as does a group of equal returns.
     """
-    _check_lengths(returns=returns, anchors=anchors)
+    check_lengths(returns=returns, anchors=anchors)
     ids = step_group_ids(anchors, group_ids)
     members: dict[int, list[float]] = defaultdict(list)
     for sid, value in zip(ids, returns):
@@ -163,7 +153,7 @@ def episode_advantages(
     first step's), applied to each row's own score; a group with a single trajectory gets 0, our
     choice, since there is nothing to compare it with (the code would pass its raw score through).
     """
-    n = _check_lengths(scores=scores, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index)
+    n = check_lengths(scores=scores, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index)
     samples: dict[Hashable, list[float]] = defaultdict(list)
     if pooled:
         for group, score in zip(group_ids, scores):
@@ -192,7 +182,7 @@ def episode_advantages(
 
 def apply_invalid_action_penalty(values: Sequence[float], valid: Sequence[bool], coef: float = 0.1) -> list[float]:
     """Subtract `coef` from each value `[N]` whose action was invalid; step-local, never discounted."""
-    _check_lengths(values=values, valid=valid)
+    check_lengths(values=values, valid=valid)
     return [float(v) - coef * (0.0 if ok else 1.0) for v, ok in zip(values, valid)]
 
 
@@ -227,22 +217,13 @@ def gigpo_advantages(
     Each trajectory's rows are sorted by `step_index` to discount its rewards; its episode score is
     the sum of its rewards. `invalid_penalty=0` turns the penalty off.
     """
-    n = _check_lengths(
+    n = check_lengths(
         rewards=rewards, valid=valid, anchors=anchors, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index
     )
-    _check_gamma(gamma)
-    rows_of: dict[Hashable, list[int]] = defaultdict(list)
-    for row in range(n):
-        rows_of[traj_ids[row]].append(row)
+    check_gamma(gamma)
     returns = [0.0] * n
     scores = [0.0] * n
-    for traj, rows in rows_of.items():
-        steps = [step_index[row] for row in rows]
-        if len(set(steps)) != len(steps):
-            raise ValueError(f"trajectory {traj!r} has duplicate step indices {sorted(steps)}")
-        if len({group_ids[row] for row in rows}) != 1:
-            raise ValueError(f"trajectory {traj!r} has rows in more than one episode group")
-        rows.sort(key=lambda row: step_index[row])
+    for rows in episode_rows(traj_ids, step_index, group_ids).values():
         traj_returns = discounted_returns([rewards[row] for row in rows], gamma)
         total = math.fsum(float(rewards[row]) for row in rows)
         for row, value in zip(rows, traj_returns):

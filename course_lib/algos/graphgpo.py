@@ -39,31 +39,10 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from course_lib.algos.gigpo import apply_invalid_action_penalty, episode_advantages, step_group_advantages, to_hashable
+from course_lib.algos.step_rows import check_lengths, episode_rows
 
 SUCCESS = ("<graphgpo success sink>",)
 """The shared node every successful episode's last step leads to."""
-
-
-def _check_lengths(**columns: Sequence) -> int:
-    lengths = {name: len(values) for name, values in columns.items()}
-    if len(set(lengths.values())) > 1:
-        raise ValueError(f"all per-row inputs must have the same length, got {lengths}")
-    return next(iter(lengths.values()), 0)
-
-
-def _episodes(traj_ids: Sequence[Hashable], step_index: Sequence[int], group_ids: Sequence[Hashable]) -> dict:
-    """Trajectory -> its rows in step order (refusing duplicate steps and trajectories spread over groups)."""
-    rows_of: dict[Hashable, list[int]] = defaultdict(list)
-    for row, traj in enumerate(traj_ids):
-        rows_of[traj].append(row)
-    for traj, rows in rows_of.items():
-        steps = [step_index[row] for row in rows]
-        if len(set(steps)) != len(steps):
-            raise ValueError(f"trajectory {traj!r} has duplicate step indices {sorted(steps)}")
-        if len({group_ids[row] for row in rows}) != 1:
-            raise ValueError(f"trajectory {traj!r} has rows in more than one episode group")
-        rows.sort(key=lambda row: step_index[row])
-    return rows_of
 
 
 def next_states(
@@ -73,9 +52,9 @@ def next_states(
     """The node each step row `[N]` leads to: the next step's anchor in its episode; after the last step, `SUCCESS`
     for a successful episode and a dead end of its own (never reached by anything) otherwise. `success` `[N]`:
     whether the row's episode succeeded."""
-    _check_lengths(anchors=anchors, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index, success=success)
+    check_lengths(anchors=anchors, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index, success=success)
     following: list[Hashable] = [None] * len(anchors)
-    for traj, rows in _episodes(traj_ids, step_index, group_ids).items():
+    for traj, rows in episode_rows(traj_ids, step_index, group_ids).items():
         for here, there in zip(rows, rows[1:]):
             following[here] = to_hashable(anchors[there])
         last = rows[-1]
@@ -138,6 +117,15 @@ class GraphGPOAdvantages:
     distance_before: list[int]  # d(s)
     success: list[bool]  # whether the row's episode succeeded
 
+    @property
+    def failed_progress_share(self) -> float:
+        """The share of the steps of failed episodes that brought the agent closer to success, d(s') < d(s) (the
+        paper's Fig. 1 counts 22% on ALFWorld); nan when no episode failed."""
+        failed = [row for row, succeeded in enumerate(self.success) if not succeeded]
+        if not failed:
+            return float("nan")
+        return sum(self.distance_before[row] > self.distance[row] for row in failed) / len(failed)
+
 
 def graphgpo_advantages(
     rewards: Sequence[float],
@@ -159,13 +147,13 @@ def graphgpo_advantages(
 
     An episode succeeded when its rewards sum above 0 (the course's environments: reward 1 on success). Its episode
     score is that sum (GiGPO's), `pooled` as in `algos.gigpo.episode_advantages`. `omega` in (0, 1]."""
-    n = _check_lengths(
+    n = check_lengths(
         rewards=rewards, valid=valid, anchors=anchors, group_ids=group_ids, traj_ids=traj_ids, step_index=step_index
     )
     if not 0.0 < omega <= 1.0:
         raise ValueError(f"omega must lie in (0, 1], got {omega}")
     totals = [0.0] * n
-    for rows in _episodes(traj_ids, step_index, group_ids).values():
+    for rows in episode_rows(traj_ids, step_index, group_ids).values():
         total = sum(float(rewards[row]) for row in rows)
         for row in rows:
             totals[row] = total

@@ -32,6 +32,8 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
+from course_lib.algos.step_rows import check_gamma, check_lengths, episode_rows
+
 NORMALISATIONS = ("joint", "separate")
 GAINS = ("prob", "log_prob")
 
@@ -81,15 +83,11 @@ def igpo_advantages(
     """IGPO's turn advantages `[N]` of turn rewards `[N]` (one row per turn, rows in any order): normalised within
     each group (one pool, or gains and outcomes apart with `separate`), then A_t = r~_t + gamma * A_{t+1} along each
     episode. `is_outcome` `[N]` marks the rows whose reward is the outcome (each episode's last turn)."""
-    columns = {"turn_rewards": turn_rewards, "is_outcome": is_outcome, "group_ids": group_ids,
-               "traj_ids": traj_ids, "step_index": step_index}  # fmt: skip
-    lengths = {name: len(values) for name, values in columns.items()}
-    if len(set(lengths.values())) > 1:
-        raise ValueError(f"all per-row inputs must have the same length, got {lengths}")
+    check_lengths(turn_rewards=turn_rewards, is_outcome=is_outcome, group_ids=group_ids, traj_ids=traj_ids,
+                  step_index=step_index)  # fmt: skip
     if normalisation not in NORMALISATIONS:
         raise ValueError(f"normalisation must be one of {NORMALISATIONS}, got {normalisation!r}")
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must lie in [0, 1], got {gamma}")
+    check_gamma(gamma)
     pools: dict[tuple, list[float]] = defaultdict(list)
 
     def pool(row: int) -> tuple:
@@ -102,15 +100,10 @@ def igpo_advantages(
     for row, reward in enumerate(turn_rewards):
         mean, std = moments[pool(row)]
         normalised.append((float(reward) - mean) / (std + eps) if scale_by_std else float(reward) - mean)
-    rows_of: dict[Hashable, list[int]] = defaultdict(list)
-    for row, traj in enumerate(traj_ids):
-        rows_of[traj].append(row)
     advantages = [0.0] * len(normalised)
-    for traj, rows in rows_of.items():
-        if len({step_index[row] for row in rows}) != len(rows):
-            raise ValueError(f"trajectory {traj!r} has duplicate step indices")
+    for rows in episode_rows(traj_ids, step_index, group_ids).values():
         running = 0.0
-        for row in sorted(rows, key=lambda r: step_index[r], reverse=True):
+        for row in reversed(rows):
             running = normalised[row] + gamma * running
             advantages[row] = running
     return advantages

@@ -35,6 +35,7 @@ import torch
 from course_lib import config as course_config
 from course_lib.algos.gigpo import gigpo_advantages
 from course_lib.algos.graphgpo import graphgpo_advantages
+from course_lib.algos.step_rows import episode_rows
 from course_lib.chapters import ch07_gigpo as grid
 from course_lib.chapters import ch08_arpo as search
 from course_lib.chapters import skeleton
@@ -42,6 +43,7 @@ from course_lib.course import audit as leakage
 from course_lib.course import chance
 from course_lib.course import results as recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
+from course_lib.diagnostics.stats import interval
 from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.key_door import ACTIONS, KeyDoorEnv, expert_action
@@ -106,12 +108,7 @@ def step_table(model, tokenizer, config: Chapter17Config, seed: int) -> dict[str
     engine = RolloutEngine(model, tokenizer, g.sampling)
     generator = course_config.seed_everything(seed + 5)
     rows = loop.independent_groups(engine, made, task_seeds, grpo, generator).rows
-    batch = collate(rows, tokenizer.pad_token_id)
-    return {
-        "rewards": batch.step_reward.tolist(), "valid": batch.step_valid.tolist(), "anchors": batch.step_anchors,
-        "group_ids": batch.step_group.tolist(), "traj_ids": batch.step_traj.tolist(),
-        "step_index": batch.step_index.tolist(),
-    }  # fmt: skip
+    return loop.step_columns(collate(rows, tokenizer.pad_token_id))
 
 
 def demonstrated_table(config: Chapter17Config, seed: int, noise: float = 0.3) -> dict[str, list]:
@@ -152,21 +149,16 @@ def graph_numbers(table: Mapping[str, list], omega: float, invalid_penalty: floa
     the two differ (the share of steps whose step advantages differ in sign)."""
     graph = graphgpo_advantages(**table, omega=omega, invalid_penalty=invalid_penalty)
     gigpo = gigpo_advantages(**table, gamma=omega, invalid_penalty=invalid_penalty)
-    rows_of: dict = {}
-    for row, traj in enumerate(table["traj_ids"]):
-        rows_of.setdefault(traj, []).append(row)
-    failed = [r for r, ok in enumerate(graph.success) if not ok]
     succeeded = [r for r, ok in enumerate(graph.success) if ok]
     closer = [graph.distance_before[r] > graph.distance[r] for r in range(len(graph.success))]
     shortest = []
-    for rows in rows_of.values():
-        rows = sorted(rows, key=lambda r: table["step_index"][r])
+    for rows in episode_rows(table["traj_ids"], table["step_index"], table["group_ids"]).values():
         if graph.success[rows[0]] and graph.distance_before[rows[0]] == len(rows):
             shortest += rows
     gaps = [abs(graph.graph_returns[r] - gigpo.returns[r]) for r in shortest]
     flipped = [r for r in range(len(closer)) if graph.step[r] * gigpo.step[r] < 0]
     return {
-        "failed_progress_share": sum(closer[r] for r in failed) / len(failed) if failed else float("nan"),
+        "failed_progress_share": graph.failed_progress_share,
         "success_idle_share": sum(not closer[r] for r in succeeded) / len(succeeded) if succeeded else float("nan"),
         "identity_steps": float(len(shortest)),
         "identity_gap": max(gaps) if gaps else float("nan"),
@@ -263,9 +255,6 @@ def information_numbers(model, tokenizer, config: Chapter17Config, seed: int) ->
     rollouts = loop.information_gain_groups(engine, made, questions, grpo, generator)
     batch = collate(rollouts.rows, tokenizer.pad_token_id)
     _, stats = loop.igpo(batch, grpo)
-    groups: dict[int, set] = {}
-    for t in rollouts.rows:
-        groups.setdefault(t.group_id, set()).add(t.total_reward)
     gaps = []
     for t in rollouts.rows[:16]:
         if len(t.rewards) < 2:
@@ -277,7 +266,7 @@ def information_numbers(model, tokenizer, config: Chapter17Config, seed: int) ->
         alone = [gold_mean_logprobs(model, tokenizer, [t.token_ids[:n]], [gold])[0] for n in (first, last)]
         gaps.append(abs(sum(gains) - (math.exp(alone[1]) - math.exp(alone[0]))))
     return {
-        "equal_outcome_share": sum(len(v) == 1 for v in groups.values()) / len(groups),
+        "equal_outcome_share": rollouts.stats["igpo_equal_outcome_share"],
         "igpo_silent_share": stats["igpo_silent_group_share"],
         "telescoping_gap": max(gaps) if gaps else float("nan"),
         "telescoping_episodes": float(len(gaps)),
@@ -535,10 +524,11 @@ class PartlyMatchedFactory:
 def sweep_arm(config: grid.Chapter07Config, method: str, cell: Cell) -> GRPOConfig:
     """`method` (grpo, gigpo, graphgpo) in `cell`: true-state anchors (`PartlyMatched`), the cell's discount; one
     evaluation at the end."""
+    if method not in GRID_ARMS:
+        raise KeyError(f"unknown method {method!r}; choose from {GRID_ARMS}")
     grpo = grid.arm_config(config, "grpo" if method == "grpo" else "gigpo")
-    advantage = {"grpo": "grpo", "gigpo": "gigpo", "graphgpo": "graphgpo"}[method]
     return dataclasses.replace(
-        grpo, advantage=advantage, anchor_source="state", eval_every=grpo.iterations,
+        grpo, advantage=method, anchor_source="state", eval_every=grpo.iterations,
         gigpo=dataclasses.replace(grpo.gigpo, gamma=cell.gamma),
     )  # fmt: skip
 
@@ -591,8 +581,6 @@ SWEEP_LABELS = {
 def sweep_leads(per_seed: Sequence[Mapping[str, float]]) -> dict[str, dict[str, tuple[float, float, float]]]:
     """Method -> cell name -> (mean, low, high): each method's lead over GRPO in each cell, with the 95% t-interval
     over the seeds (paired: the lead is computed within a seed)."""
-    from course_lib.diagnostics.stats import interval
-
     return {
         method: {
             cell.name: interval([n[f"{method}_lead_{cell.name}"] for n in per_seed], "t95") for cell in SWEEP_CELLS
@@ -756,20 +744,16 @@ def plan(pilot: str, specs: Sequence[ClaimSpec]) -> tuple[int, list[str]]:
     clipped to [`MIN_SEEDS`, `MAX_SEEDS`]; with one line per difference."""
     from course_lib.course import designs
 
-    loaded = recorded.load(pilot)
-    seeds = max(MIN_SEEDS, 0)
-    lines = []
+    seeds, lines = MIN_SEEDS, []
     for spec in specs:
         for key, margin in spec.effects:
-            values = recorded.recorded_numbers(loaded, key)
-            sd = float(torch.tensor(values).std()) if len(values) > 1 else float("nan")
+            pilot_seeds, values = designs.differences(pilot, key)
             effect = SCALED_EFFECTS[key]
-            needed = designs.seeds_needed(sd, effect, margin, minimum=MIN_SEEDS, maximum=10**6)
-            reached = designs.power(sd, effect, margin, min(needed, MAX_SEEDS))
-            seeds = max(seeds, min(needed, MAX_SEEDS))
-            capped = f", capped at {MAX_SEEDS} (power {reached:.2f})" if needed > MAX_SEEDS else ""
-            lines.append(f"{spec.id} {key}: pilot mean {sum(values) / len(values):+.3f}, sd {sd:.3f} over "
-                         f"{len(values)} seeds; 80% power at {effect:+.3f} needs {needed} seeds{capped}")  # fmt: skip
+            p = designs.plan_from(pilot_seeds, values, effect, margin, MIN_SEEDS, MAX_SEEDS)
+            seeds = max(seeds, p.seeds)
+            capped = f", capped at {MAX_SEEDS} (power {p.power:.2f})" if p.uncapped > p.seeds else ""
+            lines.append(f"{spec.id} {key}: pilot mean {p.pilot_mean:+.3f}, sd {p.sd:.3f} over {len(values)} seeds; "
+                         f"80% power at {effect:+.3f} needs {p.uncapped} seeds{capped}")  # fmt: skip
     return seeds, lines
 
 

@@ -183,13 +183,21 @@ def plan(design: Design) -> Plan:
             f"{design.pilot_name} has {len(values)} pilot seed(s): run "
             f"`python -m course_lib.course.designs {design.chapter} --pilot --record`"
         )
+    return plan_from(seeds, values, design.scaled_effect, design.margin, design.min_seeds, design.max_seeds)
+
+
+def plan_from(
+    seeds: Sequence[int], values: Sequence[float], effect: float, margin: float, min_seeds: int, max_seeds: int
+) -> Plan:
+    """The plan from pilot `values` of one paired difference (at least two seeds): its spread, the seeds for 80%
+    power at `effect` (`seeds_needed`, uncapped and clipped to [`min_seeds`, `max_seeds`]) and the power reached."""
     sd = float(np.std(values, ddof=1))
-    uncapped = seeds_needed(sd, design.scaled_effect, design.margin, minimum=design.min_seeds, maximum=10**6)
-    chosen = min(uncapped, design.max_seeds)
+    uncapped = seeds_needed(sd, effect, margin, minimum=min_seeds, maximum=10**6)
+    chosen = min(uncapped, max_seeds)
     upper = stats.sd_upper_bound(sd, len(values))
-    uncapped_upper = seeds_needed(upper, design.scaled_effect, design.margin, minimum=design.min_seeds, maximum=10**6)
-    return Plan(tuple(seeds), float(np.mean(values)), sd, uncapped, chosen,
-                power(sd, design.scaled_effect, design.margin, chosen), upper, uncapped_upper)  # fmt: skip
+    uncapped_upper = seeds_needed(upper, effect, margin, minimum=min_seeds, maximum=10**6)
+    return Plan(tuple(seeds), float(np.mean(values)), sd, uncapped, chosen, power(sd, effect, margin, chosen), upper,
+                uncapped_upper)  # fmt: skip
 
 
 def hindsight(design: Design, pilot: Plan, numbers: Sequence[Mapping[str, float]]) -> str:

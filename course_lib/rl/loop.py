@@ -100,6 +100,35 @@ def invalid_steps_per_row(batch: RolloutBatch) -> torch.Tensor:
     return counts.index_add(0, batch.step_row, (~batch.step_valid).float())
 
 
+def penalised_rewards(batch: RolloutBatch, config: GRPOConfig) -> torch.Tensor:
+    """Each row's episode reward `[B]` less `invalid_penalty` per invalid action of the row (verl-agent's
+    `apply_invalid_action_penalty`)."""
+    if not config.invalid_penalty:
+        return batch.rewards
+    return batch.rewards - config.invalid_penalty * invalid_steps_per_row(batch)
+
+
+def step_columns(batch: RolloutBatch) -> dict[str, list]:
+    """The batch's K steps as the six per-row columns GiGPO and GraphGPO read (`algos.gigpo.gigpo_advantages`)."""
+    return {
+        "rewards": batch.step_reward.tolist(), "valid": batch.step_valid.tolist(), "anchors": batch.step_anchors,
+        "group_ids": batch.step_group.tolist(), "traj_ids": batch.step_traj.tolist(),
+        "step_index": batch.step_index.tolist(),
+    }  # fmt: skip
+
+
+def grpo_episode_part(batch: RolloutBatch, config: GRPOConfig, baseline: str) -> torch.Tensor | None:
+    """GRPO's own advantage on the step rows, `[B, T]` over the loss mask, when a step-credit method's episode part
+    equals it: step mode (one step per row), the pooled episode baseline and groups of more than one. The same
+    float32 arithmetic as `grpo`, so that with no recurring state GiGPO's and GraphGPO's updates are bit-identical
+    to GRPO's. None otherwise (the method's own episode advantage is used)."""
+    rows = batch.input_ids.shape[0]
+    one_step_rows = torch.equal(batch.step_row, torch.arange(rows, device=batch.step_row.device))
+    if baseline == "pooled" and one_step_rows and config.group_size > 1:
+        return grpo(batch, config)[0][:, None] * batch.loss_mask
+    return None
+
+
 def grpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
     """GRPO: each row's episode reward against its group (`algos.grpo.group_advantages`), `[B]`.
 
@@ -108,9 +137,7 @@ def grpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[st
     invalid action of the row (verl-agent's `apply_invalid_action_penalty`)."""
     from course_lib.algos.grpo import group_advantages
 
-    rewards = batch.rewards
-    if config.invalid_penalty:
-        rewards = rewards - config.invalid_penalty * invalid_steps_per_row(batch)
+    rewards = penalised_rewards(batch, config)
     return group_advantages(rewards, batch.group_ids, config.scale_by_std), {}
 
 
@@ -126,17 +153,10 @@ def gigpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[s
 
     settings = GiGPOSettings.from_course(config)
     device = batch.step_row.device
-    rows = batch.input_ids.shape[0]
-    one_step_rows = torch.equal(batch.step_row, torch.arange(rows, device=device))  # step mode
-    episode = None
-    if settings.episode_baseline == "pooled" and one_step_rows and config.group_size > 1:
-        episode = grpo(batch, config)[0][:, None] * batch.loss_mask
-    table = {
-        "rewards": batch.step_reward.tolist(), "valid": batch.step_valid.tolist(), "anchors": batch.step_anchors,
-        "group_ids": batch.step_group.tolist(), "traj_ids": batch.step_traj.tolist(),
-        "step_index": batch.step_index.tolist(),
-    }  # fmt: skip
-    return token_advantages(table, lambda values: broadcast_steps(batch, values.to(device)), settings, episode)
+    episode = grpo_episode_part(batch, config, settings.episode_baseline)
+    return token_advantages(
+        step_columns(batch), lambda values: broadcast_steps(batch, values.to(device)), settings, episode
+    )
 
 
 def graphgpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
@@ -150,26 +170,17 @@ def graphgpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dic
 
     g = config.gigpo
     device = batch.step_row.device
-    table = {
-        "rewards": batch.step_reward.tolist(), "valid": batch.step_valid.tolist(), "anchors": batch.step_anchors,
-        "group_ids": batch.step_group.tolist(), "traj_ids": batch.step_traj.tolist(),
-        "step_index": batch.step_index.tolist(),
-    }  # fmt: skip
+    table = step_columns(batch)
     result = graphgpo_advantages(
         **table, omega=g.gamma, step_weight=g.step_weight, scale_by_std=config.scale_by_std,
         pooled=g.episode_baseline == "pooled", invalid_penalty=config.invalid_penalty,
     )  # fmt: skip
-    rows = batch.input_ids.shape[0]
-    one_step_rows = torch.equal(batch.step_row, torch.arange(rows, device=device))
-    if g.episode_baseline == "pooled" and one_step_rows and config.group_size > 1:
-        episode = grpo(batch, config)[0][:, None] * batch.loss_mask
-    else:
+    episode = grpo_episode_part(batch, config, g.episode_baseline)
+    if episode is None:
         episode = broadcast_steps(batch, torch.tensor(result.episode, dtype=torch.float, device=device))
     step = broadcast_steps(batch, torch.tensor(result.step, dtype=torch.float, device=device))
     stats = step_group_stats(step_group_sizes(table["anchors"], table["group_ids"]))
-    failed = [k for k, succeeded in enumerate(result.success) if not succeeded]
-    closer = [result.distance_before[k] > result.distance[k] for k in failed]
-    stats["graph_failed_progress_share"] = sum(closer) / len(closer) if closer else float("nan")
+    stats["graph_failed_progress_share"] = result.failed_progress_share
     return episode + g.step_weight * step, stats
 
 
@@ -179,9 +190,7 @@ def tree_grpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, di
     `invalid_penalty` as in `grpo`."""
     from course_lib.algos.tree_grpo import tree_advantages
 
-    rewards = batch.rewards
-    if config.invalid_penalty:
-        rewards = rewards - config.invalid_penalty * invalid_steps_per_row(batch)
+    rewards = penalised_rewards(batch, config)
     trees = batch.tree_ids
     sizes = torch.bincount(trees)[trees].float()
     return tree_advantages(rewards, batch.group_ids, trees, config.scale_by_std), {
@@ -208,7 +217,7 @@ def igpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[st
         batch.step_index.tolist(), c.gamma, c.normalisation, config.scale_by_std,
     )  # fmt: skip
     groups = batch.step_group.tolist()
-    silent = {g for g in groups} - {g for g, v in zip(groups, values) if abs(v) > 1e-12}
+    silent = set(groups) - {g for g, v in zip(groups, values) if abs(v) > 1e-12}
     stats = {"igpo_silent_group_share": len(silent) / max(len(set(groups)), 1)}
     return broadcast_steps(batch, torch.tensor(values, dtype=torch.float, device=batch.step_row.device)), stats
 

@@ -43,6 +43,11 @@ def test_progress_inside_a_failed_episode_is_credited_where_gigpo_penalises_it()
     assert graph.step[3] > 0 > gigpo.step[3]  # tau2's A -> B, the first step of a failed episode
     success = [True, True, True, False, False, False, False]
     assert progress(ANCHORS, GROUPS, TRAJS, STEPS, success) == [True, True, True, True, False, False, False]
+    assert graph.failed_progress_share == pytest.approx(1 / 4)  # of the failed rows 3-6, only tau2's A -> B
+    everyone_fails = graphgpo_advantages([0, 0], [True, True], ["A", "B"], [0, 0], [1, 1], [0, 1])
+    succeeds = graphgpo_advantages([0, 1], [True, True], ["A", "B"], [0, 0], [1, 1], [0, 1])
+    assert everyone_fails.failed_progress_share == 0.0  # d = 1 everywhere: no step gets closer
+    assert succeeds.failed_progress_share != succeeds.failed_progress_share  # no failed episode: nan
 
 
 def test_reduces_to_gigpo_on_uniform_groups_whose_successes_are_shortest_paths():

@@ -11,7 +11,6 @@ import pytest
 from course_lib import data
 from course_lib.algos.gigpo import step_group_sizes
 from course_lib.chapters import ch17_what_came_next as ch
-from course_lib.course import results as recorded
 from course_lib.rl import loop
 
 
@@ -31,6 +30,11 @@ def test_arms_share_their_chapters_budgets_and_differ_where_the_method_does():
     assert len({c.iterations for c in search.values()}) == 1
     with pytest.raises(KeyError, match="unknown arm"):
         ch.search_arm(config, "arpo")
+    sweep = {method: ch.sweep_arm(config.grid, method, ch.Cell(gamma=1.0)) for method in ch.GRID_ARMS}
+    assert [sweep[method].advantage for method in ch.GRID_ARMS] == ["grpo", "gigpo", "graphgpo"]
+    assert all(c.anchor_source == "state" and c.gigpo.gamma == 1.0 for c in sweep.values())
+    with pytest.raises(KeyError, match="unknown method"):
+        ch.sweep_arm(config.grid, "arpo", ch.Cell())
 
 
 def test_each_group_has_its_share_of_matched_episodes_and_unmatched_anchors_never_meet():
@@ -93,7 +97,7 @@ def test_a_wrong_gold_answer_lowers_the_probability_the_gain_reads(search_base):
         gold_tokens(tokenizer, "<answer> {answer} </answer>", "")
 
 
-def test_a_short_run_measures_every_claim_number(monkeypatch, tmp_path):
+def test_a_short_run_measures_every_claim_number():
     config = ch.preset("cpu")
     config.grid.grpo = dataclasses.replace(config.grid.grpo, iterations=1, eval_every=1)
     config.grid.eval_tasks = 20
@@ -109,5 +113,4 @@ def test_a_short_run_measures_every_claim_number(monkeypatch, tmp_path):
     assert 0 < numbers["tree_budget_share"] < 0.5 and numbers["quarter_budget_share"] == pytest.approx(0.25, abs=0.1)
     curves = ch.curves(results)
     assert "grid_graphgpo/eval_success" in curves and "search_igpo/eval_success" in curves
-    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
     assert "igpo" in loop.SEAMS["sampler"] and "graphgpo" in loop.SEAMS["advantage"]
