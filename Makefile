@@ -48,7 +48,7 @@ lab: $(VENV)/.installed models
 quick: $(VENV)/.installed
 	COURSE_SCALE=cpu $(PY) -m course_lib.course.notebooks run --out build/quick notebooks/00_tool_agent_grpo.ipynb
 
-# verl integration (course_lib.integrations.verl) in its own venv: verl 0.9.1 pins transformers<5.11 and
+# verl integration (course_lib.integrations.course_verl) in its own venv: verl 0.9.1 pins transformers<5.11 and
 # tensordict<=0.10, older than the main venv's. CPU only: verl's classes import and its agent loop runs against a
 # fake server; training needs GPUs and a vLLM/SGLang server (docs/scale-out.md). cachetools, fastapi and uvicorn are
 # imported by verl's agent loop but not declared by the verl 0.9.1 wheel. The course goes in without its notebook

@@ -100,10 +100,10 @@ def record(name: str, command: str | None, seed: int, data_dir: Path = DATA_DIR)
 def gpu_data_dir() -> Path:
     """The gpu preset's data directory: `COURSE_GPU_DATA` (default `~/.cache/course_lib/gpu`), read now. Under
     `COURSE_GPU_TINY=1` its `tiny/` folder, so that a smoke-test build never stands in for a real gpu base."""
-    from course_lib import config
+    from course_lib import course_config
 
     root = Path(os.environ.get("COURSE_GPU_DATA", DEFAULT_GPU_DATA_DIR))
-    return root / "tiny" if config.gpu_tiny() else root
+    return root / "tiny" if course_config.gpu_tiny() else root
 
 
 def data_dir_for(scale: str) -> Path:
@@ -116,11 +116,11 @@ def data_dir_for(scale: str) -> Path:
 def load_base(name: str | Path, device="cpu", data_dir: Path | None = None):
     """`(model, tokenizer)` of base checkpoint `name`, after checking its hashes.
 
-    Without `data_dir`, from the active scale's directory (`data_dir_for(config.scale())`); under the gpu scale
+    Without `data_dir`, from the active scale's directory (`data_dir_for(course_config.scale())`); under the gpu scale
     the chapter's gpu data is built first if it is not there yet, and a line says which base was loaded. `name`
     may also be a folder of your own (`models.save(model, tokenizer, folder)`: a fork's base), loaded as it is,
     with no manifest to check it against."""
-    from course_lib import config
+    from course_lib import course_config
     from course_lib.models import load
 
     folder = Path(name)
@@ -129,7 +129,7 @@ def load_base(name: str | Path, device="cpu", data_dir: Path | None = None):
     if isinstance(name, Path) or "/" in str(name):
         raise DataError(f"{name}: no checkpoint there (a base folder holds config.json; write one with models.save)")
     model, tokenizer = load(_available(name, data_dir), device)
-    if data_dir is None and config.scale() == "gpu":
+    if data_dir is None and course_config.scale() == "gpu":
         # The cpu preset prints nothing (committed notebook outputs stay as they are); under gpu the reader should
         # see that the model is not the committed cpu base.
         print(_label(name, model, gpu_data_dir()), flush=True)
@@ -149,9 +149,9 @@ def _available(name: str, data_dir: Path | None) -> Path:
     where under the gpu scale an artifact missing from the manifest has its chapter's data built once."""
     if data_dir is not None:
         return verify(name, data_dir)
-    from course_lib import config
+    from course_lib import course_config
 
-    scale = config.scale()
+    scale = course_config.scale()
     data_dir = data_dir_for(scale)
     if scale == "gpu" and name not in read_manifest(data_dir)["artifacts"]:
         _build_gpu_chapter(name, data_dir)
@@ -194,10 +194,10 @@ def _random_state_kept() -> Iterator[None]:
 
 def _label(name: str, model, data_dir: Path) -> str:
     """`base ch00_base: gpu preset, model preset small, 2,345,678 parameters, from <folder>`."""
-    from course_lib import config
+    from course_lib import course_config
     from course_lib.models import count_parameters, preset_of
 
-    scale = "gpu preset (shrunk by COURSE_GPU_TINY=1, a smoke test)" if config.gpu_tiny() else "gpu preset"
+    scale = "gpu preset (shrunk by COURSE_GPU_TINY=1, a smoke test)" if course_config.gpu_tiny() else "gpu preset"
     return (
         f"base {name}: {scale}, model preset {preset_of(model.config)}, "
         f"{count_parameters(model):,} parameters, from {data_dir / name}"
@@ -258,10 +258,10 @@ def _command_for(name: str, scale: str = "cpu") -> str | None:
         return None
     if scale == "cpu":
         return build_command
-    from course_lib import config
+    from course_lib import course_config
 
     # A smoke-test build lives in its own folder, which only COURSE_GPU_TINY=1 selects.
-    prefix = "COURSE_GPU_TINY=1 " if config.gpu_tiny() else ""
+    prefix = "COURSE_GPU_TINY=1 " if course_config.gpu_tiny() else ""
     return f"{prefix}{build_command} --scale {scale}"
 
 

@@ -9,8 +9,7 @@ from methods_helpers import GROUP, PROMPTS
 
 from course_lib import data
 from course_lib.engine.rollout import RolloutEngine
-from course_lib.integrations import verl as course_verl
-from course_lib.integrations import verl_patch
+from course_lib.integrations import course_verl, verl_patch
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, AgentLoopWo
 from verl.workers.rollout.replica import TokenOutput
 
 from course_lib.engine.rollout import RolloutEngine
-from course_lib.integrations import verl as course_verl
-from course_lib.integrations import verl_gigpo
+from course_lib.integrations import course_verl, verl_gigpo
 from course_lib.rl.train import GiGPOConfig, GRPOConfig
 
 PROMPTS, GROUP = 2, 4

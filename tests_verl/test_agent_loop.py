@@ -29,8 +29,8 @@ from verl.workers.rollout.replica import TokenOutput
 from course_lib import data
 from course_lib.engine.bookkeeping import expected_tokens
 from course_lib.engine.rollout import Trajectory
-from course_lib.integrations import verl as course_verl
-from course_lib.integrations.verl import CourseEnvAgentLoop
+from course_lib.integrations import course_verl
+from course_lib.integrations.course_verl import CourseEnvAgentLoop
 from course_lib.tokenizer import decode, encode
 
 PROMPT_LENGTH, RESPONSE_LENGTH = 16, 48

@@ -37,8 +37,7 @@ from verl.trainer.ppo import core_algos, ray_trainer
 from verl.workers.rollout.replica import TokenOutput
 
 from course_lib.engine.rollout import RolloutEngine, collate, pad_id
-from course_lib.integrations import verl as course_verl
-from course_lib.integrations import verl_gigpo
+from course_lib.integrations import course_verl, verl_gigpo
 from course_lib.rl import loop
 from course_lib.rl.train import FilterConfig, GiGPOConfig, GRPOConfig
 

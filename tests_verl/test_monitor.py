@@ -22,7 +22,7 @@ from verl.trainer.ppo import ray_trainer
 from verl.workers.rollout.replica import TokenOutput
 
 from course_lib.engine.rollout import RolloutEngine, pad_id
-from course_lib.integrations import verl as course_verl
+from course_lib.integrations import course_verl
 
 pytestmark = pytest.mark.usefixtures("patched")
 

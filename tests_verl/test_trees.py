@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from verl.workers.rollout.replica import TokenOutput
 
 from course_lib.engine.rollout import RolloutEngine
-from course_lib.integrations import verl as course_verl
+from course_lib.integrations import course_verl
 
 pytestmark = pytest.mark.usefixtures("patched")
 

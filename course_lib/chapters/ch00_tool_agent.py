@@ -16,12 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib import config as course_config
-from course_lib import data, envs
+from course_lib import course_config, data, envs
 from course_lib.chapters import ToolTask, held_out_on_test, skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import chance
-from course_lib.course import results as recorded
+from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all, nontrivial_base
 from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig

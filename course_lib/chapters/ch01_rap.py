@@ -24,10 +24,9 @@ from pathlib import Path
 
 import torch
 
-from course_lib import config as course_config
-from course_lib import data, envs
+from course_lib import course_config, data, envs
 from course_lib.chapters import skeleton
-from course_lib.course import audit as leakage
+from course_lib.course import leakage
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.envs.blocksworld import draw_problem, render_goal, render_state
 from course_lib.rl.warm_start import SFTConfig, warm_start_and_save

@@ -22,12 +22,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from course_lib import config as course_config
-from course_lib import envs
+from course_lib import course_config, envs
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.chapters import skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import results as recorded
+from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.models import build_model
 from course_lib.rl.warm_start import SFTConfig, supervised_warm_start

@@ -24,11 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from course_lib import config as course_config
-from course_lib import data, envs
+from course_lib import course_config, data, envs
 from course_lib.chapters import ToolTask, held_out_on_test, skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import results as recorded
+from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.envs.word_math import MAX_NUMBER, draw_problem, vocabulary

@@ -11,7 +11,7 @@ the granularity effect of C5.1 to less than 5 points either way (C5.6).
 
 The base checkpoint is built once by `python -m course_lib.data build ch05` (`build_base`). Its noisy
 demonstrations never write a (tool, parameter, value) triple that only the `novel` split asks for
-(`noisy_answer`; `python -m course_lib.course.audit ch05` counts 0).
+(`noisy_answer`; `python -m course_lib.course.leakage ch05` counts 0).
 
 One seed cannot decide these comparisons: at the cpu preset's budget the reward variants end a few points
 apart and rounding alone moves an arm by up to 14 points. The claims are therefore paired comparisons over
@@ -37,13 +37,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib import config as course_config
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.chapters import ToolTask, skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import results as recorded
+from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
-from course_lib.course.results import own_numbers, recorded_numbers
+from course_lib.course.recorded import own_numbers, recorded_numbers
 from course_lib.diagnostics.stats import interval
 from course_lib.engine.rollout import SamplingConfig
 from course_lib.envs.base import distinct_seeds

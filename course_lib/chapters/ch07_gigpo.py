@@ -25,13 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib import config as course_config
-from course_lib import envs
+from course_lib import course_config, envs
 from course_lib.algos.gigpo import step_group_sizes
 from course_lib.chapters import ToolTask, skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import chance
-from course_lib.course import results as recorded
+from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig

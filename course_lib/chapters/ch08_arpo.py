@@ -54,13 +54,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib import config as course_config
-from course_lib import envs
+from course_lib import course_config, envs
 from course_lib.algos.grpo import group_advantages
 from course_lib.chapters import ToolTask, skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import chance
-from course_lib.course import results as recorded
+from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
 from course_lib.diagnostics.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights

@@ -35,8 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib import config as course_config
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import skeleton
 from course_lib.course.claims import ClaimSpec, at_least

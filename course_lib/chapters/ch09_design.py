@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from course_lib import config as course_config
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.course.claims import ClaimSpec, at_least

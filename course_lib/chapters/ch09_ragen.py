@@ -32,12 +32,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib import config as course_config
-from course_lib import data, envs
+from course_lib import course_config, data, envs
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import results as recorded
+from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.envs import frozen_lake

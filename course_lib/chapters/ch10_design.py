@@ -22,8 +22,7 @@ import copy
 import dataclasses
 import functools
 
-from course_lib import config as course_config
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import ch10_ragen2 as ch10
 from course_lib.course.claims import ClaimSpec, at_least

@@ -32,14 +32,12 @@ from typing import NamedTuple
 
 import torch
 
-from course_lib import config as course_config
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import group_advantages
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import results as recorded
+from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import (
     first_turn_reasoning,

@@ -41,14 +41,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib import config as course_config
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.algos import aepo
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import chance
-from course_lib.course import results as recorded
+from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import pre_monitor, sample_trees

@@ -45,8 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib import config as course_config
-from course_lib import envs
+from course_lib import course_config, envs
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch11_aepo as ch11
 from course_lib.chapters import skeleton

@@ -47,14 +47,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from course_lib import config as course_config
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch11_aepo as ch11
 from course_lib.chapters import skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import results as recorded
+from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import MIStop, reasoning_mutual_information
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo

@@ -19,8 +19,7 @@ import dataclasses
 import functools
 import math
 
-from course_lib import config as course_config
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.chapters import ch12_capstone as ch12
 from course_lib.course.claims import ClaimSpec, at_least
 from course_lib.course.designs import Design

@@ -1,14 +1,14 @@
 """Chapter 13 (appendix): scale-out. Chapter 00's tool environment trained by TRL's `GRPOTrainer`, beside the course's
 own loop at the same budget.
 
-The environment, its reward and its loss mask travel to TRL unchanged through `course_lib.integrations.trl`
+The environment, its reward and its loss mask travel to TRL unchanged through `course_lib.integrations.course_trl`
 (`rollout_func` + `env_mask`); what TRL brings is its trainer (accelerate, DeepSpeed/FSDP, vLLM generation). The
 chapter checks that the hand-over is exact on a real batch (TRL's loss mask is the environment's, token for token;
 its advantages are GRPO's group-normalised episode rewards) and that TRL, given the course's environment, learns
 what chapter 00's loop learns at the same budget, on the same held-out problems. Then the survey's methods on TRL
 (`course_lib.integrations.trl_checks`): GiGPO in step and trajectory mode, ARPO's and AEPO's trees, StarPO-S and the
 SNR filter, each compared with the course's loop on the same episodes (C13.5). verl's side is
-`course_lib.integrations.verl` and its `verl_*` modules, checked by `make test-verl` in verl's own environment
+`course_lib.integrations.course_verl` and its `verl_*` modules, checked by `make test-verl` in verl's own environment
 (`docs/scale-out.md`); training on verl needs GPUs.
 """
 
@@ -23,16 +23,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from course_lib import config as course_config
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import chance
+from course_lib.course import chance, leakage
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.bookkeeping import expected_tokens
-from course_lib.integrations import trl as course_trl
-from course_lib.integrations import trl_checks
+from course_lib.integrations import course_trl, trl_checks
 from course_lib.rl.train import GRPOConfig, train_grpo
 
 CHAPTER = "00"
@@ -266,7 +263,7 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     extra), which the appendix and its prompts need."""
     if importlib.util.find_spec("trl") is None:
         return [leakage.SplitAudit("ch13", "test", 0, 0, skipped="trl is not installed: pip install -e .[trl]")]
-    from course_lib.integrations.trl import chapter_task, dataset_prompts, training_prompts
+    from course_lib.integrations.course_trl import chapter_task, dataset_prompts, training_prompts
 
     config = preset("cpu")
     keys = leakage.problem_keys(lambda: ch00.make_env("test"), ch00.test_seeds(config.chapter00.eval_tasks))

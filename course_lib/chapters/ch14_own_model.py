@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from course_lib import config as course_config
+from course_lib import course_config
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import chance, standins
+from course_lib.course import chance, leakage, standins
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
 from course_lib.rl import checkpoint

@@ -31,15 +31,12 @@ from dataclasses import dataclass
 
 import torch
 
-from course_lib import config as course_config
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.algos.grpo import clipped_surrogate_loss
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch14_own_model as ch14
 from course_lib.chapters import skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import chance, pitfalls, standins
-from course_lib.course import results as recorded
+from course_lib.course import chance, leakage, pitfalls, recorded, standins
 from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.engine.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
 from course_lib.models import token_logprobs

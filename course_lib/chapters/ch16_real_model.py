@@ -31,8 +31,7 @@ from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import skeleton
 from course_lib.chapters.ch11_aepo import uniform_top_share
-from course_lib.course import audit as leakage
-from course_lib.course import chance
+from course_lib.course import chance, leakage
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import mutual_information, teacher_forced_logp
 from course_lib.engine.bookkeeping import alignment_errors, expected_tokens

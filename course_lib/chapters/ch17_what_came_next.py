@@ -32,16 +32,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from course_lib import config as course_config
+from course_lib import course_config
 from course_lib.algos.gigpo import gigpo_advantages
 from course_lib.algos.graphgpo import graphgpo_advantages
 from course_lib.algos.step_rows import episode_rows
 from course_lib.chapters import ch07_gigpo as grid
 from course_lib.chapters import ch08_arpo as search
 from course_lib.chapters import skeleton
-from course_lib.course import audit as leakage
-from course_lib.course import chance
-from course_lib.course import results as recorded
+from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
 from course_lib.engine.rollout import RolloutEngine, collate

@@ -34,15 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from course_lib import config as course_config
-from course_lib import data, envs, overrides
-from course_lib.course import results as recorded
+from course_lib import course_config, data, envs, overrides
+from course_lib.course import recorded
 from course_lib.course.claims import NOT_APPLICABLE, Claim, ClaimSpec, evaluate_all
 from course_lib.rl import tracking
 
 if TYPE_CHECKING:
     from course_lib.chapters import ToolTask
-    from course_lib.course.audit import SplitAudit
+    from course_lib.course.leakage import SplitAudit
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ class Chapter:
     """() -> its training task (`chapters.ToolTask`) as TRL, verl, the golden run and the benchmarks train on it;
     None for a chapter none of them trains."""
     audit: Callable[[], list[SplitAudit]] | None = None
-    """() -> the leakage audit of each of its held-out splits (`course.audit`); None: not audited (a test names
+    """() -> the leakage audit of each of its held-out splits (`course.leakage`); None: not audited (a test names
     the chapters that may go without)."""
     demonstrator: Callable[[int, int], list[list[tuple[str, str]]]] | None = None
     """`(count, seed)` -> episodes of its demonstrator played in its training environment, as chat messages

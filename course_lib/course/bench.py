@@ -33,7 +33,7 @@ re-rendered and re-encoded every turn, stop tags as `stop_strings`) on the same 
 and the micro-batched update's share of this CPU's matmul throughput at their shapes (`roofline_phases`). The last
 line, `speedup_vs_generate=X.XX generation_of_matmul_peak=X update_of_matmul_peak=X`.
 
-`trl`: one GRPO iteration of course_lib against one step of TRL's `GRPOTrainer` (`course_lib.integrations.trl`),
+`trl`: one GRPO iteration of course_lib against one step of TRL's `GRPOTrainer` (`course_lib.integrations.course_trl`),
 same base, same task, same batch, same optimizer settings (AdamW at chapter 00's learning rate, token-mean clipped
 loss, no KL, the whole model trained, one update per batch), interleaved in pairs inside one TRL run: a trainer
 callback runs the course's iteration before or after each TRL step, alternating. First, chapter 05's single-turn
@@ -392,7 +392,7 @@ def paired_trl_run(chapter: str, native: bool, pairs: int, prompts: int, group: 
 
     from transformers import TrainerCallback
 
-    from course_lib.integrations import trl as course_trl
+    from course_lib.integrations import course_trl
     from course_lib.rl.train import GRPOConfig
 
     task = course_trl.chapter_task(chapter)

@@ -37,13 +37,6 @@ def builders() -> dict[str, str]:
     return found
 
 
-def __getattr__(name: str):
-    """`build.BUILDERS`, the table's name before it was found rather than listed: `builders()`."""
-    if name == "BUILDERS":
-        return builders()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def build(chapter: str, data_dir: Path | None = None, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
     """Write chapter `chapter`'s artifacts of preset `scale` (`python -m course_lib.data build <chapter>
     [--scale gpu]`) into `data_dir`, by default that scale's directory (`data.data_dir_for`)."""

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from course_lib import chapters
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 from course_lib.course.claims import ClaimSpec
 from course_lib.diagnostics import stats
 

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from course_lib import chapters, real_models
 from course_lib.chapters import chapter_key
-from course_lib.course.results import MODULES
+from course_lib.course.recorded import MODULES
 
 SEED_LINE = re.compile(r"^seed (\d+) \(([\d.]+) min\)")
 CLAIM_LINE = re.compile(r"^\s+(C\d+\.\d+[a-z]?) (PASS|FAIL|not reproduced at this scale) ")

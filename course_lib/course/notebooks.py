@@ -265,7 +265,7 @@ def nbval_minutes(junit_xml: Path) -> dict[str, float]:
 def write_minutes(junit_xml: Path) -> dict:
     """`results/minutes.json` from a CI run's JUnit report: minutes per chapter (`"00": 0.2`, one decimal), the
     total, and where they were measured."""
-    from course_lib.course.results import _git
+    from course_lib.course.recorded import _git
     from course_lib.machine import cpu_description
 
     per_notebook = nbval_minutes(junit_xml)
@@ -285,7 +285,7 @@ def add_minutes(junit_xml: Path) -> dict:
     """Add to `results/minutes.json` the notebooks of `junit_xml` that it does not hold yet (a new chapter, measured
     under .ci/run's settings before the next full CI run records every notebook at once), each with where it was
     measured under `measured_apart`; the notebooks it holds keep their numbers. Returns the record."""
-    from course_lib.course.results import _git
+    from course_lib.course.recorded import _git
     from course_lib.machine import cpu_description
 
     record = json.loads(MINUTES.read_text())

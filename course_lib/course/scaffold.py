@@ -40,9 +40,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib import config as course_config
+from course_lib import course_config
 from course_lib import data, envs
-from course_lib.course import results
+from course_lib.course import recorded
 from course_lib.chapters import skeleton
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
 from course_lib.envs.base import distinct_seeds
@@ -149,7 +149,7 @@ def claims(out: Mapping) -> list[Claim]:
 
 
 def curves(out: Mapping) -> dict[str, list[tuple[float, float]]]:
-    return results.history_curves(out["histories"], ("success", "eval_success"))
+    return recorded.history_curves(out["histories"], ("success", "eval_success"))
 
 
 CHAPTER = skeleton.Chapter("ch{number}", "Chapter {number}, {title}", run, claim_numbers, CLAIMS, curves=curves)
@@ -200,9 +200,9 @@ def notebook(number: str, name: str, title: str, arxiv: str, module: str) -> dic
             "**What you will learn.** (three to five lines)\n\n**Time.** (measured: minutes on a laptop CPU)"
         ),
         code(
-            "from course_lib import config\nfrom course_lib.course.claims import report\n\n"
+            "from course_lib import course_config\nfrom course_lib.course.claims import report\n\n"
             f"import {module} as chapter\n\n"
-            "SEED = config.seed()\ncfg = chapter.preset()"
+            "SEED = course_config.seed()\ncfg = chapter.preset()"
         ),
         markdown("## 1 · The idea\n\n(the paper's question and its mechanism, in the miniature's words)"),
         markdown("## 2 · The environment\n\n(one episode, shown)"),

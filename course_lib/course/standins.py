@@ -136,12 +136,6 @@ def episode_sources() -> dict[str, Callable[[int, int], list[Episode]]]:
     return {key: c.demonstrator for key, c in chapters.all().items() if c.demonstrator is not None}
 
 
-def __getattr__(name: str):
-    if name == "EPISODE_SOURCES":  # the table's old name, computed now
-        return episode_sources()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def environment_episodes(count: int, seed: int = 0, chapters: Sequence[str] | None = None) -> list[Episode]:
     """`count` episodes per chapter of `chapters` (keys of `episode_sources()`, default all), chapter after chapter,
     played by the chapters' own demonstrators in their training environments (deterministic for `seed`)."""

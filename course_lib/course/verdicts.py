@@ -38,8 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_lib.course import designs
-from course_lib.course import results as recorded
+from course_lib.course import designs, recorded
 from course_lib.course.claims import NOT_REPRODUCED, TOLERANCE, Chance, ClaimSpec, Setting, at_least
 from course_lib.diagnostics import stats
 

@@ -1,7 +1,7 @@
 """The few figure kinds the chapters share.
 
 - `grid(n)`: n panels laid out two per row (2x2 for four), so figures stay readable in a notebook column.
-- `curves_with_bands`: learning curves over seeds (mean line, min-max band), e.g. from `results.load_curves`.
+- `curves_with_bands`: learning curves over seeds (mean line, min-max band), e.g. from `recorded.load_curves`.
 - `arm_comparison`: one bar per arm (mean over seeds) with an error bar and the seeds as dots.
 - `learning_curves`: per-metric panels from in-memory histories (one run or several seeds).
 - `tree_axes`: the frame the course's tree drawings share (MCTS's search tree, ARPO's rollout tree).
@@ -62,7 +62,7 @@ def curves_with_bands(
 ) -> Axes:
     """One mean line per label over its seeds, with the min-max band when there are several seeds.
 
-    `series` maps a label (an arm) to `{seed: [(x, y), ...]}` (what `results.load_curves` returns). Seeds
+    `series` maps a label (an arm) to `{seed: [(x, y), ...]}` (what `recorded.load_curves` returns). Seeds
     are compared at the x values they all have; a curve with fewer than `few_points` points gets markers.
     """
     for label, curves in series.items():
@@ -160,13 +160,13 @@ def recorded_panels(
     x_label: str = "RL iteration",
 ) -> Figure:
     """A `grid` with one panel per `(history key, y-axis label)`: for each arm (`label -> curve prefix`), the
-    recorded seeds' mean and min-max band (`results.load_curves(chapter, f"{prefix}/{key}")`) and, for the
+    recorded seeds' mean and min-max band (`recorded.load_curves(chapter, f"{prefix}/{key}")`) and, for the
     arms in `this_run` (`label -> history`), this session's run as a dashed line of the same colour."""
-    from course_lib.course import results  # plots stays importable without the results folder
+    from course_lib.course import recorded  # plots stays importable without the results folder
 
     fig, axes = grid(len(panels))
     for ax, (key, label) in zip(axes, panels, strict=True):
-        series = {arm: results.load_curves(chapter, f"{prefix}/{key}") for arm, prefix in arms.items()}
+        series = {arm: recorded.load_curves(chapter, f"{prefix}/{key}") for arm, prefix in arms.items()}
         curves_with_bands(series, ax, x_label=x_label, y_label=label)
         colours = {arm: line.get_color() for arm, line in zip(series, ax.get_lines(), strict=True)}
         for arm, history in (this_run or {}).items():

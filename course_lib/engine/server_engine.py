@@ -6,7 +6,7 @@ behind verl's agent loop, or any async callable) answers one request with a whol
 plays the course's environments through such a callable with the same turn rule, the functions of `rollout`
 (`stop_rule`, `advance`, `send_turn`): trim at the stop, append with mask 1, sent or cut, anchor before `env.step`,
 snapshot for forks, the observation with mask 0 through the prompt format, the total cap. So verl's agent loop
-(`integrations.verl`), its tree worker (`integrations.verl_trees`) and step mode (`step_mode.rollout_steps`) play
+(`integrations.course_verl`), its tree worker (`integrations.verl_trees`) and step mode (`step_mode.rollout_steps`) play
 exactly the episodes the course's own engine plays, for a word-level or a BPE tokenizer alike (tests:
 tests/integrations/test_verl_export.py replays the course's rollouts through it token for token).
 
@@ -15,7 +15,8 @@ sequences of one `run` are played concurrently on an asyncio event loop: the cal
 driven from a worker thread while the loop serves the server calls) or a new one.
 
 Log-probs and entropies: a server that returns no log-probs (verl then recomputes them) leaves 0.0 in their place
-and sets `logprobs_missing`, which `integrations.verl.output_fields` turns into verl's `response_logprobs=None`. A
+and sets `logprobs_missing`, which `integrations.course_verl.output_fields` turns into verl's
+`response_logprobs=None`. A
 server that returns no entropies gets `-log p` of the sampled token, an unbiased one-sample estimate of the entropy
 at that position (its expectation over the sampled token is the entropy), which ARPO's and AEPO's branch rules read.
 """

@@ -1,9 +1,9 @@
 """Chapters 07 and 08, and the survey's methods on them, trained by TRL's `GRPOTrainer` through the course's trainer
 subclass (`trl_methods.CourseMethodTrainer`) and rollout functions (`trl_rollouts`).
 
-    python -m course_lib.integrations.trl --chapter 07 --steps 2                  # GiGPO, step mode
-    python -m course_lib.integrations.trl --chapter 08 --steps 2                  # ARPO's tree
-    python -m course_lib.integrations.trl --chapter 08 --steps 2 --method aepo    # AEPO: tree rule and clip
+    python -m course_lib.integrations.course_trl --chapter 07 --steps 2                  # GiGPO, step mode
+    python -m course_lib.integrations.course_trl --chapter 08 --steps 2                  # ARPO's tree
+    python -m course_lib.integrations.course_trl --chapter 08 --steps 2 --method aepo    # AEPO: tree rule and clip
 
 Each method is a change to the chapter's own loop configuration (`train.GRPOConfig`), which the trainer reads, so
 on the same episodes TRL computes the advantages, filter and loss the chapter's `train_grpo` would: chapter 07 in
@@ -21,7 +21,7 @@ import torch
 
 from course_lib import data
 from course_lib.chapters import ToolTask
-from course_lib.integrations.trl import TRLSettings, _trainer, dataset_prompts, quiet_train, stop_at_tags
+from course_lib.integrations.course_trl import TRLSettings, _trainer, dataset_prompts, quiet_train, stop_at_tags
 from course_lib.integrations.trl_methods import POLICY_LOSSES, CourseMethodTrainer
 from course_lib.integrations.trl_rollouts import episode_rollout, tree_rollout
 from course_lib.rl.train import GRPOConfig
@@ -33,12 +33,6 @@ def default_methods() -> dict[str, str]:
     from course_lib import chapters  # imported here: the chapter modules pull in the whole course
 
     return {key.removeprefix("ch"): task.method_name for key, task in chapters.tasks().items() if task.method}
-
-
-def __getattr__(name: str):
-    if name == "DEFAULT_METHOD":  # the table's old name, computed now
-        return default_methods()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 """Each chapter's own method, what `--chapter` trains without `--method`."""

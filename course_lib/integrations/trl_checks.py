@@ -26,8 +26,7 @@ import torch
 from course_lib import data
 from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import sample_trees
-from course_lib.integrations import trl as course_trl
-from course_lib.integrations import trl_chapters
+from course_lib.integrations import course_trl, trl_chapters
 from course_lib.models import token_logprobs
 from course_lib.rl import loop
 

@@ -33,7 +33,7 @@ import torch
 
 from course_lib.algos.aepo import DUAL_CLIP
 from course_lib.engine.rollout import RolloutBatch, collate
-from course_lib.integrations.trl import GRPOTrainer
+from course_lib.integrations.course_trl import GRPOTrainer
 from course_lib.integrations.trl_rollouts import row_trajectory
 from course_lib.rl import loop
 from course_lib.rl.train import GRPOConfig

@@ -20,7 +20,7 @@ import torch
 
 from course_lib.chapters import ToolTask
 from course_lib.engine.rollout import RolloutEngine, Trajectory
-from course_lib.integrations.trl import completion_fields
+from course_lib.integrations.course_trl import completion_fields
 from course_lib.rl.train import GRPOConfig
 
 RolloutFunc = Callable[[list[str], object], dict[str, list]]

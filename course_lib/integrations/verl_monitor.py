@@ -35,7 +35,8 @@ On verl, four parts:
   and the overrides that resume from it.
 
 What is checked where: `tests_verl/test_monitor.py` runs the installed wrapper with chapter 12's drop and seeds on its
-own task, chapter 08's (`integrations.verl.chapter_tasks("08")`), on a trainer object whose rollout manager replays
+own task, chapter 08's (`integrations.course_verl.chapter_tasks("08")`), on a trainer object whose rollout manager
+replays
 the course engine's episodes through verl's own `AgentLoopWorker` and whose `compute_log_prob` is chapter 08's
 torch base, against chapter 12's `monitor_mi` itself; only a run on GPUs (vLLM/SGLang serving, FSDP actor in bf16)
 exercises the real servers and actor.
@@ -185,7 +186,7 @@ class MonitorSettings:
     """`+trainer.course.mi_monitor.<key>=...`; a key left out takes chapter 12's value (`Chapter12Config`)."""
 
     chapter: str
-    """The chapter whose training questions the monitor plays (`integrations.verl.chapter_tasks`); chapter 12's
+    """The chapter whose training questions the monitor plays (`integrations.course_verl.chapter_tasks`); chapter 12's
     monitor plays chapter 08's (`08`), the task it trains on."""
     drop: float
     """`Chapter12Config.gate_drop`: stop when the MI falls below (1 - drop) x the base's."""
@@ -230,7 +231,7 @@ def _get(config, key: str, default=None):
 def monitor_rows(settings: MonitorSettings) -> dict[str, list]:
     """The monitor's questions as the course's exported rows (`export_rows`' columns: the agent loop rebuilds each
     episode from `extra_info`), with chapter 12's seeds `first_seed + p` instead of the export's 0, 1, ..."""
-    from course_lib.integrations.verl import chapter_tasks, export_rows
+    from course_lib.integrations.course_verl import chapter_tasks, export_rows
 
     columns = export_rows(settings.chapter, "train", settings.prompts)
     env = chapter_tasks(settings.chapter).make_env("train")

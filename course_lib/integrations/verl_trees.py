@@ -49,7 +49,7 @@ import torch
 from course_lib.engine.rollout import Trajectory
 from course_lib.engine.server_engine import Generate, ServerEngine
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
-from course_lib.integrations.verl import chapter_tasks, output_fields, verl_available
+from course_lib.integrations.course_verl import chapter_tasks, output_fields, verl_available
 
 MANAGER_CLASS = "course_lib.integrations.verl_trees.TreeAgentLoopManager"
 __all__ = ["MANAGER_CLASS", "ServerEngine", "grow", "leaf_fields", "server_generate", "tree_config"]

@@ -233,7 +233,7 @@ def warm_start(
     """`(model, tokenizer, history)`: the checkpoint at `path`, with a LoRA adapter (or fully, `lora=False`) fitted on
     the chapter's demonstrations `texts` in the chat format (`prompt_format`, `ChatFormat()` by default). Seeded, so a
     rerun gives the same adapter."""
-    from course_lib import config as course_config
+    from course_lib import course_config
 
     generator = course_config.seed_everything(seed)
     model, tokenizer = load_checkpoint(path, device)

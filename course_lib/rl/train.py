@@ -31,31 +31,6 @@ from course_lib.models import reference_policy, token_logprobs
 from course_lib.rl import loop, micro_batch, run_state
 from course_lib.validation import at_least, one_of, within
 
-MOVED = {
-    **dict.fromkeys(
-        ("SFTConfig", "supervised_warm_start", "demonstration_examples", "warm_start_and_save", "completion_text",
-         "TOOL_RESPONSE", "Turns"), "course_lib.rl.warm_start",
-    ),
-}  # fmt: skip
-"""Names that lived here and moved (issue 44): `train.X` still gives them for one release, with a warning."""
-
-
-def __getattr__(name: str):
-    """`from course_lib.rl.train import SFTConfig` (an old path) still works, with a DeprecationWarning naming the new
-    one (PEP 562)."""
-    if name not in MOVED:
-        raise AttributeError(f"module 'course_lib.rl.train' has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    warnings.warn(
-        f"course_lib.rl.train.{name} moved to {MOVED[name]}.{name}; the old path goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(MOVED[name]), name)
-
-
 ROLLOUT_MODES = ("trajectory", "step")
 """`GRPOConfig.rollout_mode` (and `evaluate_policy`'s): the samplers test for "trajectory" and treat anything else as
 step mode, so a typo would train in one mode and evaluate in the other; the configs refuse it instead."""

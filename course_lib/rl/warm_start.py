@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from course_lib import config as course_config
+from course_lib import course_config
 from course_lib.algos.grpo import masked_aggregate
 from course_lib.models import build_model, save
 from course_lib.rl import micro_batch

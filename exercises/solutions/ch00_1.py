@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.rl.train import train_grpo
 
@@ -11,7 +11,7 @@ cfg = ch00.preset()
 for scale_by_std in (True, False):
     model, tokenizer = data.load_base(ch00.BASE_NAME, "cpu")
     grpo = dataclasses.replace(cfg.grpo, iterations=30, scale_by_std=scale_by_std)
-    config.seed_everything(SEED)
+    course_config.seed_everything(SEED)
     history = train_grpo(
         model,
         tokenizer,

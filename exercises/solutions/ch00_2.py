@@ -5,7 +5,7 @@ to 500 steps to keep the exercise near a CPU-minute (the chapter's base, 1000 st
 import dataclasses
 import tempfile
 
-from course_lib import config, models
+from course_lib import course_config, models
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.rl.train import train_grpo
 
@@ -16,7 +16,7 @@ with tempfile.TemporaryDirectory() as folder:
     ch00.build_base(folder, seed=0, progress=False, config=cfg)
     model, tokenizer = models.load(folder)
 grpo = dataclasses.replace(cfg.grpo, iterations=20)
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 history = train_grpo(
     model, tokenizer, ch00.make_env, cfg.sampling, grpo, SEED, evaluate=lambda m: ch00.evaluate(m, tokenizer, cfg, SEED)
 )

@@ -3,7 +3,7 @@ the tokens the tool wrote), against the masked run, from the same base and seed.
 
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.rl.train import train_grpo
 
@@ -12,7 +12,7 @@ cfg = ch00.preset()
 for masked in (True, False):
     model, tokenizer = data.load_base(ch00.BASE_NAME, "cpu")
     grpo = dataclasses.replace(cfg.grpo, iterations=30, mask_observations=masked)
-    config.seed_everything(SEED)
+    course_config.seed_everything(SEED)
     history = train_grpo(
         model,
         tokenizer,

@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from course_lib import config, data, tools
+from course_lib import course_config, data, tools
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.rl.train import train_grpo
 
@@ -10,7 +10,7 @@ SEED = 0
 cfg = ch00.preset()
 tools.register("python", lambda code: "error: broken")  # this process only: the course's tool is not changed
 model, tokenizer = data.load_base(ch00.BASE_NAME, "cpu")
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 history = train_grpo(
     model,
     tokenizer,

@@ -2,7 +2,7 @@
 confidence term) are replaced by the simulator's, for every state the search can reach, and RAP(20) is rerun on
 the chapter's held-out problems beside the learned world model."""
 
-from course_lib import config
+from course_lib import course_config
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.envs.blocksworld import parse_state, render_state, successors
 
@@ -32,7 +32,7 @@ for arm in ("learned", "perfect"):
         for length, pairs in problems.items():
             for init, _ in pairs:
                 fill_from_simulator(lm, init, length)
-    generator = config.seed_everything(SEED)
+    generator = course_config.seed_everything(SEED)
     scores = {n: ch01.evaluate_search(lm, p, n, 20, cfg, generator) for n, p in problems.items()}
     row = "  ".join(f"{n}-step {s['imagined']:.3f} / {s['real']:.3f}" for n, s in scores.items())
     mean = sum(s["real"] for s in scores.values()) / len(scores)

@@ -3,7 +3,7 @@ plays the world model, except on half of the `unstack x y` moves (`blocks_lm.for
 of two errors: optimistic (x is also put down, the chapter's "forgotten hand") or pessimistic (nothing happens).
 RAP(20) on the chapter's held-out problems: success in imagination and in reality, and their gap."""
 
-from course_lib import config
+from course_lib import course_config
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.envs.blocksworld import parse_state, render_state, successors
 from course_lib.search.blocks_lm import forgotten_hand
@@ -44,7 +44,7 @@ for error in ("none", "optimistic", "pessimistic"):
     for length, pairs in problems.items():
         for init, _ in pairs:
             fill(lm, init, length, error)
-    generator = config.seed_everything(SEED)
+    generator = course_config.seed_everything(SEED)
     scores = {n: ch01.evaluate_search(lm, p, n, 20, cfg, generator) for n, p in problems.items()}
     row = "  ".join(
         f"{n}-step {s['imagined']:.3f} / {s['real']:.3f} ({s['imagined'] - s['real']:+.3f})" for n, s in scores.items()

@@ -4,7 +4,7 @@ interactions, on 50 held-out problems per plan length (seed 0)."""
 
 import dataclasses
 
-from course_lib import config
+from course_lib import course_config
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.chapters import ch02_lats as ch02
 
@@ -17,7 +17,7 @@ for weight in (0.0, 0.5, 1.0):
     arm = dataclasses.replace(cfg, lats=dataclasses.replace(cfg.lats, value_weight=weight))
     row = []
     for budget in (12, 48):
-        generator = config.seed_everything(SEED)
+        generator = course_config.seed_everything(SEED)
         solved = [
             ch02.evaluate_outcome(ch02.grounded_method("lats", lm, i, g, n, budget, arm, generator), i, g)
             for n, pairs in problems.items()

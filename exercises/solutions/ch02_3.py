@@ -2,7 +2,7 @@
 agent's own belief (LATS: it observed the goal; RAP: its plan reached the goal in imagination) against the truth
 (the plan re-executed in a fresh environment), on 50 held-out problems per length (seed 0)."""
 
-from course_lib import config
+from course_lib import course_config
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.chapters import ch02_lats as ch02
 
@@ -11,12 +11,12 @@ PER_LENGTH = 50
 cfg = ch02.preset()
 lm = ch01.load_lm()
 problems = [(i, g, n) for n, pairs in ch01.test_problems(PER_LENGTH, SEED).items() for i, g in pairs]
-generator = config.seed_everything(SEED)
+generator = course_config.seed_everything(SEED)
 lats = []
 for i, g, n in problems:
     outcome = ch02.grounded_method("lats", lm, i, g, n, 48, cfg, generator)
     lats.append((outcome.believed_solved, ch02.evaluate_outcome(outcome, i, g)))
-generator = config.seed_everything(SEED)
+generator = course_config.seed_everything(SEED)
 rap = []
 for i, g, n in problems:
     found = ch01.rap_search(lm, i, g, n, cfg.rap_iterations, cfg.chapter01, generator)

@@ -3,7 +3,7 @@ a hand-written world model (the simulator, except on half of the `unstack x y` m
 chapter 01's exercise 4, the "forgotten hand" of section 7) against LATS at 48 interactions, which never calls a
 world model, on 50 held-out problems per length drawn with seed 5 (the designed experiment uses seeds 0-4)."""
 
-from course_lib import config
+from course_lib import course_config
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.chapters import ch02_lats as ch02
 from course_lib.envs.blocksworld import parse_state, render_state, successors
@@ -39,12 +39,12 @@ for init, _, depth in problems:
                 ] * cfg.chapter01.reward.confidence_samples
                 reached.add(guess)
         frontier = reached
-generator = config.seed_everything(SEED)
+generator = course_config.seed_everything(SEED)
 rap = [ch01.rap_search(world, i, g, n, cfg.rap_iterations, cfg.chapter01, generator) for i, g, n in problems]
 rap_believed = sum(r.solved for r in rap) / len(rap)
 rap_real = sum(ch01.execute(r.plan, i, g)["success"] for r, (i, g, _) in zip(rap, problems, strict=True)) / len(rap)
 lm = ch01.load_lm()
-generator = config.seed_everything(SEED)
+generator = course_config.seed_everything(SEED)
 lats = [
     ch02.evaluate_outcome(ch02.grounded_method("lats", lm, i, g, n, 48, cfg, generator), i, g) for i, g, n in problems
 ]

@@ -5,16 +5,16 @@ the same seed (`results/ch03.json`, 500 distinct held-out queries). Evaluated at
 import copy
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch03_planner_r1 as ch03
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 SEED = 0
 cfg = ch03.preset()
 cfg = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, eval_every=cfg.grpo.iterations))
 ch03.ARMS["macro"] = 2  # this process only
 model, tokenizer = data.load_base(ch03.BASE_NAMES["small"], "cpu")
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 history = ch03.train(copy.deepcopy(model), tokenizer, cfg, SEED, "macro")
 evaluations = [r for r in history if "eval_success" in r]
 numbers = recorded.load("ch03")["seeds"][str(SEED)]["numbers"]

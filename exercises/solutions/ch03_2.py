@@ -5,16 +5,16 @@ slack-2 numbers of the same seed are read from `results/ch03.json`."""
 import copy
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch03_planner_r1 as ch03
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 SEED = 0
 cfg = ch03.preset()
 loose = dataclasses.replace(cfg, max_slack=8, grpo=dataclasses.replace(cfg.grpo, eval_every=cfg.grpo.iterations))
 model, tokenizer = data.load_base(ch03.BASE_NAMES["small"], "cpu")
 start = ch03.evaluate(model, tokenizer, loose, SEED + 1)
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 history = ch03.train(copy.deepcopy(model), tokenizer, loose, SEED, "sparse", start)
 final = [r for r in history if "eval_success" in r][-1]
 numbers = recorded.load("ch03")["seeds"][str(SEED)]["numbers"]

@@ -5,13 +5,13 @@ nothing (tried: 150 steps left both shares at about 1% accuracy). So measure the
 its code and its direct answers are right, then compute what a group of 8 sees at the chapter's code share and at a
 share of 0.1 (each response independent: a group is 8 draws)."""
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch04_torl as ch04
 from course_lib.rl.train import evaluate_policy
 
 SEED, G = 0, 8
 cfg = ch04.preset()
-model, tokenizer = data.load_base(ch04.BASE_NAME, config.device())
+model, tokenizer = data.load_base(ch04.BASE_NAME, course_config.device())
 seeds = ch04.test_seeds(cfg.eval_tasks)
 _, trajectories = evaluate_policy(model, tokenizer, lambda: ch04.make_env("test", 1), seeds, cfg.sampling, SEED)
 code = [sum(t.rewards) > 0 for t in trajectories if t.env.calls]

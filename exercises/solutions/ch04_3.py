@@ -1,13 +1,13 @@
 """Chapter 04, exercise 3: a broken tool (ToRL issue #27). Which curve tells you?"""
 
-from course_lib import config, data, tools
+from course_lib import course_config, data, tools
 from course_lib.chapters import ch04_torl as ch04
 
 SEED = 0
 cfg = ch04.preset()
-model, tokenizer = data.load_base(ch04.BASE_NAME, config.device())
+model, tokenizer = data.load_base(ch04.BASE_NAME, course_config.device())
 tools.register("python", lambda code: "error: broken")  # every call now fails, whatever the code
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 run = ch04.train(model, tokenizer, cfg, SEED)  # the masked recipe, C = 1
 steps = [r for r in run["history"] if "tool_use" in r]
 evals = [r for r in run["history"] if "eval_success" in r]

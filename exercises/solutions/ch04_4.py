@@ -2,13 +2,13 @@
 
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch04_torl as ch04
 
 SEED = 0
 cfg = dataclasses.replace(ch04.preset(), max_tool_calls=3)
-model, tokenizer = data.load_base(ch04.BASE_NAME, config.device())
-config.seed_everything(SEED)
+model, tokenizer = data.load_base(ch04.BASE_NAME, course_config.device())
+course_config.seed_everything(SEED)
 run = ch04.train(model, tokenizer, cfg, SEED, mask_observations=False)
 print("unmasked, C = 3")
 print("iteration  accuracy  skipped calls  tool silent: writes <tool_response>")

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 Z = 1.959964  # the normal 97.5% quantile
 

@@ -3,7 +3,7 @@
 from itertools import combinations
 
 from course_lib.chapters import ch05_toolrl as ch05
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 differences = recorded.recorded_numbers(recorded.load("ch05"), "fine_minus_coarse")
 subsets = list(combinations(differences, 3))

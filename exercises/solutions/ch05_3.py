@@ -5,14 +5,14 @@ seeds can say. ToolRL's fixed scale is the chapter's "fine" arm."""
 
 import torch
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch05_toolrl as ch05
 from course_lib.envs.function_calling import FunctionCallingEnv
 from course_lib.envs.toolrl_reward import RewardSpec
 from course_lib.rl.train import train_grpo
 
 cfg = ch05.preset()
-base, tokenizer = data.load_base(ch05.BASE_NAME, config.device())
+base, tokenizer = data.load_base(ch05.BASE_NAME, course_config.device())
 SPECS = {
     "fixed": RewardSpec(),
     "two_stage": RewardSpec(schedule="two_stage", switch=30),

@@ -5,13 +5,13 @@ reports the three-seed interval."""
 
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch05_toolrl as ch05
 from course_lib.envs.function_calling import TaskMix
 
 cfg = dataclasses.replace(ch05.preset(), task_mix=TaskMix(0.0, 1.0, 0.0))
 cfg = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, eval_every=cfg.grpo.iterations))  # final only
-base, tokenizer = data.load_base(ch05.BASE_NAME, config.device())
+base, tokenizer = data.load_base(ch05.BASE_NAME, course_config.device())
 print(f"base on two-call queries: success {ch05.evaluate(base, tokenizer, cfg, 0)['success']:.3f}")
 differences = []
 print("seed  fine success  coarse success  fine - coarse (points)")

@@ -3,14 +3,14 @@
 import copy
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch06_artist as ch06
 
 SEED = 0
 cfg = ch06.preset()
-model, tokenizer = data.load_base(ch06.BASE_NAME, config.device())
+model, tokenizer = data.load_base(ch06.BASE_NAME, course_config.device())
 base = copy.deepcopy(model)
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 ch06.train(model, tokenizer, cfg, SEED, cfg.w_tool)  # ARTIST's reward, failures at the chapter's rate 0.3
 no_failures = dataclasses.replace(cfg, failure_rate=0.0)
 print("held-out success   failure rate 0.3   failure rate 0")

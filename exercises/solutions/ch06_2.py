@@ -2,14 +2,14 @@
 
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch06_artist as ch06
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 SEED = 0
 cfg = dataclasses.replace(ch06.preset(), w_tool=1.0)
-model, tokenizer = data.load_base(ch06.BASE_NAME, config.device())
-config.seed_everything(SEED)
+model, tokenizer = data.load_base(ch06.BASE_NAME, course_config.device())
+course_config.seed_everything(SEED)
 history = ch06.train(model, tokenizer, cfg, SEED, cfg.w_tool)
 curves = recorded.load("ch06")["seeds"][str(SEED)]["curves"]  # the chapter's w_tool = 0.2 run, recorded
 calls = dict(curves["tool/eval_tool_calls"])

@@ -4,12 +4,12 @@ Rebuilding the base with retry_share=0.05 takes about 10 minutes; instead, measu
 retry after 20% of failures) and compute what a group of 8 sees, assuming the base's retry rate scales with the
 demonstrations' retry share (an assumption, not a measurement) and each episode is an independent draw."""
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch06_artist as ch06
 
 SEED, G = 0, 8
 cfg = ch06.preset()
-model, tokenizer = data.load_base(ch06.BASE_NAME, config.device())
+model, tokenizer = data.load_base(ch06.BASE_NAME, course_config.device())
 stats = ch06.evaluate(model, tokenizer, cfg, SEED)
 with_failure = stats["episodes_with_failure"] / cfg.eval_tasks
 print(f"base: {with_failure:.2f} of episodes have a failed call; retry rate after a failure {stats['retry_rate']:.3f}")

@@ -2,17 +2,17 @@
 
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch06_artist as ch06
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 from course_lib.rl.train import evaluate_policy
 from course_lib.tokenizer import tag_id
 
 SEED = 0
 cfg = ch06.preset()
 cfg = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, mask_observations=False))
-model, tokenizer = data.load_base(ch06.BASE_NAME, config.device())
-config.seed_everything(SEED)
+model, tokenizer = data.load_base(ch06.BASE_NAME, course_config.device())
+course_config.seed_everything(SEED)
 history = ch06.train(model, tokenizer, cfg, SEED, cfg.w_tool)
 masked = dict(recorded.load("ch06")["seeds"][str(SEED)]["curves"]["tool/eval_success"])  # the chapter's run
 print("iteration  held-out success unmasked / masked (recorded)")

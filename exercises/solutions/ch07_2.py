@@ -3,9 +3,9 @@
 import copy
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch07_gigpo as ch07
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 SEEDS = (0, 1, 2)
 cfg = ch07.preset("cpu")
@@ -18,7 +18,7 @@ finals = {
 for gamma in (0.8, 0.99):
     finals[str(gamma)] = []
     for seed in SEEDS:
-        config.seed_everything(seed)
+        course_config.seed_everything(seed)
         grpo = ch07.arm_config(cfg, "gigpo")
         grpo = dataclasses.replace(grpo, gigpo=dataclasses.replace(grpo.gigpo, gamma=gamma))
         history = ch07.train(copy.deepcopy(model), tokenizer, cfg, seed, grpo)

@@ -3,9 +3,9 @@
 import copy
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch07_gigpo as ch07
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 SEED = 0
 cfg = ch07.preset("cpu")
@@ -17,7 +17,7 @@ for name, arm, omega in (
     ("omega 1", "gigpo", 1.0),
     ("omega 2", "gigpo", 2.0),
 ):
-    config.seed_everything(SEED)
+    course_config.seed_everything(SEED)
     grpo = ch07.arm_config(cfg, arm)
     grpo = dataclasses.replace(grpo, gigpo=dataclasses.replace(grpo.gigpo, step_weight=omega))
     histories[name] = ch07.train(copy.deepcopy(model), tokenizer, cfg, SEED, grpo)

@@ -7,7 +7,7 @@ import numpy as np
 
 from course_lib import data
 from course_lib.chapters import ch08_arpo as ch08
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 SEEDS = range(5, 9)  # after the recorded seeds 0-4
 PROMPTS = 128

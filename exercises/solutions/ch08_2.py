@@ -4,7 +4,7 @@ does the first turn's entropy rise, does the 4-token window see it, and where do
 import dataclasses
 import tempfile
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch08_arpo as ch08
 
 cfg = ch08.preset("cpu")
@@ -17,7 +17,7 @@ bases = {
 }
 
 for name, (model, tokenizer) in bases.items():
-    config.seed_everything(0)
+    course_config.seed_everything(0)
     held_out = ch08.evaluate(model, tokenizer, cfg, seed=1, keep=True)
     trajectories = held_out["trajectories"]
     window = {k: ch08.entropy_after_tool(trajectories, tokenizer, k) for k in (4, 6)}

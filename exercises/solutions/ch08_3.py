@@ -4,9 +4,9 @@ chapter runs M = 8, N = 4). GRPO and ARPO for 30 iterations on seed 0."""
 import copy
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch08_arpo as ch08
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 SEED = 0
 cfg = ch08.preset("cpu")
@@ -16,7 +16,7 @@ model, tokenizer = data.load_base(ch08.BASE_NAME, "cpu")
 rec = recorded.load("ch08")
 print(f"held-out success on seed {SEED}, iterations 0 / 10 / 20 / 30; precise first search at the end")
 for arm, name in (("grpo", "GRPO"), ("arpo", "ARPO")):
-    config.seed_everything(SEED)
+    course_config.seed_everything(SEED)
     history = ch08.train(copy.deepcopy(model), tokenizer, cfg, SEED, arm)
     curve = " / ".join(f"{r['eval_success']:.3f}" for r in history if "eval_success" in r)
     before = recorded.recorded_numbers(rec, f"{arm}_success")[SEED]

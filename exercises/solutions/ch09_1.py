@@ -5,7 +5,7 @@ import dataclasses
 
 from course_lib import data
 from course_lib.chapters import ch09_ragen as ch09
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 SEED, ITERATIONS = 0, 20
 cfg = ch09.preset("cpu")

@@ -4,10 +4,10 @@ each from the base, against the recorded StarPO-S (25%) and StarPO (no filter) o
 import copy
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch09_ragen as ch09
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 from course_lib.rl.train import train_grpo
 
 SEED, ITERATIONS = 0, 20
@@ -21,7 +21,7 @@ for keep in (0.5, 0.75):
     grpo = dataclasses.replace(
         ch09.arm_config(cfg, "starpo_s"), filter=FilterConfig(keep_fraction=keep), iterations=ITERATIONS
     )
-    config.seed_everything(SEED)
+    course_config.seed_everything(SEED)
     history = train_grpo(
         copy.deepcopy(model), tokenizer, lambda: ch09.make_env("train"), cfg.sampling, grpo, SEED,
         evaluate=ch09.HeldOutEvaluator(tokenizer, cfg, SEED + 1),

@@ -9,7 +9,7 @@ import torch
 from course_lib import data
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import ch10_ragen2 as ch10
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 from course_lib.rl import loop
 
 SEED, ITERATIONS = 0, 20

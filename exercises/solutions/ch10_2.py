@@ -4,7 +4,7 @@ iterations from the base), how many groups of 8 would RAGEN-2's softmax form kee
 import copy
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch10_ragen2 as ch10
 from course_lib.rl import loop
@@ -27,7 +27,7 @@ def both(batch, grpo):
 
 loop.register("batch_filter", "both", both)
 grpo = dataclasses.replace(ch10.arm_config(cfg, "grpo_snr"), batch_filter="both", iterations=ITERATIONS)
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 train_grpo(copy.deepcopy(model), tokenizer, lambda: ch10.make_env("train"), cfg.sampling, grpo, SEED)
 print(f"groups kept of {cfg.grpo.prompts_per_iteration} per batch, {len(counts)} batches, seed {SEED}")
 print("linear top-p 0.9, zero-std dropped:", [linear for linear, _ in counts])

@@ -2,14 +2,14 @@
 
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch11_aepo as ch11
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 
 SEED = 0
 cfg = ch11.preset("cpu")
 model, tokenizer = data.load_base(ch11.BASE_NAME, "cpu")
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 
 tree = dataclasses.replace(cfg.grpo.tree, penalty_slope=0.3)
 steep = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, tree=tree))

@@ -2,12 +2,12 @@
 
 import dataclasses
 
-from course_lib import config
+from course_lib import course_config
 from course_lib.chapters import ch11_aepo as ch11
 
 SEED = 0
 PROMPTS = 16  # the chapter measures 64 questions per kind; 16 keep this under a minute and show the same split
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 
 print(f"{PROMPTS} training questions per kind; m = global samples of a budget k (the rest are for branches)")
 print("k   kind  H_root   H_tool   m (code's scale)  m (nats)  branch share (code's)  (nats)")

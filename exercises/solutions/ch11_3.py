@@ -5,7 +5,7 @@ import copy
 import numpy as np
 import torch
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.algos import aepo
 from course_lib.algos.grpo import masked_aggregate
 from course_lib.chapters import ch11_aepo as ch11
@@ -40,7 +40,7 @@ base, tokenizer = data.load_base(ch11.BASE_NAME, "cpu")
 print(f"{cfg.grpo.iterations} iterations of {cfg.grpo.prompts_per_iteration} x {cfg.grpo.group_size}, seed {SEED}")
 for arm in ("aepo", "aepo_gated"):
     model = copy.deepcopy(base)
-    config.seed_everything(SEED)
+    course_config.seed_everything(SEED)
     history = ch11.train(model, tokenizer, cfg, SEED, arm)
     passes = ch11.pass_at_k(model, tokenizer, cfg, SEED + 1)
     steps = [row for row in history if "clip_fraction" in row]

@@ -7,7 +7,7 @@ import dataclasses
 
 import torch
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch12_capstone as ch12
 from course_lib.rl import loop
 from course_lib.rl.train import train_grpo
@@ -15,7 +15,7 @@ from course_lib.rl.train import train_grpo
 SEED = 0
 cfg = ch12.preset("cpu")
 base, tokenizer = data.load_base(ch12.BASE_NAME, "cpu")
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 base_stats = ch12.evaluate(base, tokenizer, cfg, SEED + 1)
 
 
@@ -40,7 +40,7 @@ def gated_run(drop: float) -> tuple[float, list[dict]]:
     loop.register("batch_filter", "mi_gate", gate.batch_filter)
     grpo = dataclasses.replace(ch12.arm_config(cfg, "aepo_bonus"), batch_filter="mi_gate", eval_every=cfg.monitor_every)
     model = copy.deepcopy(base)
-    config.seed_everything(SEED)
+    course_config.seed_everything(SEED)
     history = train_grpo(
         model, tokenizer, lambda: ch12.make_env("train", cfg),
         dataclasses.replace(cfg.task.sampling, snapshot_envs=True), grpo, SEED, evaluate=gate.evaluate,

@@ -6,10 +6,10 @@ import copy
 
 import torch
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.algos.filters import group_reward_std
 from course_lib.chapters import ch12_capstone as ch12
-from course_lib.course import results as recorded
+from course_lib.course import recorded
 from course_lib.rl import loop
 
 
@@ -26,10 +26,10 @@ ch12.ARMS["aepo_dapo"] = {**ch12.AEPO, "batch_filter": "nonzero_std"}
 SEED = 0
 cfg = ch12.preset("cpu")
 base, tokenizer = data.load_base(ch12.BASE_NAME, "cpu")
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 base_stats = ch12.evaluate(base, tokenizer, cfg, SEED + 1)
 model = copy.deepcopy(base)
-config.seed_everything(SEED)
+course_config.seed_everything(SEED)
 _, final = ch12.train(model, tokenizer, cfg, SEED, "aepo_dapo", base_stats["monitor_mi"])
 
 seeds = recorded.seed_numbers(recorded.load("ch12"))

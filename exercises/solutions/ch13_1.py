@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from course_lib.integrations import trl as course_trl
+from course_lib.integrations import course_trl
 
 trainer = course_trl.rollout_trainer("06", course_trl.TRLSettings(steps=20, prompts=8, group=8, seed=0))
 course_trl.quiet_train(trainer)

@@ -3,11 +3,11 @@ Does C13.4 (TRL within 10 points of chapter 00's loop) still hold on seed 0?"""
 
 import copy
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch13_scale_out as ch13
-from course_lib.course import results as recorded
-from course_lib.integrations import trl as course_trl
+from course_lib.course import recorded
+from course_lib.integrations import course_trl
 
 SEED = 0
 cfg = ch13.preset()
@@ -21,8 +21,8 @@ def dr_grpo_config(settings, output_dir, max_completion_length):
 
 
 course_trl.grpo_config = dr_grpo_config  # the adapter builds TRL's config through this function
-config.seed_everything(SEED)
-model, tokenizer = data.load_base(ch00.BASE_NAME, config.device())
+course_config.seed_everything(SEED)
+model, tokenizer = data.load_base(ch00.BASE_NAME, course_config.device())
 trl_model = copy.deepcopy(model)
 trainer = course_trl.rollout_trainer(ch13.CHAPTER, cfg.trl, trl_model, tokenizer)
 print(f"TRL's scale_rewards: {trainer.args.scale_rewards!r}")

@@ -4,7 +4,7 @@ chapter's 0.95, on seed 0 of chapter 07's task, where the invalid-action penalty
 import copy
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.algos.graphgpo import graphgpo_advantages
 from course_lib.chapters import ch17_what_came_next as ch17
 
@@ -24,7 +24,7 @@ for omega in (0.1, 0.8, 0.95):
     print(f"omega {omega:4}: {narrow} of {len(shared)} step groups ({narrow / len(shared):.0%})")
 print(f"\nheld-out success on seed {SEED} after 20 iterations")
 for omega in (0.1, 0.8, 0.95):
-    config.seed_everything(SEED)
+    course_config.seed_everything(SEED)
     grpo = ch17.grid_arm(dataclasses.replace(cfg, omega=omega), "graphgpo")
     history = ch17.grid.train(copy.deepcopy(model), tokenizer, cfg.grid, SEED, grpo)
     print(f"GraphGPO, omega {omega:4}: {history[-1]['eval_success']:.3f}")

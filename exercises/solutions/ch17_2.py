@@ -5,7 +5,7 @@ task, beside GRPO."""
 import copy
 import dataclasses
 
-from course_lib import config, data
+from course_lib import course_config, data
 from course_lib.chapters import ch17_what_came_next as ch17
 
 SEED = 0
@@ -21,7 +21,7 @@ arms["IGPO, log-prob gain, separate pools"] = dataclasses.replace(
 )
 print(f"seed {SEED}: held-out success at iterations 0 / 10 / 20 / 30, and the mean gain per turn in training")
 for name, grpo in arms.items():
-    config.seed_everything(SEED)
+    course_config.seed_everything(SEED)
     history = ch17.train_search(copy.deepcopy(model), tokenizer, cfg, SEED, grpo)
     curve = " / ".join(f"{r['eval_success']:.3f}" for r in history if "eval_success" in r)
     gains = [r["igpo_mean_gain"] for r in history if "igpo_mean_gain" in r]

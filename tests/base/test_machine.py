@@ -1,5 +1,5 @@
 """The machine description (`course_lib.machine`) and the layering it exists for: the records layer
-(`course_lib.course.results`) must not import the golden run, which imports the rollout engine and, for its
+(`course_lib.course.recorded`) must not import the golden run, which imports the rollout engine and, for its
 cases, every chapter."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from course_lib import machine
-from course_lib.course import golden, results
+from course_lib.course import golden, recorded
 
 
 def test_golden_keeps_the_same_machine_description():
@@ -29,8 +29,8 @@ def test_results_provenance_does_not_import_the_golden_run_or_any_chapter():
     # A fresh interpreter: this test process has imported golden and chapters already.
     script = (
         "import json, sys\n"
-        "from course_lib.course import results\n"
-        "record = results.provenance()\n"
+        "from course_lib.course import recorded\n"
+        "record = recorded.provenance()\n"
         "names = [n for n in sys.modules if n == 'course_lib.course.golden' or n.startswith('course_lib.chapters.')\n"
         "         or n == 'course_lib.engine.rollout']\n"
         "print(json.dumps({'cpu': record['cpu'], 'imported': names}))\n"
@@ -39,4 +39,4 @@ def test_results_provenance_does_not_import_the_golden_run_or_any_chapter():
     reported = json.loads(done.stdout.strip().splitlines()[-1])
     assert reported["imported"] == []
     assert reported["cpu"] == machine.cpu_description()
-    assert results.provenance()["cpu"] == golden.machine()["cpu"]
+    assert recorded.provenance()["cpu"] == golden.machine()["cpu"]

@@ -149,7 +149,7 @@ def test_main_refuses_overrides_it_cannot_apply_or_record(capsys):
 
 
 def test_record_puts_the_resolved_config_in_the_provenance(tmp_path, monkeypatch):
-    from course_lib.course import results as recorded
+    from course_lib.course import recorded
 
     monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
     skeleton.main(toy(), ["--seeds", "1", "--record"])
@@ -207,7 +207,7 @@ def test_a_fork_records_into_its_own_folder_with_its_config_and_code_version(tmp
     import hashlib
     from pathlib import Path
 
-    from course_lib.course import results as recorded
+    from course_lib.course import recorded
 
     monkeypatch.setattr(recorded, "_run_provenance", None)
     course = recorded.RESULTS_DIR

@@ -240,11 +240,11 @@ def test_rare_success_numbers_and_verdicts():
 def test_rare_success_pipeline_on_a_miniature(tmp_path, monkeypatch):
     """The designed experiment end to end with three SFT steps, two GRPO iterations and four queries:
     both bases are built and loaded from a temporary folder, and nothing is recorded when told not to."""
-    from course_lib.course import results
+    from course_lib.course import recorded
     from course_lib.rl.train import GRPOConfig
     from course_lib.rl.warm_start import SFTConfig
 
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
     config = dataclasses.replace(
         ch03.rare_success_config(), demonstrations=40, sft=SFTConfig(steps=3, batch_size=4), eval_tasks=4,
         grpo=GRPOConfig(iterations=2, prompts_per_iteration=2, group_size=2, eval_every=1),

@@ -157,11 +157,11 @@ def test_command_line_variants_without_claims(capsys, tmp_path, monkeypatch):
 
     import pytest
 
-    from course_lib.course import results
+    from course_lib.course import recorded
 
     # a folder of the test's own, so that the refusal tested here does not depend on whether the tree is committed
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(results, "_run_provenance", None)
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(recorded, "_run_provenance", None)
     with pytest.raises(SystemExit):
         ch04.main(["--seeds", "0", "--variants", "penalty", "--record"])
     assert "--record needs the variants its claims use" in capsys.readouterr().err

@@ -214,7 +214,7 @@ def test_required_claims_fail_on_a_small_or_unresolved_effect():
 
 
 def test_repool_rewrites_every_record_from_all_seeds(tmp_path, monkeypatch):
-    from course_lib.course import results as recorded
+    from course_lib.course import recorded
 
     monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
     recorded.begin()

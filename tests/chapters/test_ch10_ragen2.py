@@ -242,7 +242,7 @@ def test_readable_figures_draw_every_recorded_seed():
     import matplotlib
 
     matplotlib.use("Agg")
-    from course_lib.course import results as recorded
+    from course_lib.course import recorded
 
     seeds = recorded.seed_numbers(recorded.load("ch10"))
     assert set(ch10.ARM_LABELS) == set(ch10.ARMS)

@@ -147,7 +147,7 @@ def test_a_short_run_measures_every_claim_number():
 def test_recorded_figure_shows_every_recorded_seed_with_readable_names():
     import matplotlib.pyplot as plt
 
-    from course_lib.course import results as recorded
+    from course_lib.course import recorded
 
     seeds = recorded.seed_numbers(recorded.load("ch11"))
     fig = ch11.plot_recorded()

@@ -130,7 +130,7 @@ def test_the_mi_stop_fires_and_rolls_back(monkeypatch):
 def test_recorded_figure_shows_every_recorded_seed_with_readable_names():
     import matplotlib.pyplot as plt
 
-    from course_lib.course import results as recorded
+    from course_lib.course import recorded
 
     seeds = recorded.seed_numbers(recorded.load("ch12"))
     fig = ch12.plot_recorded()

@@ -54,9 +54,10 @@ def test_a_new_chapter_module_reaches_every_table_of_the_course(monkeypatch):
 
     from course_lib import envs
     from course_lib.chapters import ToolTask, held_out_on_test, skeleton
-    from course_lib.course import audit, build, golden, standins
+    from course_lib.course import build, golden, standins
+    from course_lib.course import leakage as audit
     from course_lib.engine.rollout import SamplingConfig
-    from course_lib.integrations import verl
+    from course_lib.integrations import course_verl as verl
 
     def make_env(split: str = "train"):
         return envs.make("tool_arithmetic", split=split)
@@ -98,7 +99,7 @@ def test_without_an_optional_package_its_chapter_is_left_out_and_said_why():
     code = (
         "import sys; sys.modules['trl'] = None\n"  # `import trl` then fails as if it were not installed
         "from course_lib import chapters\n"
-        "from course_lib.course import audit\n"
+        "from course_lib.course import leakage as audit\n"
         "print(sorted(chapters.all()) == sorted(set(chapters.modules()) - {'ch13'}), chapters.unavailable())\n"
         "print(audit.audits()['ch13']()[0].lines())\n"
         "print(sorted(chapters.tool_tasks()))\n"

@@ -256,7 +256,7 @@ def test_a_forks_record_keeps_the_claims_that_do_not_apply_with_their_reason(tmp
     refuses such a run, since its records hold every claim of their chapter."""
     import json
 
-    from course_lib.course import results as recorded
+    from course_lib.course import recorded
 
     monkeypatch.setattr(recorded, "_run_provenance", None)
     chapter = toy(run=lambda seed: {"x": 1, "minutes": 0.0, "not_applicable": {"C9.1": "toy has no number"}})

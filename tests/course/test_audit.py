@@ -1,4 +1,4 @@
-"""The leakage audit (`course_lib.course.audit`) and the distinct held-out seeds every evaluation uses."""
+"""The leakage audit (`course_lib.course.leakage`) and the distinct held-out seeds every evaluation uses."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch
 
 from course_lib import chapters
 from course_lib.chapters import ch01_rap as ch01
-from course_lib.course import audit
-from course_lib.course.results import MODULES
+from course_lib.course import leakage as audit
+from course_lib.course.recorded import MODULES
 from course_lib.envs.base import TextEnv, distinct_seeds
 from course_lib.rl.train import GRPOConfig, policy_iteration
 
@@ -126,9 +126,9 @@ def test_chapter13_is_skipped_without_trl(monkeypatch):
 
 
 def test_run_seeds_are_every_seed_recorded_in_the_chapters_results_files(tmp_path, monkeypatch):
-    from course_lib.course import results
+    from course_lib.course import recorded
 
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
     for name, seeds in (("ch07", [0, 1]), ("ch07_confirmation", [10, 11]), ("ch08", [5])):
         (tmp_path / f"{name}.json").write_text(json.dumps({"chapter": name, "seeds": {str(s): {} for s in seeds}}))
     assert audit.run_seeds("ch07") == (0, 1, 10, 11)

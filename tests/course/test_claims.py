@@ -20,7 +20,7 @@ from course_lib.course.claims import (
     evaluate_all,
     report,
 )
-from course_lib.course.results import MODULES
+from course_lib.course.recorded import MODULES
 
 
 def chapter(key: str):

@@ -8,8 +8,7 @@ import types
 import numpy as np
 import pytest
 
-from course_lib.course import chance, designs, verdicts
-from course_lib.course import results as recorded
+from course_lib.course import chance, designs, recorded, verdicts
 from course_lib.course.claims import ClaimSpec, at_least
 from course_lib.diagnostics import stats
 

@@ -163,7 +163,7 @@ def test_readme_findings_column_matches_docs():
     import importlib
 
     from course_lib.course import verdicts
-    from course_lib.course.results import MODULES
+    from course_lib.course.recorded import MODULES
 
     readme, tallies, docs = readme_findings(), docs_tallies(), docs_claim_ids()
     assert set(readme) == set(tallies) == set(docs) == {int(key[2:]) for key in MODULES}, "every chapter, everywhere"

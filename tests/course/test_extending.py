@@ -210,8 +210,11 @@ def check_commands(commands: list[list[str]], where: str, monkeypatch) -> None:
 
 @pytest.mark.filterwarnings("ignore:.*found in sys.modules after import of package:RuntimeWarning")
 def test_the_parse_check_fails_a_flag_a_choice_or_a_module_that_does_not_exist(monkeypatch, capsys):
-    for command in (["course_lib.chapters.ch00_tool_agent", "--seeds", "0", "--no-such-flag"],
-                    ["course_lib.integrations.trl", "--chapter", "99"], ["course_lib.no_such_module"]):  # fmt: skip
+    for command in (
+        ["course_lib.chapters.ch00_tool_agent", "--seeds", "0", "--no-such-flag"],
+        ["course_lib.integrations.course_trl", "--chapter", "99"],
+        ["course_lib.no_such_module"],
+    ):
         with pytest.raises((AssertionError, ImportError)):
             check_commands([command], "a page", monkeypatch)
     check_commands(

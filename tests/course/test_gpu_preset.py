@@ -140,15 +140,15 @@ def test_a_first_load_that_builds_keeps_the_callers_random_state(tmp_path, monke
     import numpy as np
     import torch
 
-    from course_lib import config
+    from course_lib import course_config
 
     def draws():
         return random.random(), float(np.random.rand()), float(torch.rand(1))
 
-    config.seed_everything(5)
+    course_config.seed_everything(5)
     expected = draws()
     _tiny_gpu_env(monkeypatch, tmp_path)
-    config.seed_everything(5)
+    course_config.seed_everything(5)
     with contextlib.redirect_stdout(io.StringIO()) as out:
         data.load_base(ch00.BASE_NAME)
     assert "building ch00's gpu data" in out.getvalue()

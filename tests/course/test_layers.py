@@ -11,7 +11,7 @@ import course_lib
 
 ROOT = Path(course_lib.__file__).parent
 LAYERS = (
-    {"config", "machine", "overrides", "validation", "tokenizer", "models", "data", "real_models"},
+    {"course_config", "machine", "overrides", "validation", "tokenizer", "models", "data", "real_models"},
     {"tools"},
     {"envs"},
     {"algos"},
@@ -81,33 +81,3 @@ def test_the_library_page_and_the_docstring_name_the_same_top_level_modules():
         return {name for name in re.findall(r"`([a-z_]+)`", text) if name in LAYER}
 
     assert named(section) == named(course_lib.__doc__) == set(LAYER)
-
-
-def test_an_old_flat_path_imports_the_same_module_with_a_warning():
-    """`course_lib.rollout` (before issue 44) is `course_lib.engine.rollout` itself, never a second copy, and says so;
-    a moved package's modules follow it; `python -m` on an old path still runs the command."""
-    import importlib
-    import subprocess
-    import sys
-    import warnings
-
-    from course_lib.course import diagrams
-    from course_lib.engine import rollout
-
-    for old, new in (("course_lib.rollout", rollout), ("course_lib.diagrams", diagrams)):
-        sys.modules.pop(old, None)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            assert importlib.import_module(old) is new
-        assert any(issubclass(w.category, DeprecationWarning) and new.__name__ in str(w.message) for w in caught)
-        assert new.__spec__.name == new.__name__, "the module keeps its own spec"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        assert importlib.import_module("course_lib.diagrams.capstone") is importlib.import_module(
-            "course_lib.course.diagrams.capstone"
-        )
-    assert set(course_lib.MOVED) <= {path.stem for path in ROOT.rglob("*.py")} | {p.name for p in ROOT.rglob("*/")}
-    done = subprocess.run(
-        [sys.executable, "-m", "course_lib.verdicts", "--help"], capture_output=True, text=True, cwd=ROOT.parent
-    )
-    assert done.returncode == 0 and "usage" in done.stdout

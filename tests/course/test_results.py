@@ -1,6 +1,6 @@
 """Recorded results: every chapter's `results/chNN.json` exists, covers its claims on seeds 0-2, and
 each recorded verdict is what the claim's check gives on the recorded numbers (so a hand-edited
-number or verdict fails here); plus unit tests of `course_lib.course.results` on a temporary folder.
+number or verdict fails here); plus unit tests of `course_lib.course.recorded` on a temporary folder.
 
 The per-chapter files are written by each chapter's `--record` run; until they are, the first three
 tests fail by design (the message names the command to run)."""
@@ -12,23 +12,23 @@ import json
 
 import pytest
 
-from course_lib.course import results
+from course_lib.course import recorded
 from course_lib.course.claims import NOT_REPRODUCED, ClaimSpec
 
-CHAPTERS = sorted(results.MODULES)
+CHAPTERS = sorted(recorded.MODULES)
 
 
 def chapter_module(key: str):
-    return importlib.import_module(f"course_lib.chapters.{results.MODULES[key]}")
+    return importlib.import_module(f"course_lib.chapters.{recorded.MODULES[key]}")
 
 
 @pytest.mark.parametrize("key", CHAPTERS)
 def test_recorded_file_covers_claims_and_seeds(key):
-    recorded = results.load(key)
-    seeds = {int(s) for s in recorded["seeds"]}
-    assert {0, 1, 2} <= seeds, f"{key}: seeds {sorted(seeds)} recorded; run `{results.record_command(key)}`"
+    loaded = recorded.load(key)
+    seeds = {int(s) for s in loaded["seeds"]}
+    assert {0, 1, 2} <= seeds, f"{key}: seeds {sorted(seeds)} recorded; run `{recorded.record_command(key)}`"
     ids = {spec.id for spec in chapter_module(key).CLAIMS}
-    for seed, record in recorded["seeds"].items():
+    for seed, record in loaded["seeds"].items():
         assert set(record["verdicts"]) == ids, (key, seed)
         assert set(record["passed"]) == ids, (key, seed)
         assert {"git_commit", "cpu", "torch", "command"} <= set(record["provenance"]), (key, seed)
@@ -36,7 +36,7 @@ def test_recorded_file_covers_claims_and_seeds(key):
 
 @pytest.mark.parametrize("key", CHAPTERS)
 def test_recorded_verdicts_follow_from_recorded_numbers(key):
-    for seed, record in results.load(key)["seeds"].items():
+    for seed, record in recorded.load(key)["seeds"].items():
         for spec in chapter_module(key).CLAIMS:
             claim = spec.evaluate(record["numbers"])
             assert record["verdicts"][spec.id] == claim.status, (key, seed, spec.id)
@@ -53,22 +53,22 @@ SPECS = (
 @pytest.fixture
 def tmp_results(tmp_path, monkeypatch):
     """A results folder of the test's own, with a recording run begun (provenance captured) for it."""
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path / "results")
-    monkeypatch.setattr(results, "_run_provenance", None)
-    results.begin()
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(recorded, "_run_provenance", None)
+    recorded.begin()
     return tmp_path / "results"
 
 
 def test_write_merges_by_seed_and_load_reads_back(tmp_results):
-    first = results.make_record(0, SPECS, {"gain": 0.05, "cost": 12.0}, 1.5)
+    first = recorded.make_record(0, SPECS, {"gain": 0.05, "cost": 12.0}, 1.5)
     assert first["verdicts"] == {"C9.1": "FAIL", "C9.2": NOT_REPRODUCED}
     assert first["passed"] == {"C9.1": False, "C9.2": False}
-    path = results.write("ch09", [first, results.make_record(1, SPECS, {"gain": 0.2, "cost": 3.0}, 1.0)])
+    path = recorded.write("ch09", [first, recorded.make_record(1, SPECS, {"gain": 0.2, "cost": 3.0}, 1.0)])
     assert path == tmp_results / "ch09.json"
     # a later record for seed 0 replaces the earlier one; seed 1 is kept; seeds stay in numeric order
-    results.write("ch09", [results.make_record(0, SPECS, {"gain": 0.15, "cost": 4.0}, 2.0)])
-    results.write("ch09", [results.make_record(10, SPECS, {"gain": 0.3, "cost": 4.0}, 2.0)])
-    loaded = results.load("ch09")
+    recorded.write("ch09", [recorded.make_record(0, SPECS, {"gain": 0.15, "cost": 4.0}, 2.0)])
+    recorded.write("ch09", [recorded.make_record(10, SPECS, {"gain": 0.3, "cost": 4.0}, 2.0)])
+    loaded = recorded.load("ch09")
     assert list(loaded["seeds"]) == ["0", "1", "10"]
     assert loaded["seeds"]["0"]["numbers"] == {"gain": 0.15, "cost": 4.0}
     assert loaded["seeds"]["0"]["verdicts"] == {"C9.1": "PASS", "C9.2": "PASS"}
@@ -80,37 +80,37 @@ def test_write_merges_by_seed_and_load_reads_back(tmp_results):
 
 
 def test_load_names_the_command_when_missing_or_corrupt(tmp_results):
-    with pytest.raises(results.ResultsMissing, match="ch04_torl --seeds 0 1 2 3 4 --record"):
-        results.load("ch04")
+    with pytest.raises(recorded.ResultsMissing, match="ch04_torl --seeds 0 1 2 3 4 --record"):
+        recorded.load("ch04")
     tmp_results.mkdir()
     (tmp_results / "ch04.json").write_text('{"seeds": {"0": ')
-    with pytest.raises(results.ResultsMissing, match="not readable JSON.*ch04_torl"):
-        results.load("ch04")
+    with pytest.raises(recorded.ResultsMissing, match="not readable JSON.*ch04_torl"):
+        recorded.load("ch04")
     (tmp_results / "ch04.json").write_text(json.dumps({"chapter": "ch04"}))
-    with pytest.raises(results.ResultsMissing, match="no `seeds`"):
-        results.load("ch04")
+    with pytest.raises(recorded.ResultsMissing, match="no `seeds`"):
+        recorded.load("ch04")
 
 
 def test_seed_range(tmp_results):
-    results.write("ch09", [results.make_record(s, SPECS, {"gain": g, "cost": 1.0}, 1.0)
+    recorded.write("ch09", [recorded.make_record(s, SPECS, {"gain": g, "cost": 1.0}, 1.0)
                            for s, g in ((0, 0.12), (1, 0.2), (2, 0.16))])  # fmt: skip
-    assert results.seed_range("ch09", "gain") == (0.12, 0.2, 3)
+    assert recorded.seed_range("ch09", "gain") == (0.12, 0.2, 3)
     with pytest.raises(KeyError, match="nothing"):
-        results.seed_range("ch09", "nothing")
+        recorded.seed_range("ch09", "nothing")
 
 
 def test_format_number():
-    assert [results.format_number(x) for x in (0.7604, 48.0, 35.512, 3.2e12, float("inf"), 0.0)] == [
+    assert [recorded.format_number(x) for x in (0.7604, 48.0, 35.512, 3.2e12, float("inf"), 0.0)] == [
         "0.760", "48", "35.512", "3.2e+12", "∞", "0",
     ]  # fmt: skip
-    assert results.format_number(-9.25e-18) == "0"  # zero up to rounding, not "-9.25e-18"
-    assert results.format_number(2e-4) == "0.0002"
+    assert recorded.format_number(-9.25e-18) == "0"  # zero up to rounding, not "-9.25e-18"
+    assert recorded.format_number(2e-4) == "0.0002"
 
 
 def test_claims_table(tmp_results):
-    results.write("ch09", [results.make_record(s, SPECS, {"gain": g, "cost": 5.0}, 1.0)
+    recorded.write("ch09", [recorded.make_record(s, SPECS, {"gain": g, "cost": 5.0}, 1.0)
                            for s, g in ((0, 0.12), (1, 0.2), (2, 0.16))])  # fmt: skip
-    table = results.claims_table(SPECS, {"gain": 0.05, "cost": 7.25}, results.load("ch09"))
+    table = recorded.claims_table(SPECS, {"gain": 0.05, "cost": 7.25}, recorded.load("ch09"))
     lines = table.splitlines()
     assert lines[0] == (
         "| claim | kind | paper | miniature's test (margin) | this run | recorded seeds | this run's verdict |"
@@ -120,40 +120,40 @@ def test_claims_table(tmp_results):
     # a `|` inside a cell is escaped so the row keeps seven columns
     row = "| C9.2 | finding | paper: 5 \\| 6 | cost below 10 [`cost`] | 7.250 | 5 on every seed (seeds 0-2) | PASS |"
     assert lines[3] == row
-    assert "not recorded" in results.claims_table(SPECS, {"gain": 0.2, "cost": 1.0}, None)
+    assert "not recorded" in recorded.claims_table(SPECS, {"gain": 0.2, "cost": 1.0}, None)
 
 
 def test_curves_are_recorded_per_seed_and_loaded_back(tmp_results):
     curves = {"masked/eval_success": [(0, 0.1), (10, 0.4)], "masked/loss": [(0, 2.0)]}
-    made = results.make_record(0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0, curves=curves)
+    made = recorded.make_record(0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0, curves=curves)
     assert made["curves"] == {"masked/eval_success": [[0.0, 0.1], [10.0, 0.4]], "masked/loss": [[0.0, 2.0]]}
-    assert "curves" not in results.make_record(1, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
-    results.write("ch09", [made, results.make_record(1, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)])
-    results.write("ch09", [results.make_record(2, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0,
+    assert "curves" not in recorded.make_record(1, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
+    recorded.write("ch09", [made, recorded.make_record(1, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)])
+    recorded.write("ch09", [recorded.make_record(2, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0,
                                                curves={"masked/eval_success": [(0, 0.3), (10, 0.5)]})])  # fmt: skip
     # seed 1 has no curves and is left out; x and y come back as float tuples, seeds as ints in order
-    assert results.load_curves("ch09", "masked/eval_success") == {
+    assert recorded.load_curves("ch09", "masked/eval_success") == {
         0: [(0.0, 0.1), (10.0, 0.4)],
         2: [(0.0, 0.3), (10.0, 0.5)],
     }
-    assert results.load_curves("ch09", "masked/loss") == {0: [(0.0, 2.0)]}
+    assert recorded.load_curves("ch09", "masked/loss") == {0: [(0.0, 2.0)]}
     with pytest.raises(KeyError, match="no recorded seed of ch09 has the curve 'plain/loss'"):
-        results.load_curves("ch09", "plain/loss")
+        recorded.load_curves("ch09", "plain/loss")
 
 
 def test_history_curves_skips_absent_keys():
     histories = {"masked": [{"iteration": 0, "loss": 1.0, "eval": 0.2}, {"iteration": 1, "loss": 0.5}],
                  "plain": [{"iteration": 0, "loss": 3.0}]}  # fmt: skip
-    assert results.history_curves(histories, ["loss", "eval"]) == {
+    assert recorded.history_curves(histories, ["loss", "eval"]) == {
         "masked/loss": [(0.0, 1.0), (1.0, 0.5)], "masked/eval": [(0.0, 0.2)], "plain/loss": [(0.0, 3.0)],
     }  # fmt: skip
 
 
 def test_seed_table_rows_and_mean(tmp_results):
-    results.write("ch09", [results.make_record(0, SPECS, {"gain": 0.1, "cost": 4.0}, 1.0),
-                           results.make_record(1, SPECS, {"gain": 0.3, "cost": 8.0}, 1.0),
-                           results.make_record(2, SPECS[:1], {"gain": 0.2}, 1.0)])  # fmt: skip
-    table = results.seed_table("ch09", [("gain", "gain (a|b)"), ("cost", "cost")])
+    recorded.write("ch09", [recorded.make_record(0, SPECS, {"gain": 0.1, "cost": 4.0}, 1.0),
+                           recorded.make_record(1, SPECS, {"gain": 0.3, "cost": 8.0}, 1.0),
+                           recorded.make_record(2, SPECS[:1], {"gain": 0.2}, 1.0)])  # fmt: skip
+    table = recorded.seed_table("ch09", [("gain", "gain (a|b)"), ("cost", "cost")])
     assert table.splitlines() == [
         "| seed | gain (a\\|b) | cost |",
         "|---|---|---|",
@@ -165,9 +165,9 @@ def test_seed_table_rows_and_mean(tmp_results):
 
 
 def test_verdict_table(tmp_results):
-    results.write("ch09", [results.make_record(0, SPECS, {"gain": 0.2, "cost": 4.0}, 1.0),
-                           results.make_record(3, SPECS, {"gain": 0.05, "cost": 40.0}, 1.0)])  # fmt: skip
-    assert results.verdict_table("ch09").splitlines() == [
+    recorded.write("ch09", [recorded.make_record(0, SPECS, {"gain": 0.2, "cost": 4.0}, 1.0),
+                           recorded.make_record(3, SPECS, {"gain": 0.05, "cost": 40.0}, 1.0)])  # fmt: skip
+    assert recorded.verdict_table("ch09").splitlines() == [
         "| seed | C9.1 | C9.2 |",
         "|---|---|---|",
         "| 0 | PASS | PASS |",
@@ -178,60 +178,60 @@ def test_verdict_table(tmp_results):
 
 def test_recorded_numbers_follow_numeric_seed_order_and_skip_missing():
     loaded = {"seeds": {"10": {"numbers": {"gain": 0.3}}, "2": {"numbers": {"gain": 0.1}}, "3": {"numbers": {}}}}
-    assert results.recorded_numbers(loaded, "gain") == [0.1, 0.3]
-    assert results.recorded_numbers(loaded, "cost") == []
+    assert recorded.recorded_numbers(loaded, "gain") == [0.1, 0.3]
+    assert recorded.recorded_numbers(loaded, "cost") == []
 
 
 def test_own_numbers_drop_pooled_ones_in_seed_order():
-    from course_lib.course.results import own_numbers
+    from course_lib.course.recorded import own_numbers
 
     loaded = {"seeds": {"10": {"numbers": {"a": 3.0, "p_x": 9.0}}, "2": {"numbers": {"a": 1.0, "p_x": 9.0}}}}
     assert own_numbers(loaded, "p_") == [{"a": 1.0}, {"a": 3.0}]
-    assert results.seed_numbers(loaded) == [{"a": 1.0, "p_x": 9.0}, {"a": 3.0, "p_x": 9.0}]  # seed 2 before 10
+    assert recorded.seed_numbers(loaded) == [{"a": 1.0, "p_x": 9.0}, {"a": 3.0, "p_x": 9.0}]  # seed 2 before 10
 
 
 def test_a_gpu_run_records_beside_the_cpu_records_never_over_them(tmp_results, monkeypatch):
-    cpu_target = results.write("ch09", [results.make_record(0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)])
+    cpu_target = recorded.write("ch09", [recorded.make_record(0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)])
     before = cpu_target.read_text()
     monkeypatch.setenv("COURSE_SCALE", "gpu")
-    gpu_target = results.record("ch09", 0, SPECS, {"gain": 0.3, "cost": 2.0}, 5.0)
+    gpu_target = recorded.record("ch09", 0, SPECS, {"gain": 0.3, "cost": 2.0}, 5.0)
     assert gpu_target == tmp_results / "gpu" / "ch09.json" and cpu_target.read_text() == before
-    assert results.load("ch09")["seeds"]["0"]["numbers"]["gain"] == 0.2  # notebooks read the cpu records
-    loaded = results.load("ch09", "gpu")["seeds"]["0"]
+    assert recorded.load("ch09")["seeds"]["0"]["numbers"]["gain"] == 0.2  # notebooks read the cpu records
+    loaded = recorded.load("ch09", "gpu")["seeds"]["0"]
     assert loaded["numbers"]["gain"] == 0.3 and loaded["provenance"]["scale"] == "gpu"
-    with pytest.raises(results.ResultsMissing, match="COURSE_SCALE=gpu python -m course_lib.chapters.ch04_torl"):
-        results.load("ch04", "gpu")
+    with pytest.raises(recorded.ResultsMissing, match="COURSE_SCALE=gpu python -m course_lib.chapters.ch04_torl"):
+        recorded.load("ch04", "gpu")
 
 
 def test_provenance_is_stamped_when_the_run_begins_not_when_a_seed_is_written(tmp_path, monkeypatch):
     """A commit made (or a file edited) while seeds run must not change what they say they ran on: the process runs
     the code it loaded, so every seed carries the snapshot `begin` took before the first one."""
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(results, "_run_provenance", None)
-    monkeypatch.setattr(results, "_git", lambda *args: "a" * 40 if args[0] == "rev-parse" else "")
-    results.begin()
-    results.record("ch09", 0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
-    monkeypatch.setattr(results, "_git", lambda *args: "b" * 40 if args[0] == "rev-parse" else " M course_lib/x.py")
-    results.record("ch09", 1, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
-    seeds = results.load("ch09")["seeds"]
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(recorded, "_run_provenance", None)
+    monkeypatch.setattr(recorded, "_git", lambda *args: "a" * 40 if args[0] == "rev-parse" else "")
+    recorded.begin()
+    recorded.record("ch09", 0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
+    monkeypatch.setattr(recorded, "_git", lambda *args: "b" * 40 if args[0] == "rev-parse" else " M course_lib/x.py")
+    recorded.record("ch09", 1, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
+    seeds = recorded.load("ch09")["seeds"]
     assert {seeds[s]["provenance"]["git_commit"] for s in seeds} == {"a" * 40}
     assert not any(seeds[s]["provenance"]["git_dirty"] for s in seeds)
 
 
 def test_a_record_needs_a_begun_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(results, "_run_provenance", None)
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(recorded, "_run_provenance", None)
     with pytest.raises(RuntimeError, match=r"begin\(\) must run before the first seed"):
-        results.record("ch09", 0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
+        recorded.record("ch09", 0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
 
 
 def test_recording_into_the_course_results_refuses_a_dirty_tree(tmp_path, monkeypatch):
-    monkeypatch.setattr(results, "_run_provenance", None)
-    monkeypatch.setattr(results, "_git", lambda *args: "a" * 40 if args[0] == "rev-parse" else " M course_lib/x.py")
-    with pytest.raises(results.DirtyTree, match="uncommitted changes"):
-        results.begin()  # RESULTS_DIR is the course's own results/
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)  # a fork's or a test's folder records, flagged dirty
-    assert results.begin()["git_dirty"] is True
+    monkeypatch.setattr(recorded, "_run_provenance", None)
+    monkeypatch.setattr(recorded, "_git", lambda *args: "a" * 40 if args[0] == "rev-parse" else " M course_lib/x.py")
+    with pytest.raises(recorded.DirtyTree, match="uncommitted changes"):
+        recorded.begin()  # RESULTS_DIR is the course's own results/
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)  # a fork's or a test's folder records, flagged dirty
+    assert recorded.begin()["git_dirty"] is True
 
 
 def test_origin_says_whether_this_run_can_equal_its_recorded_seed(tmp_results, monkeypatch):
@@ -239,22 +239,22 @@ def test_origin_says_whether_this_run_can_equal_its_recorded_seed(tmp_results, m
 
     from course_lib.machine import cpu_description
 
-    record = results.make_record(0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
+    record = recorded.make_record(0, SPECS, {"gain": 0.2, "cost": 1.0}, 1.0)
     here = {"cpu": cpu_description(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "torch_threads": torch.get_num_threads()}  # fmt: skip
-    results.write("ch09", [{**record, "provenance": here}])
-    assert "the machine and threads results/ch09.json recorded it on" in results.origin("ch09", 0)
+    recorded.write("ch09", [{**record, "provenance": here}])
+    assert "the machine and threads results/ch09.json recorded it on" in recorded.origin("ch09", 0)
     # on that machine it checks the numbers: timings aside, this run's equal the recorded seed's
-    same = results.origin("ch09", 0, {"gain": 0.2, "cost": 1.0, "grpo_seconds_per_iteration": 9.0})
+    same = recorded.origin("ch09", 0, {"gain": 0.2, "cost": 1.0, "grpo_seconds_per_iteration": 9.0})
     assert same.endswith("2 of 2 numbers equal the recorded seed's")
-    assert "1 of 2 numbers differ from the recorded seed's (first: gain)" in results.origin(
+    assert "1 of 2 numbers differ from the recorded seed's (first: gain)" in recorded.origin(
         "ch09", 0, {"gain": 0.3, "cost": 1.0}
     )
     elsewhere = {**here, "cpu": "Another CPU (family 1, model 2)"}
-    results.write("ch09", [{**record, "provenance": elsewhere}])
-    line = results.origin("ch09", 0)
+    recorded.write("ch09", [{**record, "provenance": elsewhere}])
+    line = recorded.origin("ch09", 0)
     assert "recorded it on Another CPU" in line and "the numbers marked 'this run' are this machine's" in line
     other_threads = {**here, "torch_threads": here["torch_threads"] + 1}
-    results.write("ch09", [{**record, "provenance": other_threads}])
-    assert "this machine's" in results.origin("ch09", 0)
-    assert "has no seed 5" in results.origin("ch09", 5)
+    recorded.write("ch09", [{**record, "provenance": other_threads}])
+    assert "this machine's" in recorded.origin("ch09", 0)
+    assert "has no seed 5" in recorded.origin("ch09", 5)

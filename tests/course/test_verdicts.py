@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from course_lib.course import chance, verdicts
-from course_lib.course import results as recorded
+from course_lib.course import chance, recorded, verdicts
 from course_lib.course.claims import CHANCE_LIMIT, NOT_REPRODUCED, ClaimSpec, at_least
 from course_lib.diagnostics import stats
 

@@ -103,14 +103,14 @@ def test_learning_curves_keeps_working_and_lays_out_two_per_row():
 
 
 def test_recorded_panels_draw_recorded_bands_and_this_run(tmp_path, monkeypatch):
-    from course_lib.course import results
+    from course_lib.course import recorded
     from course_lib.course.claims import ClaimSpec
 
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(results, "_run_provenance", None)  # this test's own run, restored after it
-    results.begin()
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(recorded, "_run_provenance", None)  # this test's own run, restored after it
+    recorded.begin()
     spec = (ClaimSpec("C9.1", "x", "p", "gain", lambda n: n["gain"] > 0),)
-    results.write("ch09", [results.make_record(s, spec, {"gain": 1.0}, 1.0,
+    recorded.write("ch09", [recorded.make_record(s, spec, {"gain": 1.0}, 1.0,
                                                curves={"a/acc": [(0, 0.1 * s), (10, 0.5 + 0.1 * s)]})
                            for s in range(3)])  # fmt: skip
     history = [{"iteration": 0, "acc": 0.0}, {"iteration": 5}, {"iteration": 10, "acc": 0.6}]
@@ -126,15 +126,15 @@ def test_recorded_panels_draw_recorded_bands_and_this_run(tmp_path, monkeypatch)
 
 
 def test_recorded_panels_put_one_legend_below_the_panels_not_on_the_data(tmp_path, monkeypatch):
-    from course_lib.course import results
+    from course_lib.course import recorded
     from course_lib.course.claims import ClaimSpec
 
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(results, "_run_provenance", None)  # this test's own run, restored after it
-    results.begin()
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(recorded, "_run_provenance", None)  # this test's own run, restored after it
+    recorded.begin()
     spec = (ClaimSpec("C9.1", "x", "p", "gain", lambda n: n["gain"] > 0),)
     curves = {"a/acc": [(0, 0.1), (10, 0.5)], "a/len": [(0, 3.0), (10, 2.0)]}
-    results.write("ch09", [results.make_record(s, spec, {"gain": 1.0}, 1.0, curves=curves) for s in range(2)])
+    recorded.write("ch09", [recorded.make_record(s, spec, {"gain": 1.0}, 1.0, curves=curves) for s in range(2)])
     fig = plots.recorded_panels("ch09", {"arm A": "a"}, [("acc", "accuracy"), ("len", "length")])
     assert all(ax.get_legend() is None for ax in fig.axes), "no legend inside a panel"
     (legend,) = fig.legends

@@ -16,7 +16,7 @@ from course_lib.engine.bookkeeping import alignment_errors
 from course_lib.engine.prompt_format import ChatFormat
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
 from course_lib.engine.server_engine import ServerEngine
-from course_lib.integrations import verl as course_verl
+from course_lib.integrations import course_verl
 from course_lib.tokenizer import decode, encode
 
 STOPS = ("</tool_call>", "</answer>")

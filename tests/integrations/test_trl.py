@@ -1,5 +1,5 @@
-"""Chapter environments under TRL's `GRPOTrainer` (`course_lib.integrations.trl`): the rollout hook's fields, what
-TRL builds from them (its loss mask and group advantages), the command line, and the TRL benchmark."""
+"""Chapter environments under TRL's `GRPOTrainer` (`course_lib.integrations.course_trl`): the rollout hook's fields,
+what TRL builds from them (its loss mask and group advantages), the command line, and the TRL benchmark."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from course_lib.course import bench
 from course_lib.engine.bookkeeping import expected_tokens
 from course_lib.engine.rollout import RolloutEngine
 from course_lib.envs.function_calling import answer_text
-from course_lib.integrations import trl as course_trl
+from course_lib.integrations import course_trl
 from course_lib.tokenizer import encode
 
 
@@ -276,7 +276,7 @@ def test_the_trainers_temporary_folder_is_removed_at_exit_unless_kept():
     from pathlib import Path
 
     script = (
-        "from course_lib.integrations import trl as t; "
+        "from course_lib.integrations import course_trl as t; "
         "print(t.temporary_output_dir()); print(t.temporary_output_dir(keep=True))"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)

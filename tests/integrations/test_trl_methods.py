@@ -16,8 +16,7 @@ from transformers import TrainerCallback
 from course_lib import data
 from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import sample_trees
-from course_lib.integrations import trl as course_trl
-from course_lib.integrations import trl_chapters, trl_checks
+from course_lib.integrations import course_trl, trl_chapters, trl_checks
 from course_lib.integrations.trl_methods import CourseMethodTrainer
 from course_lib.integrations.trl_monitor import MIRollback
 from course_lib.models import token_logprobs

@@ -1,5 +1,5 @@
-"""`course_lib.integrations.verl` without verl: the parquet export verl's `RLHFDataset` reads, and the agent loop's
-turn logic (`play_episode`) driven by fake inference servers: one replaying trajectories the course's own
+"""`course_lib.integrations.course_verl` without verl: the parquet export verl's `RLHFDataset` reads, and the agent
+loop's turn logic (`play_episode`) driven by fake inference servers: one replaying trajectories the course's own
 `RolloutEngine` sampled (so every token id, mask and log-prob must match), one sampling the chapter-00 base with
 torch, one sending malformed actions."""
 
@@ -22,7 +22,7 @@ from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import chapter_key
 from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
-from course_lib.integrations import verl as course_verl
+from course_lib.integrations import course_verl
 from course_lib.tokenizer import decode, encode, tag_id
 
 COLUMNS = {"data_source", "prompt", "agent_name", "reward_model", "extra_info"}
@@ -101,7 +101,8 @@ def test_command_line_and_agent_loop_yaml(tmp_path, capsys):
     assert len(read_parquet(tmp_path / "ch00_test.parquet")) == 3
     course_verl.main(["agent-config", "--out", str(tmp_path / "agent.yaml")])
     entries = yaml.safe_load((tmp_path / "agent.yaml").read_text())
-    assert entries == [{"name": "course_env_agent", "_target_": "course_lib.integrations.verl.CourseEnvAgentLoop"}]
+    target = "course_lib.integrations.course_verl.CourseEnvAgentLoop"
+    assert entries == [{"name": "course_env_agent", "_target_": target}]
     # the class verl instantiates exists exactly where verl imports (the main environment has no verl)
     assert hasattr(course_verl, "CourseEnvAgentLoop") == course_verl.verl_available()
 

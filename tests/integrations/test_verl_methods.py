@@ -19,8 +19,7 @@ from course_lib.diagnostics import MIStop
 from course_lib.engine import tree_rollout
 from course_lib.engine.rollout import RolloutEngine, collate, pad_id
 from course_lib.engine.step_mode import rollout_steps
-from course_lib.integrations import verl as course_verl
-from course_lib.integrations import verl_filters, verl_gigpo, verl_monitor, verl_trees
+from course_lib.integrations import course_verl, verl_filters, verl_gigpo, verl_monitor, verl_trees
 from course_lib.rl import loop
 from course_lib.rl.train import FilterConfig, GiGPOConfig, GRPOConfig
 

@@ -55,15 +55,6 @@ def test_each_methods_config_validates_itself_and_again_inside_a_grpo_config():
         config.validate()
 
 
-def test_the_warm_starts_old_path_still_works_with_a_warning():
-    from course_lib.rl import train, warm_start
-
-    with pytest.warns(DeprecationWarning, match="course_lib.rl.train.SFTConfig moved to course_lib.rl.warm_start"):
-        assert train.SFTConfig is warm_start.SFTConfig
-    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
-        train.nothing  # noqa: B018
-
-
 @pytest.mark.parametrize(
     ("make", "message"),
     [

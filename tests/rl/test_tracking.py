@@ -156,7 +156,7 @@ def test_the_bar_shows_the_method_and_current_metrics_and_lines_go_above_it():
 def test_trl_takes_report_to_and_save_steps(tmp_path, capsys):
     pytest.importorskip("trl")
     pytest.importorskip("tensorboard")
-    from course_lib.integrations import trl as course_trl
+    from course_lib.integrations import course_trl
 
     settings = course_trl.TRLSettings()
     with course_trl.quiet_deprecations():

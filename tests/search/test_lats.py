@@ -167,10 +167,10 @@ def test_imperfect_world_model_pipeline_on_a_miniature(tmp_path, monkeypatch):
     from dataclasses import replace
 
     from course_lib.chapters import ch01_rap as ch01
-    from course_lib.course import results
+    from course_lib.course import recorded
     from course_lib.rl.warm_start import SFTConfig
 
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
     chapter01 = replace(ch01.preset(), world_model_test=10, iterations=(1, 2))
     config = ch02.ImperfectWorldModelConfig(
         transitions=50, sft=SFTConfig(steps=2, batch_size=4), chapter01_per_length=2, chapter02_per_length=2,

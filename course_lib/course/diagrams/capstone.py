@@ -37,7 +37,7 @@ def worked_example(config=None, base_monitor_mi: float | None = None) -> dict[st
     from course_lib import chapters
 
     ch12 = chapters.module("ch12")
-    from course_lib.course import results as recorded
+    from course_lib.course import recorded
 
     config = config or ch12.preset("cpu")
     grpo = ch12.arm_config(config, "combined")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from matplotlib.figure import Figure
 
 from course_lib import chapters
-from course_lib.course import results
+from course_lib.course import recorded
 
 ch09 = chapters.module("ch09")  # the chapter whose runs the diagram reads
 
@@ -31,9 +31,9 @@ def recorded_history(seed: int, arm: str = "starpo", chapter: str = "ch09") -> l
     goes in as `eval_success` at the iterations it was evaluated."""
     rows: dict[int, dict] = {}
     for key in ("reward_std", "entropy", "grad_norm"):
-        for x, y in results.load_curves(chapter, f"{arm}/{key}")[seed]:
+        for x, y in recorded.load_curves(chapter, f"{arm}/{key}")[seed]:
             rows.setdefault(int(x), {"iteration": int(x), "time_rollout": 0.0})[key] = y
-    for x, y in results.load_curves(chapter, f"{arm}/eval_success")[seed]:
+    for x, y in recorded.load_curves(chapter, f"{arm}/eval_success")[seed]:
         rows.setdefault(int(x), {"iteration": int(x)})["eval_success"] = y
     return [rows[it] for it in sorted(rows)]
 
@@ -42,7 +42,7 @@ def collapsing_seed(arm: str = "starpo", chapter: str = "ch09") -> int:
     """The recorded seed whose run comes closest to a collapse by `ch09.collapse_point`'s descriptive rule: the
     earliest `collapse_iteration` (an evaluation at least `collapse_drop` below the peak), ties to the lower seed."""
     config = ch09.preset("cpu")
-    seeds = sorted(results.load_curves(chapter, f"{arm}/eval_success"))
+    seeds = sorted(recorded.load_curves(chapter, f"{arm}/eval_success"))
     dated = []
     for seed in seeds:
         collapse = ch09.collapse_point(recorded_history(seed, arm, chapter), config.collapse_drop)["collapse_iteration"]

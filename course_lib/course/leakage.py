@@ -32,7 +32,7 @@ sub-problems) summed and S the held-out state observations found in training dat
 with states. A split that cannot be audited (chapter 13 without `trl`) is printed as skipped and
 named at the end of that line.
 
-    python -m course_lib.course.audit        # about 40 s on one core; no model is loaded
+    python -m course_lib.course.leakage        # about 40 s on one core; no model is loaded
 """
 
 from __future__ import annotations
@@ -110,11 +110,11 @@ def run_seeds(chapter: str) -> tuple[int, ...]:
     """The run seeds whose training draws are audited for `chapter`: every seed recorded in its results files
     (`results/<chapter>*.json`: its runs, confirmations and experiments, beyond the default three), else
     `RUN_SEEDS`. A seed that was run must be audited, or its draws could hold a held-out problem unseen."""
-    from course_lib.course import results
+    from course_lib.course import recorded
 
     seeds: set[int] = set()
-    for file in results.RESULTS_DIR.glob(f"{chapter}*.json"):
-        seeds |= {int(seed) for seed in results.load(file.stem)["seeds"]}
+    for file in recorded.RESULTS_DIR.glob(f"{chapter}*.json"):
+        seeds |= {int(seed) for seed in recorded.load(file.stem)["seeds"]}
     return tuple(sorted(seeds)) or RUN_SEEDS
 
 
@@ -316,12 +316,6 @@ def _skipped(chapter: str, reason: str) -> list[SplitAudit]:
     return [SplitAudit(chapter, "test", 0, 0, skipped=reason)]
 
 
-def __getattr__(name: str):
-    if name == "AUDITS":  # the table's old name, computed now
-        return audits()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def totals(audits: Sequence[SplitAudit]) -> tuple[int, int, int]:
     """`(chapters, duplicates, overlaps)` over every audited split (a skipped one is not audited)."""
     audited = [a for a in audits if not a.skipped]
@@ -353,7 +347,7 @@ def summary(audits: Sequence[SplitAudit]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.course.audit", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_lib.course.leakage", description=__doc__.splitlines()[0])
     parser.add_argument(
         "chapters", nargs="*", metavar="chNN", help="chapters to audit (default: every chapter with an audit)"
     )

@@ -1,6 +1,6 @@
 """A course environment trained by TRL's `GRPOTrainer` (trl 1.16.0), with the chapter's base, tokenizer and reward.
 
-    python -m course_lib.integrations.trl --chapter 00 --steps 3
+    python -m course_lib.integrations.course_trl --chapter 00 --steps 3
 
 TRL generates single-turn completions itself; a multi-turn tool episode comes in through its `rollout_func` hook
 (experimental in TRL 1.16). `GRPOTrainer` calls `rollout_func(prompts, trainer)` with each prompt of the batch
@@ -24,7 +24,7 @@ Chapters 07 and 08 train their own method (07: GiGPO in step mode, 08: ARPO's tr
 arpo, aepo, starpo_s or snr instead) through the course's `GRPOTrainer` subclass (`trl_chapters`, `trl_methods`,
 `trl_rollouts`), whose advantages, filters and loss are the course loop's:
 
-    python -m course_lib.integrations.trl --chapter 07 --steps 2
+    python -m course_lib.integrations.course_trl --chapter 07 --steps 2
 
 Chapter 05's task is single-turn, TRL's home ground: `native_trainer` lets TRL generate the completion and scores it
 with the chapter's environment in a reward function (the benchmark `python -m course_lib.course.bench trl` uses both).
@@ -60,7 +60,7 @@ from trl import __version__ as trl_version  # noqa: E402
 TESTED_TRL = "1.16.0"
 """The TRL version this module was written and tested against (`pip install -e .[trl]` pins it)."""
 if trl_version != TESTED_TRL:  # `rollout_func` is experimental: its contract may change between releases
-    warnings.warn(f"course_lib.integrations.trl was tested with trl {TESTED_TRL}, not {trl_version}", stacklevel=1)
+    warnings.warn(f"{__name__} was tested with trl {TESTED_TRL}, not {trl_version}", stacklevel=1)
 REPORT_TO = ("tensorboard", "trackio", "wandb")
 """Trackers `--report-to` passes to TRL (transformers' integrations of the same names; each needs its package)."""
 
@@ -76,12 +76,6 @@ def method_chapters() -> tuple[str, ...]:
     from course_lib import chapters  # every chapter module
 
     return tuple(key.removeprefix("ch") for key, task in chapters.tasks().items() if task.method is not None)
-
-
-def __getattr__(name: str):
-    if name in ("CHAPTERS", "METHOD_CHAPTERS"):  # the tables' old names, computed now
-        return tool_chapters() if name == "CHAPTERS" else method_chapters()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 METHOD_NAMES = ("grpo", "gigpo", "arpo", "aepo", "starpo_s", "snr")
@@ -464,13 +458,13 @@ def launch_command(chapter: str = "00", gpus: int = 8, steps: int = 500, prompts
     grows with the GPUs). For several machines add accelerate's `--num_machines`, `--machine_rank` and
     `--main_process_ip`, or run it under DeepSpeed/FSDP with an `accelerate config` file."""
     return (
-        f"accelerate launch --multi_gpu --num_processes {gpus} -m course_lib.integrations.trl --gpu "
+        f"accelerate launch --multi_gpu --num_processes {gpus} -m course_lib.integrations.course_trl --gpu "
         f"--chapter {chapter} --steps {steps} --prompts {prompts} --group {group}"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.integrations.trl", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=__doc__.splitlines()[0])
     parser.add_argument("--chapter", default="00", choices=tool_chapters() + method_chapters())
     parser.add_argument(
         "--method", choices=METHOD_NAMES,

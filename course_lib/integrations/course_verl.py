@@ -18,7 +18,7 @@ This module has three layers:
   `play_episode` with verl's server manager. It is defined only when verl is installed (verl pins a transformers
   older than the course's main environment, so it lives in its own virtual environment; see `make test-verl`);
   importing this module without verl gives everything else.
-- `export_parquet` and the command line `python -m course_lib.integrations.verl export ...`: a chapter's tasks as
+- `export_parquet` and the command line `python -m course_lib.integrations.course_verl export ...`: a chapter's tasks as
   the parquet file verl's `RLHFDataset` reads, and `agent_loop_config_text` / `write_agent_loop_config`: the yaml
   that `actor_rollout_ref.rollout.agent.agent_loop_config_path` points to.
 
@@ -26,8 +26,8 @@ The survey's methods beyond GRPO live beside this module: `verl_gigpo` (GiGPO's 
 mode), `verl_filters` (StarPO-S's and RAGEN-2's group filters, AEPO's balanced clip), `verl_patch` (the one patch
 of `compute_advantage` they need, installed in verl's Ray processes by a setup hook), `verl_trees` (ARPO's and
 AEPO's trees through an agent-loop manager), `verl_monitor` (chapter 12's MI stop with rollback to a verl
-checkpoint) and `verl_launch` (each method's overrides; `python -m course_lib.integrations.verl launch --method M`
-prints the command).
+checkpoint) and `verl_launch` (each method's overrides; `python -m course_lib.integrations.course_verl launch --method
+M` prints the command).
 
 Prompts: verl's own loops apply the tokenizer's chat template to the row's `prompt` messages. The course's
 word-level tokenizers have no chat template, and the course's prompt is `[bos] + encode(reset observation)`, so
@@ -55,7 +55,7 @@ from course_lib.tokenizer import encode
 
 AGENT_NAME = "course_env_agent"
 """The `agent_name` every exported row carries, and the name the agent loop is registered under."""
-AGENT_LOOP_TARGET = "course_lib.integrations.verl.CourseEnvAgentLoop"
+AGENT_LOOP_TARGET = "course_lib.integrations.course_verl.CourseEnvAgentLoop"
 """The class verl's hydra instantiates for `AGENT_NAME` (the `_target_` of the agent-loop yaml)."""
 DEFAULT_COUNT = 256
 """Rows per exported split when no count is given."""
@@ -327,7 +327,7 @@ def write_agent_loop_config(path: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.integrations.verl", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="a chapter's tasks as a parquet file for verl's RLHFDataset")
     export.add_argument("--chapter", required=True, help="tool chapter: 00, 03, 04, 05, 06 or 08")

@@ -227,7 +227,7 @@ def write(chapter: str, records: list[dict], scale: str | None = None, config: o
     `COURSE_SCALE`; `path`), keyed by seed: a later record for a seed replaces the earlier one. A record without a
     provenance gets the one `begin` captured at the start of this run (with `config`, the resolved config the run
     used, in it)."""
-    from course_lib import config as course_config
+    from course_lib import course_config
 
     scale = scale or course_config.scale()
     target = path(chapter, scale)
