@@ -19,6 +19,8 @@ Its folders draw the layers. A module imports, at module level, only from its ow
 - `rl`: the loop: `rl.warm_start`, `rl.train`, `rl.loop` (the four seams), `rl.critic`, `rl.micro_batch`,
   `rl.checkpoint`, `rl.run_state`, `rl.tracking`.
 - `search`: RAP's and LATS's tree search over a world model or the environment.
+- `tasks`: the tasks several chapters share (a task's environment, settings, demonstrator and held-out evaluator),
+  `tasks.tool_task.ToolTask` and the bases' glue (`tasks.bases`).
 - **the course**: `course` (claims and verdicts, results, designs, the build, the audit, the golden run, the
   notebooks, stand-ins, diagrams, the pitfalls lab, the gpu preset, the benchmarks), `chapters` (one module per
   chapter on one skeleton) and `integrations` (the same methods on TRL, verl and OpenEnv).

@@ -5,15 +5,17 @@
 with `os.environ` before importing a chapter module.
 
 `COURSE_GPU_TINY=1` is a smoke-test switch for the gpu code path on a laptop: under the gpu scale only, every
-chapter's gpu preset is shrunk (`skeleton.by_scale`: model preset `micro`, a few demonstrations, SFT steps and
+chapter's gpu preset is shrunk (`by_scale`: model preset `micro`, a few demonstrations, SFT steps and
 GRPO iterations) and its data is built under a `tiny/` folder of the gpu data directory, apart from real gpu
 bases. Its numbers mean nothing; every gpu base label says when it is on.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -67,3 +69,69 @@ def seed_everything(value: int) -> torch.Generator:
     np.random.seed(value % 2**32)
     torch.manual_seed(value)
     return torch.Generator().manual_seed(value)
+
+
+def by_scale(cpu, gpu, name: str | None = None):
+    """`cpu` or `gpu` according to `COURSE_SCALE` (or the scale `name`): a chapter's preset in one line.
+
+    With `COURSE_GPU_TINY=1` the gpu preset comes back shrunk (`shrink_for_smoke_test`), so that a CPU test can
+    run the gpu code path (build a gpu base, load it, train) in seconds; the cpu preset never changes."""
+    name = name or scale()
+    if name not in SCALES:
+        raise ValueError(f"scale must be 'cpu' or 'gpu', got {name!r}")
+    if name == "cpu":
+        return cpu
+    if gpu_tiny():
+        _announce_tiny()
+        return shrink_for_smoke_test(gpu)
+    return gpu
+
+
+TINY_MODEL = "micro"
+"""`COURSE_GPU_TINY`'s model preset (every `model_preset`, `critic_preset` and `model_presets` value)."""
+TINY_CAPS: Mapping[str, int] = {
+    # warm start: demonstrations (and chapter 01's corpus counts), SFT steps and batch
+    "demonstrations": 64, "plans": 64, "steps": 16, "transitions": 64, "warmup_steps": 1, "batch_size": 8,
+    # RL and search budgets (GRPOConfig, MCTS and LATS iterations)
+    "iterations": 2, "prompts_per_iteration": 2, "group_size": 4, "eval_every": 1, "budget_iterations": 2,
+    "noisy_iterations": 1, "ablation_iterations": 2,
+    # measurements
+    "eval_tasks": 4, "tasks_per_length": 2, "world_model_test": 8, "variance_prompts": 2, "sampler_prompts": 2,
+    "check_prompts": 2, "monitor_prompts": 2, "mi_samples": 4, "bucket_maps": 4,
+}  # fmt: skip
+"""`COURSE_GPU_TINY`'s caps: a field of one of these names, anywhere in a preset, is cut to at most this value.
+SFT `steps` shares its name with chapter 01's corpus `steps` (a count of examples); 16 serves both."""
+_tiny_announced = False
+
+
+def shrink_for_smoke_test(preset):
+    """A copy of `preset` (a dataclass tree) with every model preset `TINY_MODEL` and every field named in
+    `TINY_CAPS` cut to its cap (never raised), recursively; other values are returned unchanged."""
+    if not dataclasses.is_dataclass(preset) or isinstance(preset, type):
+        return preset
+    changes = {}
+    for spec in dataclasses.fields(preset):
+        if not spec.init:
+            continue
+        value = getattr(preset, spec.name)
+        if spec.name in ("model_preset", "critic_preset") and isinstance(value, str):
+            changes[spec.name] = TINY_MODEL
+        elif spec.name == "model_presets" and isinstance(value, Mapping):
+            changes[spec.name] = {size: TINY_MODEL for size in value}
+        elif spec.name in TINY_CAPS and isinstance(value, int) and not isinstance(value, bool):
+            changes[spec.name] = min(value, TINY_CAPS[spec.name])
+        elif dataclasses.is_dataclass(value):
+            changes[spec.name] = shrink_for_smoke_test(value)
+    return dataclasses.replace(preset, **changes)
+
+
+def _announce_tiny() -> None:
+    """Say once per process that the gpu preset is the shrunk one, so no number is mistaken for a gpu result."""
+    global _tiny_announced
+    if not _tiny_announced:
+        _tiny_announced = True
+        print(
+            f"COURSE_GPU_TINY=1: the gpu preset is shrunk for a smoke test (model preset {TINY_MODEL}, "
+            "a few demonstrations, steps and iterations); its numbers mean nothing",
+            flush=True,
+        )

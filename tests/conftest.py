@@ -9,7 +9,8 @@ import torch
 
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.models import build_model
-from course_lib.rl.warm_start import SFTConfig, supervised_warm_start
+from course_lib.rl.warm_start import SFTConfig, demonstration_examples, supervised_warm_start
+from course_lib.tasks import tool_arithmetic
 
 # Tiny models: thread wake-ups cost more than the matrix work, and a second test process or a
 # busy machine makes two intra-op threads tens of times slower.
@@ -21,7 +22,7 @@ TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermed
 @pytest.fixture(scope="session")
 def tokenizer():
     """The chapter-00 word-level tokenizer (tags plus every integer up to 1998)."""
-    return ch00.build_tokenizer_for_chapter()
+    return tool_arithmetic.word_tokenizer()
 
 
 @pytest.fixture
@@ -38,14 +39,14 @@ def make_model(tokenizer):
 @pytest.fixture
 def demonstrations(tokenizer):
     """A few hundred demonstration episodes as (token_ids, loss_mask)."""
-    return ch00.demonstration_examples(tokenizer, ch00.demonstration_texts(200, 0, tool_share=0.5, direct_correct=0.3))
+    return demonstration_examples(tokenizer, ch00.demonstration_texts(200, 0, tool_share=0.5, direct_correct=0.3))
 
 
 @pytest.fixture(scope="session")
 def _warm_model(tokenizer):
     torch.manual_seed(0)
     model = build_model(tokenizer, "tiny", max_positions=128, **TINY)
-    examples = ch00.demonstration_examples(tokenizer, ch00.demonstration_texts(200, 0, 0.5, 0.3))
+    examples = demonstration_examples(tokenizer, ch00.demonstration_texts(200, 0, 0.5, 0.3))
     config = SFTConfig(steps=40, batch_size=16, learning_rate=3e-2, warmup_steps=5)
     supervised_warm_start(model, examples, tokenizer.pad_token_id, config, torch.Generator().manual_seed(0))
     return model.eval()

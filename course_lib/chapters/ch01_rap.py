@@ -34,6 +34,7 @@ from course_lib.search.blocks_lm import BlocksLM, CorpusConfig, build_blocks_tok
 from course_lib.search.blocks_lm import held_out_transitions as world_model_test_set
 from course_lib.search.mcts import MCTS, MCTSConfig
 from course_lib.search.rap import ImaginedBlocksworld, RewardConfig
+from course_lib.tasks import bases
 
 TASKS_NAME = "ch01_tasks"
 VALIDATION_PER_LENGTH = 60
@@ -93,7 +94,7 @@ def preset(scale: str | None = None) -> Chapter01Config:
         tasks_per_length=300,
         iterations=(1, 10, 20, 50),
     )
-    return skeleton.by_scale(Chapter01Config(), gpu, scale)
+    return course_config.by_scale(Chapter01Config(), gpu, scale)
 
 
 # Data -----------------------------------------------------------------------------------------
@@ -199,7 +200,7 @@ def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str 
     """`python -m course_lib.data build ch01 [--scale gpu]`: the task sets and the base LM of `preset(scale)`
     (shared with chapter 02)."""
     build_tasks(data_dir, seed, scale)
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
+    bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 def build_tasks(data_dir: Path, seed: int = 0, scale: str = "cpu") -> None:

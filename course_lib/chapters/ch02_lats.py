@@ -57,7 +57,7 @@ class Chapter02Config:
 def preset(scale: str | None = None) -> Chapter02Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
     gpu = Chapter02Config(tasks_per_length=300, budgets=(6, 12, 24, 48, 96), chapter01=ch01.preset("gpu"))
-    return skeleton.by_scale(Chapter02Config(), gpu, scale)
+    return course_config.by_scale(Chapter02Config(), gpu, scale)
 
 
 def make_env():

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from course_lib import course_config, data, envs
-from course_lib.chapters import ToolTask, held_out_on_test, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
@@ -42,6 +42,8 @@ from course_lib.models import count_parameters
 from course_lib.models import load as load_checkpoint
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
+from course_lib.tasks import bases
+from course_lib.tasks.tool_task import ToolTask, held_out_on_test
 from course_lib.tokenizer import build_tokenizer
 from course_lib.tools import call
 from course_lib.tools.travel import WORLD
@@ -104,7 +106,7 @@ def preset(scale: str | None = None) -> Chapter03Config:
         eval_tasks=1000,
         arms={"small": tuple(ARMS), "large": tuple(ARMS)},
     )
-    return skeleton.by_scale(Chapter03Config(), gpu, scale)
+    return course_config.by_scale(Chapter03Config(), gpu, scale)
 
 
 def stage_of(arm: str, iterations: int):
@@ -192,7 +194,7 @@ def build_base(
     """Warm-start a fresh model of `size` on the demonstrations and save it with `save_pretrained`."""
     config = config or preset(scale)
     texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
-    return skeleton.warm_start_base(
+    return bases.warm_start_base(
         out_dir, vocabulary(), config.model_presets[size], 128, texts, config.sft, seed, progress
     )
 

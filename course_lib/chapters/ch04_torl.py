@@ -25,13 +25,15 @@ from pathlib import Path
 import numpy as np
 
 from course_lib import course_config, data, envs
-from course_lib.chapters import ToolTask, held_out_on_test, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.envs.word_math import MAX_NUMBER, draw_problem, vocabulary
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
+from course_lib.tasks import bases
+from course_lib.tasks.tool_task import ToolTask, held_out_on_test
 from course_lib.tokenizer import build_tokenizer, is_word_level, tag_id
 
 ENV_NAME = "word_math"
@@ -80,7 +82,7 @@ def preset(scale: str | None = None) -> Chapter04Config:
         grpo=GRPOConfig(iterations=200, prompts_per_iteration=32, group_size=16, learning_rate=3e-4, eval_every=20),
         eval_tasks=1000,
     )
-    return skeleton.by_scale(Chapter04Config(), gpu, scale)
+    return course_config.by_scale(Chapter04Config(), gpu, scale)
 
 
 def make_env(split: str = "train", max_tool_calls: int = 1, execution_error_penalty: float = 0.0) -> envs.TextEnv:
@@ -159,7 +161,7 @@ def build_base(
     texts = functools.partial(
         demonstration_texts, config.demonstrations, seed, config.tool_share, config.direct_correct
     )
-    return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 128, texts, config.sft, seed, progress)
+    return bases.warm_start_base(out_dir, vocabulary(), config.model_preset, 128, texts, config.sft, seed, progress)
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
@@ -169,8 +171,8 @@ def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str 
     def columns(problems: list) -> dict[str, list]:
         return {key: [getattr(p, key) for p in problems] for key in ("question", "expression", "answer")}
 
-    data.write_task_set(TASKS_NAME, skeleton.task_splits(draw_problem, columns), seed, data_dir, scale)
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
+    data.write_task_set(TASKS_NAME, bases.task_splits(draw_problem, columns), seed, data_dir, scale)
+    bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Measurements (ToRL Fig. 5, plus the tool success rate and hallucinated observations) -------
@@ -234,7 +236,7 @@ def torl_stats(trajectories: list[Trajectory], tokenizer) -> dict[str, float]:
     }
 
 
-test_seeds = skeleton.held_out_seeds(lambda: make_env("test"))
+test_seeds = bases.held_out_seeds(lambda: make_env("test"))
 """`test_seeds(count)`: seeds of the held-out problems used for evaluation (the test split's first `count`
 seeds with pairwise different problems; cached)."""
 
@@ -300,7 +302,7 @@ def run(
     start = time.perf_counter()
     course_config.seed_everything(seed)
     texts = functools.partial(demonstration_texts, config.demonstrations, 0, config.tool_share, config.direct_correct)
-    base, tokenizer, config = skeleton.base_for(BASE_NAME, config, texts)
+    base, tokenizer, config = bases.base_for(BASE_NAME, config, texts)
     stats = base_stats if base_stats is not None else evaluate(base, tokenizer, config, seed)
     results: dict = {"base": stats, "runs": {}}
     for name in variants or list(VARIANTS):

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from course_lib import course_config, data
-from course_lib.chapters import ToolTask, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.course.recorded import own_numbers, recorded_numbers
@@ -61,6 +61,8 @@ from course_lib.envs.toolrl_reward import RewardSpec, think_words
 from course_lib.models import add_lora, count_parameters
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig, supervised_warm_start, warm_start_and_save
+from course_lib.tasks import bases
+from course_lib.tasks.tool_task import ToolTask
 from course_lib.tokenizer import build_tokenizer, encode
 
 BASE_NAME = "ch05_base"
@@ -145,7 +147,7 @@ def preset(scale: str | None = None) -> Chapter05Config:
         ),
         eval_tasks=1000,
     )
-    return skeleton.by_scale(Chapter05Config(), gpu, scale)
+    return course_config.by_scale(Chapter05Config(), gpu, scale)
 
 
 # Demonstrations ------------------------------------------------------------------------------------
@@ -241,7 +243,7 @@ def build_base(
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
     """`python -m course_lib.data build ch05 [--scale gpu]`: the warm-started base checkpoint."""
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
+    bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Evaluation ----------------------------------------------------------------------------------------

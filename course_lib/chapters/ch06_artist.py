@@ -20,13 +20,15 @@ from pathlib import Path
 import numpy as np
 
 from course_lib import course_config, data, envs
-from course_lib.chapters import ToolTask, held_out_on_test, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.envs.price_tools import NUMBER_RANGE, draw_problem, solve, vocabulary
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
+from course_lib.tasks import bases
+from course_lib.tasks.tool_task import ToolTask, held_out_on_test
 from course_lib.tokenizer import build_tokenizer
 from course_lib.tools.lookup_table import TABLE
 
@@ -73,7 +75,7 @@ def preset(scale: str | None = None) -> Chapter06Config:
         grpo=GRPOConfig(iterations=100, prompts_per_iteration=32, group_size=16, learning_rate=3e-4, eval_every=20),
         eval_tasks=699,  # every test problem: the split has no 1000 different ones
     )
-    return skeleton.by_scale(Chapter06Config(), gpu, scale)
+    return course_config.by_scale(Chapter06Config(), gpu, scale)
 
 
 def make_env(split: str = "train", config: Chapter06Config | None = None, w_tool: float | None = None) -> envs.TextEnv:
@@ -123,7 +125,7 @@ def build_base(
     """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
     config = config or preset(scale)
     texts = functools.partial(demonstration_texts, config.demonstrations, seed, config.failure_rate, config.retry_share)
-    return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 96, texts, config.sft, seed, progress)
+    return bases.warm_start_base(out_dir, vocabulary(), config.model_preset, 96, texts, config.sft, seed, progress)
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
@@ -133,8 +135,8 @@ def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str 
     def columns(problems: list) -> dict[str, list]:
         return {"question": [" ".join(p) for p in problems], "answer": [solve(*p) for p in problems]}
 
-    data.write_task_set("ch06_tasks", skeleton.task_splits(draw_problem, columns), seed, data_dir, scale)
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
+    data.write_task_set("ch06_tasks", bases.task_splits(draw_problem, columns), seed, data_dir, scale)
+    bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Measurements ----------------------------------------------------------------------------------
@@ -168,7 +170,7 @@ def self_correction(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     }
 
 
-test_seeds = skeleton.held_out_seeds(lambda: make_env("test"))
+test_seeds = bases.held_out_seeds(lambda: make_env("test"))
 """`test_seeds(count)`: seeds of the held-out problems used for evaluation (the test split's first `count`
 seeds with pairwise different problems; cached)."""
 
@@ -196,7 +198,7 @@ def run(seed: int, config: Chapter06Config | None = None, progress: bool = False
     start = time.perf_counter()
     course_config.seed_everything(seed)
     texts = functools.partial(demonstration_texts, config.demonstrations, 0, config.failure_rate, config.retry_share)
-    model, tokenizer, config = skeleton.base_for(BASE_NAME, config, texts)
+    model, tokenizer, config = bases.base_for(BASE_NAME, config, texts)
     base_model = copy.deepcopy(model)
     results: dict = {"base": evaluate(model, tokenizer, config, seed + 1)}
     results["history"] = train(model, tokenizer, config, seed, config.w_tool, progress)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from course_lib import course_config, envs
 from course_lib.algos.gigpo import step_group_sizes
-from course_lib.chapters import ToolTask, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
@@ -38,6 +38,8 @@ from course_lib.envs.key_door import ACTIONS, expert_action, vocabulary
 from course_lib.rl import loop
 from course_lib.rl.train import GiGPOConfig, GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
+from course_lib.tasks import bases
+from course_lib.tasks.tool_task import ToolTask
 
 ENV_NAME = "key_door"
 BASE_NAME = "ch07_base"
@@ -114,7 +116,7 @@ def preset(scale: str | None = None) -> Chapter07Config:
         grpo=dataclasses.replace(Chapter07Config().grpo, iterations=150, prompts_per_iteration=16),
         eval_tasks=500,
     )
-    return skeleton.by_scale(Chapter07Config(), gpu, scale)
+    return course_config.by_scale(Chapter07Config(), gpu, scale)
 
 
 ARMS: dict[str, dict] = {
@@ -189,12 +191,12 @@ def build_base(
     """Warm-start a fresh model on the noisy expert's steps and save it with `save_pretrained`."""
     config = config or preset(scale)
     texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
-    return skeleton.warm_start_base(out_dir, vocabulary(), config.model_preset, 48, texts, config.sft, seed, progress)
+    return bases.warm_start_base(out_dir, vocabulary(), config.model_preset, 48, texts, config.sft, seed, progress)
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
     """`python -m course_lib.data build ch07 [--scale gpu]`: the warm-started base of `preset(scale)`."""
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
+    bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Measurements -----------------------------------------------------------------------------------
@@ -275,7 +277,7 @@ def run(seed: int, config: Chapter07Config | None = None) -> dict:
     config = on_environment(config or preset())
     start = time.perf_counter()
     course_config.seed_everything(seed)
-    base, tokenizer, config = skeleton.base_for(
+    base, tokenizer, config = bases.base_for(
         config.base,
         config,
         functools.partial(demonstration_texts, config.demonstrations, 0, config),
@@ -300,9 +302,9 @@ def run(seed: int, config: Chapter07Config | None = None) -> dict:
 
 
 def on_environment(config: Chapter07Config, say: bool = True) -> Chapter07Config:
-    """`config` with the stop tags of the environment it runs on (`skeleton.on_environment`): itself on key_door; a
+    """`config` with the stop tags of the environment it runs on (`bases.on_environment`): itself on key_door; a
     fork still stopping at key_door's `</action>` takes its environment's, or is refused naming what to set."""
-    return skeleton.on_environment(
+    return bases.on_environment(
         config, ENV_NAME, Chapter07Config().sampling, EnvFactory("train", config), "chapter 07", say
     )
 

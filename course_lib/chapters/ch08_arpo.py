@@ -56,7 +56,7 @@ import torch
 
 from course_lib import course_config, envs
 from course_lib.algos.grpo import group_advantages
-from course_lib.chapters import ToolTask, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
@@ -74,6 +74,8 @@ from course_lib.envs.two_hop_qa import (
 from course_lib.rl import loop
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
+from course_lib.tasks import bases
+from course_lib.tasks.tool_task import ToolTask
 
 ENV_NAME = "two_hop_qa"
 BASE_NAME = "ch08_base"
@@ -161,7 +163,7 @@ def preset(scale: str | None = None) -> Chapter08Config:
         demonstrations=20_000,
         sft=SFTConfig(steps=2000, batch_size=128, learning_rate=2e-3),
     )
-    return skeleton.by_scale(Chapter08Config(), gpu, scale)
+    return course_config.by_scale(Chapter08Config(), gpu, scale)
 
 
 def make_env(split: str = "train", config: Chapter08Config | None = None) -> envs.TextEnv:
@@ -221,18 +223,18 @@ def build_base(
     """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
     config = config or preset(scale)
     texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
-    return skeleton.warm_start_base(
+    return bases.warm_start_base(
         out_dir, vocabulary(), config.model_preset, MAX_POSITIONS, texts, config.sft, seed, progress
     )
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
     """`python -m course_lib.data build ch08 [--scale gpu]`: the warm-started base."""
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
+    bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Measurements -----------------------------------------------------------------------------------
-_held_out = skeleton.held_out_seeds(lambda: make_env("test"))
+_held_out = bases.held_out_seeds(lambda: make_env("test"))
 
 
 def test_seeds(count: int, config: Chapter08Config | None = None) -> list[int]:
@@ -498,7 +500,7 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
     start = time.perf_counter()
     course_config.seed_everything(seed)
     texts = functools.partial(demonstration_texts, config.demonstrations, 0, config)
-    base, tokenizer, config = skeleton.base_for(config.base, config, texts, demonstrated=(ENV_NAME, config.env_name))
+    base, tokenizer, config = bases.base_for(config.base, config, texts, demonstrated=(ENV_NAME, config.env_name))
     results: dict = {"base": evaluate(base, tokenizer, config, seed + 1), "histories": {}, "final": {}}
     results["samplers"] = sample_both(base, tokenizer, config, seed)
     tree = results["samplers"]["tree"]
@@ -515,9 +517,9 @@ def run(seed: int, config: Chapter08Config | None = None) -> dict:
 
 
 def on_environment(config: Chapter08Config, say: bool = True) -> Chapter08Config:
-    """`config` with the stop tags of the environment it runs on (`skeleton.on_environment`): itself on two_hop_qa; a
+    """`config` with the stop tags of the environment it runs on (`bases.on_environment`): itself on two_hop_qa; a
     fork still stopping at two_hop_qa's tags takes its environment's, or is refused naming what to set."""
-    return skeleton.on_environment(
+    return bases.on_environment(
         config, ENV_NAME, Chapter08Config().sampling, lambda: make_env("train", config), "chapter 08", say
     )
 

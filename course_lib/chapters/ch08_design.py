@@ -37,7 +37,6 @@ import torch
 
 from course_lib import course_config, data
 from course_lib.chapters import ch08_arpo as ch08
-from course_lib.chapters import skeleton
 from course_lib.course.claims import ClaimSpec, at_least
 from course_lib.course.designs import Design
 from course_lib.engine.rollout import RolloutEngine, Trajectory
@@ -45,6 +44,7 @@ from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.two_hop_qa import KB, TOOL, Question
 from course_lib.rl import loop
 from course_lib.rl.train import GRPOConfig, policy_iteration
+from course_lib.tasks import bases
 
 BASE_NAME = "ch08_design_base"
 """The committed base, an artifact of `data/MANIFEST.json` (built by `build_base`, seed 0; about 8 minutes on one
@@ -109,7 +109,7 @@ def build_base(out_dir: str | Path, seed: int = 0, research_share: float = RESEA
     `research_actions`' demonstrations."""
     config = ch08.Chapter08Config()
     texts = functools.partial(demonstration_texts, config.demonstrations, seed, research_share, config)
-    return skeleton.warm_start_base(
+    return bases.warm_start_base(
         out_dir, ch08.vocabulary(), config.model_preset, ch08.MAX_POSITIONS, texts, config.sft, seed, False
     )
 

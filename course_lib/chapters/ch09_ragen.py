@@ -45,6 +45,7 @@ from course_lib.rl import loop
 from course_lib.rl.critic import Critic, CriticConfig, build_critic
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
+from course_lib.tasks import bases
 
 ENV_NAME = "frozen_lake"
 BASE_NAME = "ch09_base"
@@ -116,7 +117,7 @@ def preset(scale: str | None = None) -> Chapter09Config:
         budget_iterations=60,
         eval_tasks=512,
     )
-    return skeleton.by_scale(Chapter09Config(), gpu, scale)
+    return course_config.by_scale(Chapter09Config(), gpu, scale)
 
 
 def make_env(split: str = "train") -> envs.TextEnv:
@@ -160,18 +161,18 @@ def build_base(
     """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
     config = config or preset(scale)
     texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
-    return skeleton.warm_start_base(
+    return bases.warm_start_base(
         out_dir, frozen_lake.vocabulary(), config.model_preset, MAX_POSITIONS, texts, config.sft, seed, progress
     )
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
     """`python -m course_lib.data build ch09 [--scale gpu]`: the warm-started base."""
-    skeleton.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
+    bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Measurements -----------------------------------------------------------------------------------
-test_seeds = skeleton.held_out_seeds(lambda: make_env("test"))
+test_seeds = bases.held_out_seeds(lambda: make_env("test"))
 """`test_seeds(count)`: seeds of `count` distinct held-out maps."""
 
 

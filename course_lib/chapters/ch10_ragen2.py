@@ -102,7 +102,7 @@ def preset(scale: str | None = None) -> Chapter10Config:
     gpu = Chapter10Config(
         grpo=dataclasses.replace(cpu.grpo, iterations=150, prompts_per_iteration=16), eval_tasks=512, bucket_maps=128
     )
-    return skeleton.by_scale(cpu, gpu, scale)
+    return course_config.by_scale(cpu, gpu, scale)
 
 
 # Measurements -----------------------------------------------------------------------------------

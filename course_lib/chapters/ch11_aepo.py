@@ -51,6 +51,7 @@ from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import pre_monitor, sample_trees
 from course_lib.rl import loop
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.tasks import bases
 
 BASE_NAME = ch08.BASE_NAME
 ROOT_BASE_NAME = "ch11_root_base"
@@ -100,7 +101,7 @@ def preset(scale: str | None = None) -> Chapter11Config:
         grpo=dataclasses.replace(cpu.grpo, iterations=100, prompts_per_iteration=16, group_size=16),
         sampler_prompts=256,
     )
-    return skeleton.by_scale(cpu, gpu, scale)
+    return course_config.by_scale(cpu, gpu, scale)
 
 
 def make_env(split: str = "train", config: Chapter11Config | None = None, ambiguous_share: float | None = None):
@@ -124,7 +125,7 @@ def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str 
     def build(out_dir, seed: int = 0, scale: str = "cpu", progress: bool = True):
         return ch08.build_base(out_dir, seed, scale, progress, root_task(preset(scale), scale))
 
-    skeleton.write_base(ROOT_BASE_NAME, build, data_dir, seed, progress, scale)
+    bases.write_base(ROOT_BASE_NAME, build, data_dir, seed, progress, scale)
 
 
 # Measurements -----------------------------------------------------------------------------------

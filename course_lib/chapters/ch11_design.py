@@ -48,7 +48,6 @@ import torch
 from course_lib import course_config, envs
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch11_aepo as ch11
-from course_lib.chapters import skeleton
 from course_lib.course.claims import ClaimSpec
 from course_lib.course.designs import Design
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
@@ -56,6 +55,7 @@ from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.two_hop_qa import TOOL, Question, expert_actions, vocabulary
 from course_lib.rl.train import evaluate_policy
 from course_lib.rl.warm_start import SFTConfig
+from course_lib.tasks import bases
 from course_lib.tools.knowledge_base import KB
 
 BASE_NAME = "ch11_research_base"
@@ -160,7 +160,7 @@ def research_base(seed: int = 0):
     if not (folder / "model.safetensors").exists():
         texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
         partial = folder.with_name(folder.name + ".partial")
-        skeleton.warm_start_base(partial, vocabulary(), "tiny", MAX_POSITIONS, texts, config.sft, seed, False)
+        bases.warm_start_base(partial, vocabulary(), "tiny", MAX_POSITIONS, texts, config.sft, seed, False)
         partial.rename(folder)
     return load(folder, course_config.device())
 

@@ -94,7 +94,7 @@ def preset(scale: str | None = None) -> Chapter12Config:
     gpu = Chapter12Config(
         task=ch08.preset("gpu"), grpo=dataclasses.replace(cpu.grpo, iterations=100, prompts_per_iteration=16)
     )
-    return skeleton.by_scale(cpu, gpu, scale)
+    return course_config.by_scale(cpu, gpu, scale)
 
 
 def make_env(split: str = "train", config: Chapter12Config | None = None):

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib import course_config, data
-from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.bookkeeping import expected_tokens
 from course_lib.integrations import course_trl, trl_checks
 from course_lib.rl.train import GRPOConfig, train_grpo
+from course_lib.tasks import tool_arithmetic
 
 CHAPTER = "00"
 """The chapter whose environment, reward and base this appendix trains under TRL."""
@@ -46,14 +46,14 @@ class Chapter13Config:
     """TRL's run: 50 steps of 8 prompts x 8 completions at chapter 00's learning rate (chapter 00: 50 iterations)."""
     check_prompts: int = 8
     """Prompts in the batch the exact checks (C13.1, C13.2) read; `trl.group` completions each."""
-    chapter00: ch00.Chapter00Config = field(default_factory=ch00.Chapter00Config)
+    chapter00: tool_arithmetic.ArithmeticConfig = field(default_factory=tool_arithmetic.ArithmeticConfig)
     """Chapter 00's settings: its sampling, its evaluation (held-out problems) and its own loop's budget."""
 
 
 def preset(scale: str | None = None) -> Chapter13Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`): chapter 00's budget at that scale."""
     scale = scale or course_config.scale()
-    base = ch00.preset(scale)
+    base = tool_arithmetic.preset(scale)
     grpo = base.grpo
     settings = course_trl.TRLSettings(grpo.iterations, grpo.prompts_per_iteration, grpo.group_size, grpo.learning_rate)
     return Chapter13Config(trl=settings, chapter00=base)
@@ -111,8 +111,8 @@ def run(seed: int, config: Chapter13Config | None = None) -> dict:
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
-    model, tokenizer = data.load_base(ch00.BASE_NAME, course_config.device())
-    results = {"base": ch00.evaluate(model, tokenizer, config.chapter00, seed + 1)}
+    model, tokenizer = data.load_base(tool_arithmetic.BASE_NAME, course_config.device())
+    results = {"base": tool_arithmetic.evaluate(model, tokenizer, config.chapter00, seed + 1)}
     results["checks"] = handover_checks(model, tokenizer, config, seed)
     results["methods"] = trl_checks.method_checks(seed)
 
@@ -123,16 +123,16 @@ def run(seed: int, config: Chapter13Config | None = None) -> dict:
     results["trl_seconds"] = time.perf_counter() - trl_start
     results["trl_history"] = [row for row in trainer.state.log_history if "reward" in row]
     trl_model.eval()
-    results["trl"] = ch00.evaluate(trl_model, tokenizer, config.chapter00, seed + 1)
+    results["trl"] = tool_arithmetic.evaluate(trl_model, tokenizer, config.chapter00, seed + 1)
 
     course_model = copy.deepcopy(model)
     course_config.seed_everything(seed)
     course_start = time.perf_counter()
     results["course_history"] = train_grpo(
-        course_model, tokenizer, ch00.make_env, config.chapter00.sampling, course_budget(config), seed
+        course_model, tokenizer, tool_arithmetic.make_env, config.chapter00.sampling, course_budget(config), seed
     )
     results["course_seconds"] = time.perf_counter() - course_start
-    results["course"] = ch00.evaluate(course_model, tokenizer, config.chapter00, seed + 1)
+    results["course"] = tool_arithmetic.evaluate(course_model, tokenizer, config.chapter00, seed + 1)
     results["minutes"] = (time.perf_counter() - start) / 60
     results["trl_model"], results["course_model"], results["tokenizer"] = trl_model, course_model, tokenizer
     return results
@@ -266,16 +266,21 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     from course_lib.integrations.course_trl import chapter_task, dataset_prompts, training_prompts
 
     config = preset("cpu")
-    keys = leakage.problem_keys(lambda: ch00.make_env("test"), ch00.test_seeds(config.chapter00.eval_tasks))
+    keys = leakage.problem_keys(
+        lambda: tool_arithmetic.make_env("test"), tool_arithmetic.test_seeds(config.chapter00.eval_tasks)
+    )
     trl = config.trl
     task = chapter_task(CHAPTER)
     prompt_seeds = {**dataset_prompts(task, trl), **training_prompts(task, config.check_prompts)}
     draws = [*prompt_seeds.values(), *leakage.grpo_task_seeds(trl.steps, trl.prompts, leakage.run_seeds("ch13"))]
-    training = set(leakage.problem_keys(ch00.make_env, draws))
+    training = set(leakage.problem_keys(tool_arithmetic.make_env, draws))
     chapter00 = config.chapter00
     demos = leakage.prompts_of(
-        ch00.demonstration_texts(
-            chapter00.demonstrations, leakage.base_seed(ch00.BASE_NAME), chapter00.tool_share, chapter00.direct_correct
+        tool_arithmetic.demonstration_texts(
+            chapter00.demonstrations,
+            leakage.base_seed(tool_arithmetic.BASE_NAME),
+            chapter00.tool_share,
+            chapter00.direct_correct,
         )
     )
     return [leakage.split_audit("ch13", "test", keys, leakage.problem_overlaps(keys, training, demos))]

@@ -14,19 +14,19 @@ from __future__ import annotations
 import copy
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
 
 from course_lib import course_config
-from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
-from course_lib.course import chance, leakage, standins
+from course_lib.course import chance, leakage, recorded, standins
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
 from course_lib.rl import checkpoint
 from course_lib.rl.train import stored_logprob_error
+from course_lib.tasks import tool_arithmetic
 
 TOKENIZER_TEXT_SEED = 0
 """`standins.default_tokenizer` is trained on `environment_texts(300)` drawn with this seed (train problems)."""
@@ -42,22 +42,14 @@ class Chapter14Config:
     """Demonstrator episodes per chapter of 00, 07 and 08 (train problems) the tokenizer pitfalls are counted on."""
     logprob_batch: int = 16
     """Episodes of the trained stand-in whose engine log-probs are recomputed by one full forward (C14.2)."""
-    chapter00: ch00.Chapter00Config = field(default_factory=ch00.Chapter00Config)
+    chapter00: tool_arithmetic.ArithmeticConfig = field(default_factory=tool_arithmetic.ArithmeticConfig)
     """Chapter 00's settings: demonstrations, warm start (every weight: a random model needs it), GRPO, evaluation."""
 
 
 def preset(scale: str | None = None) -> Chapter14Config:
     """The appendix at `COURSE_SCALE` (`cpu` or `gpu`): chapter 00's budget at that scale. On a GPU the point is a
     real checkpoint instead (`python -m course_lib.course.gpu_preset --model ...`, docs/bring-your-own-model.md)."""
-    return Chapter14Config(chapter00=ch00.preset(scale or course_config.scale()))
-
-
-def with_reasoning(episodes: Sequence[standins.Episode]) -> list[standins.Episode]:
-    """The episodes with a short `<think> ... </think>` before every assistant turn, as a reasoning model writes."""
-    return [
-        [(role, f"<think> plan </think> {content}" if role == "assistant" else content) for role, content in episode]
-        for episode in episodes
-    ]
+    return Chapter14Config(chapter00=tool_arithmetic.preset(scale or course_config.scale()))
 
 
 def pitfalls(tokenizer, count: int, seed: int) -> dict[str, float]:
@@ -76,7 +68,7 @@ def pitfalls(tokenizer, count: int, seed: int) -> dict[str, float]:
     newline = standins.retokenization_drift(tokenizer, episodes, separator="\n")
     space = standins.retokenization_drift(tokenizer, episodes, separator=" ")
     stops = standins.stop_overshoot(tokenizer, episodes, separator="\n")
-    thinking = with_reasoning(episodes)
+    thinking = standins.with_reasoning(episodes)
     stripping = copy.deepcopy(tokenizer)
     stripping.chat_template = standins.chat_template(tokenizer.bos_token is not None, strip_reasoning=True)
     return {
@@ -96,7 +88,7 @@ def pitfalls(tokenizer, count: int, seed: int) -> dict[str, float]:
 def logprob_error(model, tokenizer, sampling: SamplingConfig, count: int, seed: int) -> float:
     """`train.stored_logprob_error` on `count` chapter 00 episodes the engine samples from `model` (C14.3)."""
     engine = RolloutEngine(model, tokenizer, sampling)
-    envs = [ch00.make_env() for _ in range(count)]
+    envs = [tool_arithmetic.make_env() for _ in range(count)]
     trajectories = engine.rollout(envs, list(range(count)), generator=torch.Generator().manual_seed(seed))
     return stored_logprob_error(model, trajectories, engine.pad_id)
 
@@ -111,7 +103,7 @@ def run(seed: int, config: Chapter14Config | None = None) -> dict:
         path = standins.build_standin(folder, config.family)
         model_files = sorted(p.name for p in path.iterdir())
         with checkpoint.using(path, full_finetune=True):
-            chapter = ch00.run(seed, config.chapter00)
+            chapter = tool_arithmetic.train_and_evaluate(seed, config.chapter00)
     tokenizer = chapter["tokenizer"]
     results = {key: chapter[key] for key in ("base", "trained", "checks", "history", "model", "tokenizer", "sampling")}
     results["files"] = model_files
@@ -211,24 +203,24 @@ def report(results: Mapping) -> list[str]:
 
 def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
     """The run's GRPO curves on the stand-in (`grpo/<key>`, chapter 00's keys), for seed bands in the notebook."""
-    return ch00.curves(results)
+    return recorded.history_curves({"grpo": results["history"]}, tool_arithmetic.CURVE_KEYS)
 
 
 # Leakage audit ----------------------------------------------------------------------------------
 def held_out_audit() -> list[leakage.SplitAudit]:
     """Chapter 00's held-out problems against what the appendix's stand-in learns from: the BPE tokenizer's training
     text (chapter 00's demonstrator episodes on train problems), the warm start's demonstrations (drawn with seed 0,
-    as `skeleton.base_for` draws them for a checkpoint) and GRPO's task draws under the appendix's run seeds."""
+    as `bases.base_for` draws them for a checkpoint) and GRPO's task draws under the appendix's run seeds."""
     config = preset("cpu").chapter00
-    keys = leakage.problem_keys(lambda: ch00.make_env("test"), ch00.test_seeds(config.eval_tasks))
+    keys = leakage.problem_keys(lambda: tool_arithmetic.make_env("test"), tool_arithmetic.test_seeds(config.eval_tasks))
     draws = leakage.grpo_task_seeds(
         config.grpo.iterations, config.grpo.prompts_per_iteration, leakage.run_seeds("ch14")
     )
     text_episodes = -(-standins.TOKENIZER_TEXTS // len(standins.episode_sources()))  # per chapter (`environment_texts`)
     tokenizer_draws = [TOKENIZER_TEXT_SEED * 10_000_019 + i for i in range(text_episodes)]
-    training = set(leakage.problem_keys(ch00.make_env, [*draws, *tokenizer_draws]))
+    training = set(leakage.problem_keys(tool_arithmetic.make_env, [*draws, *tokenizer_draws]))
     demos = leakage.prompts_of(
-        ch00.demonstration_texts(config.demonstrations, 0, config.tool_share, config.direct_correct)
+        tool_arithmetic.demonstration_texts(config.demonstrations, 0, config.tool_share, config.direct_correct)
     )
     return [leakage.split_audit("ch14", "test", keys, leakage.problem_overlaps(keys, training, demos))]
 

@@ -33,8 +33,6 @@ import torch
 
 from course_lib import course_config, data
 from course_lib.algos.grpo import clipped_surrogate_loss
-from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.chapters import ch14_own_model as ch14
 from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage, pitfalls, recorded, standins
 from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
@@ -43,6 +41,8 @@ from course_lib.models import token_logprobs
 from course_lib.rl import loop
 from course_lib.rl.checkpoint import chat_sampling
 from course_lib.rl.train import GRPOConfig, observation_and_policy_mask, train_grpo
+from course_lib.tasks import tool_arithmetic
+from course_lib.tasks.tool_arithmetic import make_env
 
 PITFALLS = ("retokenization", "template", "alignment", "observations", "shared_env", "groups", "entropy", "staleness")
 """The lab's pitfalls in the issue's order (1-8); each is a key of `run`'s results and a prefix of its numbers."""
@@ -114,12 +114,13 @@ def retokenization_pitfall(config: Chapter15Config, seed: int) -> dict:
     update (on-policy data: the ratio should be 1)."""
     tokenizer = standins.default_tokenizer()
     model = standins.build_standin_model("qwen2", tokenizer)
-    texts = ch00.demonstration_texts(64, 0, ch00.Chapter00Config().tool_share, ch00.Chapter00Config().direct_correct)
-    sampling = chat_sampling(ch00.Chapter00Config().sampling, tokenizer, texts)
+    demonstrated = tool_arithmetic.ArithmeticConfig()
+    texts = tool_arithmetic.demonstration_texts(64, 0, demonstrated.tool_share, demonstrated.direct_correct)
+    sampling = chat_sampling(demonstrated.sampling, tokenizer, texts)
     engine = RolloutEngine(model, tokenizer, sampling)
     count = config.standin_episodes
     trajectories = engine.rollout(
-        [ch00.make_env() for _ in range(count)], task_seeds(seed, count), generator=torch.Generator().manual_seed(seed)
+        [make_env() for _ in range(count)], task_seeds(seed, count), generator=torch.Generator().manual_seed(seed)
     )
     drift = pitfalls.check_retokenization(tokenizer, trajectories, on_flag="return")
     stored, kept, again = [], [], []
@@ -146,7 +147,7 @@ def template_pitfall(config: Chapter15Config, seed: int) -> dict:
     tokenizer = standins.default_tokenizer()
     stripping = copy.deepcopy(tokenizer)
     stripping.chat_template = standins.chat_template(False, strip_reasoning=True)
-    episodes = ch14.with_reasoning(standins.environment_episodes(config.template_episodes, seed + 1, ("ch00",)))
+    episodes = standins.with_reasoning(standins.environment_episodes(config.template_episodes, seed + 1, ("ch00",)))
     followed = sum(any(role == "assistant" for role, _ in e[:-1]) for e in episodes)
     return {
         "broken": pitfalls.check_incremental_template(stripping, episodes, on_flag="return"),
@@ -188,9 +189,9 @@ def shared_env_pitfall(engine: RolloutEngine, config: Chapter15Config, seed: int
     checked by `check_env_isolation` and used for one group of `group_size` rollouts: the shared one is reset
     `group_size` times and stepped by every rollout, so the rollout fails once one episode has ended (the course's
     environments refuse a step after the end; others would mix the rollouts silently)."""
-    shared = ch00.make_env()
+    shared = make_env()
     out = {}
-    for name, factory in (("broken", lambda: shared), ("fixed", ch00.make_env)):
+    for name, factory in (("broken", lambda: shared), ("fixed", make_env)):
         report = pitfalls.check_env_isolation(factory, on_flag="return")
         envs = [factory() for _ in range(config.group_size)]
         distinct = pitfalls.check_distinct_envs(envs, on_flag="return")
@@ -230,7 +231,7 @@ def group_pitfall(engine: RolloutEngine, config: Chapter15Config, seed: int) -> 
     out = {}
     for name, size in (("broken", config.small_group), ("fixed", config.group_size)):
         trajectories = grouped_rollouts(
-            engine, ch00.make_env, task_seeds(seed, config.group_prompts), size, torch.Generator().manual_seed(seed)
+            engine, make_env, task_seeds(seed, config.group_prompts), size, torch.Generator().manual_seed(seed)
         )
         batch = collate(trajectories, engine.tokenizer.pad_token_id)
         out[name] = pitfalls.check_zero_variance_groups(
@@ -252,7 +253,7 @@ def entropy_pitfall(model: torch.nn.Module, tokenizer, sampling: SamplingConfig,
             iterations=config.entropy_iterations, prompts_per_iteration=4, group_size=8, learning_rate=rate,
             eval_every=config.entropy_iterations + 1,
         )  # fmt: skip
-        history = train_grpo(copy.deepcopy(model), tokenizer, ch00.make_env, sampling, grpo, seed)
+        history = train_grpo(copy.deepcopy(model), tokenizer, make_env, sampling, grpo, seed)
         records = [r for r in history if "entropy" in r]
         out[name] = pitfalls.check_entropy(records, window=config.entropy_iterations, on_flag="return")
         out[f"{name}_history"] = [{"entropy": r["entropy"], "success": r["success"]} for r in records]
@@ -292,11 +293,15 @@ def run(seed: int, config: Chapter15Config | None = None) -> dict:
     config = config or preset()
     start = time.perf_counter()
     course_config.seed_everything(seed)
-    model, tokenizer = data.load_base(ch00.BASE_NAME, course_config.device())
-    sampling = ch00.preset("cpu").sampling
+    model, tokenizer = data.load_base(tool_arithmetic.BASE_NAME, course_config.device())
+    sampling = tool_arithmetic.preset("cpu").sampling
     engine = RolloutEngine(model, tokenizer, sampling)
     trajectories = grouped_rollouts(
-        engine, ch00.make_env, task_seeds(seed, config.prompts), config.group_size, torch.Generator().manual_seed(seed)
+        engine,
+        make_env,
+        task_seeds(seed, config.prompts),
+        config.group_size,
+        torch.Generator().manual_seed(seed),
     )
     batch = collate(trajectories, tokenizer.pad_token_id)
     results: dict = {"minutes_by_pitfall": {}}

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from course_lib import real_models
-from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib import course_config, real_models
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import skeleton
@@ -41,6 +40,7 @@ from course_lib.engine.rollout import RolloutEngine
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.base import distinct_seeds
 from course_lib.rl import checkpoint
+from course_lib.tasks import tool_arithmetic
 from course_lib.tokenizer import encode
 
 MODEL = "smollm2"
@@ -87,7 +87,7 @@ class Chapter16Config:
 
 def preset(scale: str | None = None) -> Chapter16Config:
     """One configuration: the measurements are inference on one fixed model (the gpu preset changes nothing)."""
-    return skeleton.by_scale(Chapter16Config(), Chapter16Config(), scale)
+    return course_config.by_scale(Chapter16Config(), Chapter16Config(), scale)
 
 
 def load_model():
@@ -147,8 +147,11 @@ def arithmetic_premises(model, tokenizer, config: Chapter16Config, seed: int) ->
     `entropy_after_tool`, `entropy_after_tool_minus_first` (P1: the mean entropy of the first
     `entropy_tokens` sampled tokens, per question, then averaged)."""
     chat = ChatFormat(system=ARITHMETIC_INSTRUCTION, observation_role="tool")
-    seeds = distinct_seeds(lambda: ch00.make_env("test"), config.prompts, start=10_000 * seed)
-    alone_envs, tool_envs = [ch00.make_env("test") for _ in seeds], [ch00.make_env("test") for _ in seeds]
+    seeds = distinct_seeds(lambda: tool_arithmetic.make_env("test"), config.prompts, start=10_000 * seed)
+    alone_envs, tool_envs = (
+        [tool_arithmetic.make_env("test") for _ in seeds],
+        [tool_arithmetic.make_env("test") for _ in seeds],
+    )
     alone_prefixes, tool_prefixes = [], []
     for env, other, task in zip(alone_envs, tool_envs, seeds, strict=True):
         question, _ = env.reset(seed=task)
@@ -284,18 +287,18 @@ def pitfall_checks(model, tokenizer, config: Chapter16Config, seed: int) -> dict
     engine); `drift_share`, the share of episodes whose transcript re-encoded from its text has other ids than the
     engine's (`bookkeeping.expected_tokens`); and `template_keeps_turns_share`, the share whose every assistant turn
     the template keeps as a prefix when the next message is added (`template_keeps_turns`)."""
-    engine = RolloutEngine(model, tokenizer, ch00.chat_sampling(tokenizer))
-    episodes = engine.rollout([ch00.make_env("test") for _ in range(config.prompts)],
-                              distinct_seeds(lambda: ch00.make_env("test"), config.prompts, start=10_000 * seed),
-                              generator=torch.Generator().manual_seed(seed))  # fmt: skip
+    engine = RolloutEngine(model, tokenizer, tool_arithmetic.chat_sampling(tokenizer))
+    made = [tool_arithmetic.make_env("test") for _ in range(config.prompts)]
+    seeds = distinct_seeds(lambda: tool_arithmetic.make_env("test"), config.prompts, start=10_000 * seed)
+    episodes = engine.rollout(made, seeds, generator=torch.Generator().manual_seed(seed))
     id_errors = mask_errors = text_errors = drifted_tokens = 0
     drifted, kept = [], []
     for t in episodes:
         ids, mask = expected_tokens(t, tokenizer, engine.format, "sampled")
-        id_errors += ch00._differences(ids, t.token_ids)
-        mask_errors += ch00._differences(mask, t.loss_mask)
+        id_errors += tool_arithmetic.differences(ids, t.token_ids)
+        mask_errors += tool_arithmetic.differences(mask, t.loss_mask)
         text_errors += len(alignment_errors(t, tokenizer, engine.format))
-        reencoded = ch00._differences(expected_tokens(t, tokenizer, engine.format)[0], t.token_ids)
+        reencoded = tool_arithmetic.differences(expected_tokens(t, tokenizer, engine.format)[0], t.token_ids)
         drifted_tokens += reencoded
         drifted.append(reencoded > 0)
         transcript = t.env.transcript

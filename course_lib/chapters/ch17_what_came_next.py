@@ -48,6 +48,7 @@ from course_lib.envs.key_door import ACTIONS, KeyDoorEnv, expert_action
 from course_lib.rl import loop
 from course_lib.rl.info_gain import gold_mean_logprobs, gold_tokens, prefix_lengths
 from course_lib.rl.train import GRPOConfig, train_grpo
+from course_lib.tasks import bases
 
 PREREGISTRATION = "docs/experiments/ch17-what-came-next.md"
 
@@ -169,7 +170,7 @@ def run_grid(seed: int, config: Chapter17Config) -> dict:
     g = config.grid
     course_config.seed_everything(seed)
     texts = functools.partial(grid.demonstration_texts, g.demonstrations, 0, g)
-    base, tokenizer, g = skeleton.base_for(g.base, g, texts, demonstrated=(grid.ENV_NAME, g.env_name))
+    base, tokenizer, g = bases.base_for(g.base, g, texts, demonstrated=(grid.ENV_NAME, g.env_name))
     config = dataclasses.replace(config, grid=g)
     out: dict = {"base": grid.evaluate(base, tokenizer, g, seed + 1), "histories": {}, "final": {}}
     out["graph"] = graph_numbers(step_table(base, tokenizer, config, seed), config.omega, g.grpo.invalid_penalty)
@@ -291,7 +292,7 @@ def run_search(seed: int, config: Chapter17Config) -> dict:
     s = config.search
     course_config.seed_everything(seed)
     texts = functools.partial(search.demonstration_texts, s.demonstrations, 0, s)
-    base, tokenizer, s = skeleton.base_for(s.base, s, texts, demonstrated=(search.ENV_NAME, s.env_name))
+    base, tokenizer, s = bases.base_for(s.base, s, texts, demonstrated=(search.ENV_NAME, s.env_name))
     config = dataclasses.replace(config, search=s)
     out: dict = {"base": search.evaluate(base, tokenizer, s, seed + 1), "histories": {}, "final": {}}
     out["budget"] = policy_tokens(base, tokenizer, config, seed)
@@ -537,7 +538,7 @@ def sweep_seed(seed: int, config: Chapter17Config | None = None) -> dict[str, fl
     config = config or preset()
     g = config.grid
     texts = functools.partial(grid.demonstration_texts, g.demonstrations, 0, g)
-    base, tokenizer, g = skeleton.base_for(g.base, g, texts, demonstrated=(grid.ENV_NAME, g.env_name))
+    base, tokenizer, g = bases.base_for(g.base, g, texts, demonstrated=(grid.ENV_NAME, g.env_name))
     start = time.perf_counter()
     success: dict[str, float] = {}
     horizons = sorted({cell.horizon for cell in SWEEP_CELLS})

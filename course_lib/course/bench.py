@@ -84,16 +84,16 @@ from unittest import mock
 
 import torch
 
-from course_lib import chapters, data
-from course_lib.chapters import ToolTask, tool_tasks
+from course_lib import data
+from course_lib.chapters import tool_tasks
 from course_lib.engine.hf_decoder import HFDecoder, left_pad, make_decoder
 from course_lib.engine.kv_decoder import KVDecoder, causal_lm
 from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.models import build_model, count_parameters
 from course_lib.rl.train import policy_iteration
+from course_lib.tasks import tool_arithmetic
+from course_lib.tasks.tool_task import ToolTask
 from course_lib.tokenizer import decode, encode
-
-ch00 = chapters.module("ch00")  # the workload measured: chapter 00's task, model and loop
 
 
 @dataclass
@@ -172,7 +172,13 @@ def chat_task(model_name: str) -> tuple[torch.nn.Module, object, ToolTask]:
     from course_lib.rl import checkpoint
 
     model, tokenizer = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
-    return model, tokenizer, ToolTask(ch00.ENV_NAME, model_name, ch00.chat_sampling(tokenizer), ch00.make_env)
+    return (
+        model,
+        tokenizer,
+        ToolTask(
+            tool_arithmetic.ENV_NAME, model_name, tool_arithmetic.chat_sampling(tokenizer), tool_arithmetic.make_env
+        ),
+    )
 
 
 def time_generate_chat(model, tokenizer, task: ToolTask, seeds: Sequence[int], seed: int) -> Run:
@@ -323,9 +329,9 @@ def bench_rollout(batch: int, group: int, repeats: int, task_names: Sequence[str
             f"overhead, {sampled_bound:.2f} if sampling is kept"
         )
 
-    grpo = ch00.preset("cpu").grpo
+    grpo = tool_arithmetic.preset("cpu").grpo
     optimizer = torch.optim.AdamW(model.parameters(), lr=grpo.learning_rate)
-    envs = [ch00.make_env() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
+    envs = [tool_arithmetic.make_env() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
     generator = torch.Generator().manual_seed(0)
     phases = {"time_rollout": 0.0, "time_advantage": 0.0, "time_update": 0.0}
     for iteration in range(3):
@@ -502,9 +508,9 @@ def time_decoder(
 
 
 def bench_decoder(batch: int, steps: int, repeats: int) -> float:
-    tokenizer = ch00.build_tokenizer_for_chapter()
+    tokenizer = tool_arithmetic.word_tokenizer()
     torch.manual_seed(0)
-    model = build_model(tokenizer, ch00.preset("cpu").model_preset, max_positions=64).eval()
+    model = build_model(tokenizer, tool_arithmetic.preset("cpu").model_preset, max_positions=64).eval()
     generator = torch.Generator().manual_seed(0)
     lengths = torch.randint(8, 17, (batch,), generator=generator).tolist()
     width = max(lengths)
@@ -515,8 +521,8 @@ def bench_decoder(batch: int, steps: int, repeats: int) -> float:
         mask[row, width - length :] = 1
     tokens = torch.randint(4, len(tokenizer), (steps, batch), generator=generator)
     print(
-        f"llama {ch00.preset('cpu').model_preset} ({count_parameters(model):,} parameters), batch {batch}, prompts of "
-        f"8-16 tokens, {steps} decode steps, {repeats} interleaved pairs (after one warm-up pair)"
+        f"llama {tool_arithmetic.preset('cpu').model_preset} ({count_parameters(model):,} parameters), batch {batch}, "
+        f"prompts of 8-16 tokens, {steps} decode steps, {repeats} interleaved pairs (after one warm-up pair)"
     )
     runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     for pair in range(repeats + 1):
@@ -683,10 +689,10 @@ def measure_roofline(preset: str, batch: int, repeats: int, min_seconds: float) 
     """Generation and the update of a fresh `preset` model on chapter 00's environment, sampling and word-level
     tokenizer (random weights: the FLOPs and the speed do not depend on them; an untrained policy rarely stops
     early, so its sequences run to the 40-token budget), and a line on what was counted."""
-    tokenizer = ch00.build_tokenizer_for_chapter()
+    tokenizer = tool_arithmetic.word_tokenizer()
     torch.manual_seed(0)
     model = build_model(tokenizer, preset, max_positions=64)
-    return roofline_phases(model, tokenizer, ch00.preset("cpu").sampling, batch, repeats, min_seconds)
+    return roofline_phases(model, tokenizer, tool_arithmetic.preset("cpu").sampling, batch, repeats, min_seconds)
 
 
 def roofline_phases(
@@ -708,7 +714,7 @@ def roofline_phases(
         for run in range(repeats + 1):  # the first run is a warm-up
             forwards.clear()
             engine = RolloutEngine(model, tokenizer, sampling)
-            envs = [ch00.make_env() for _ in range(batch)]
+            envs = [tool_arithmetic.make_env() for _ in range(batch)]
             trajectories = engine.rollout(envs, list(range(batch)), generator=torch.Generator().manual_seed(run))
             if not forwards:
                 raise RuntimeError("the engine ran no KVDecoder or HFDecoder forward: nothing was counted")

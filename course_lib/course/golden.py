@@ -64,7 +64,7 @@ def grpo_batch(model, tokenizer, sampling, make_env: Callable, seed: int) -> lis
 
 def rollout_case(task) -> Callable[[], list]:
     """The case `"chNN rollouts"` of a tool chapter: one GRPO batch (seed 0) of its committed base on its
-    training task (`chapters.ToolTask`)."""
+    training task (`ToolTask`)."""
 
     def run():
         from course_lib import data

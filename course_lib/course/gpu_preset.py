@@ -17,7 +17,7 @@ The pretrained-model mode runs the chapters on a checkpoint of your own instead 
 
 Each chapter's command gets `--model <folder>` under `COURSE_SCALE=gpu`: the checkpoint is warm-started (LoRA, or
 every weight with `--full-finetune`) on the chapter's demonstrations in its chat template, then RL, evaluation and
-claims run as usual (`course_lib.rl.checkpoint`). Only the chapters whose run starts from `skeleton.base_for` take a
+claims run as usual (`course_lib.rl.checkpoint`). Only the chapters whose run starts from `bases.base_for` take a
 checkpoint (`model_chapters()`); they are the default. The course never downloads at run time: a hub id must already
 be in the Hugging Face cache of the machine (`hf download <id>` beforehand), or be given as a folder, and the
 chapters run with `HF_HUB_OFFLINE=1`. A checkpoint's run is printed, not recorded: `--record` is refused, except for
@@ -65,7 +65,7 @@ class ChapterRun:
     verdicts: dict[str, str] = field(default_factory=dict)
     tail: str = ""
     warm_start: str = ""
-    """With `--model`: the warm start's kind and loss, first to last step (`skeleton.base_for`'s line), else empty."""
+    """With `--model`: the warm start's kind and loss, first to last step (`bases.base_for`'s line), else empty."""
 
     def line(self) -> str:
         verdicts = ", ".join(f"{claim} {verdict}" for claim, verdict in self.verdicts.items()) or "-"
@@ -86,7 +86,7 @@ def parse(output: str, run: ChapterRun) -> ChapterRun:
 
 
 def model_chapters() -> list[str]:
-    """The chapter keys whose run starts from `skeleton.base_for`, so `--model` replaces their base: the chapters
+    """The chapter keys whose run starts from `bases.base_for`, so `--model` replaces their base: the chapters
     whose `Chapter` says `checkpoint=True` (`chapters.all()`, so a chapter wired later joins without an edit here).
     Every chapter command accepts the flag (the skeleton's parser), but the others would ignore it."""
     return [key for key, chapter in chapters.all().items() if chapter.checkpoint]

@@ -467,3 +467,11 @@ def stop_overshoot(
                         at = text.find(stop, at + 1)
             start += len(text)
     return counts
+
+
+def with_reasoning(episodes: Sequence[Episode]) -> list[Episode]:
+    """The episodes with a short `<think> ... </think>` before every assistant turn, as a reasoning model writes."""
+    return [
+        [(role, f"<think> plan </think> {content}" if role == "assistant" else content) for role, content in episode]
+        for episode in episodes
+    ]

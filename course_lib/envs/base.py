@@ -58,7 +58,7 @@ class TextEnv:
     invalid_penalty: float = -0.1
     stop_tags: tuple[str, ...] = ()
     """The strings that end one action (its closing tags, e.g. `("</move>",)`); empty when undeclared. A chapter
-    forked onto this environment stops its turns at them unless its config names others (`skeleton.on_environment`),
+    forked onto this environment stops its turns at them unless its config names others (`bases.on_environment`),
     and TRL's `--env` samples with them."""
 
     def __init__(self) -> None:

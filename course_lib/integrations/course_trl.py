@@ -47,8 +47,9 @@ from dataclasses import dataclass
 import torch
 
 from course_lib import data
-from course_lib.chapters import ToolTask, chapter_key, tool_tasks
+from course_lib.chapters import chapter_key, tool_tasks
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory
+from course_lib.tasks.tool_task import ToolTask
 from course_lib.tokenizer import decode, is_word_level, pieces, single_token_id, tag_id
 
 # `rollout_func` is experimental in TRL 1.16 and says so once per trainer; the course knows.

@@ -47,10 +47,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from course_lib.chapters import ToolTask, chapter_key
+from course_lib.chapters import chapter_key
 from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.engine.server_engine import ServerEngine
 from course_lib.envs.base import TextEnv
+from course_lib.tasks.tool_task import ToolTask
 from course_lib.tokenizer import encode
 
 AGENT_NAME = "course_env_agent"

@@ -20,11 +20,11 @@ import dataclasses
 import torch
 
 from course_lib import data
-from course_lib.chapters import ToolTask
 from course_lib.integrations.course_trl import TRLSettings, _trainer, dataset_prompts, quiet_train, stop_at_tags
 from course_lib.integrations.trl_methods import POLICY_LOSSES, CourseMethodTrainer
 from course_lib.integrations.trl_rollouts import episode_rollout, tree_rollout
 from course_lib.rl.train import GRPOConfig
+from course_lib.tasks.tool_task import ToolTask
 
 
 def default_methods() -> dict[str, str]:

@@ -18,10 +18,10 @@ from collections.abc import Callable
 
 import torch
 
-from course_lib.chapters import ToolTask
 from course_lib.engine.rollout import RolloutEngine, Trajectory
 from course_lib.integrations.course_trl import completion_fields
 from course_lib.rl.train import GRPOConfig
+from course_lib.tasks.tool_task import ToolTask
 
 RolloutFunc = Callable[[list[str], object], dict[str, list]]
 """TRL's `rollout_func(prompts, trainer) -> {"prompt_ids": [...], "completion_ids": [...], "logprobs": [...], ...}`."""

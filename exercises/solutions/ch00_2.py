@@ -8,6 +8,7 @@ import tempfile
 from course_lib import course_config, models
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.rl.train import train_grpo
+from course_lib.tasks import tool_arithmetic
 
 SEED = 0
 chapter = ch00.preset()
@@ -18,7 +19,13 @@ with tempfile.TemporaryDirectory() as folder:
 grpo = dataclasses.replace(cfg.grpo, iterations=20)
 course_config.seed_everything(SEED)
 history = train_grpo(
-    model, tokenizer, ch00.make_env, cfg.sampling, grpo, SEED, evaluate=lambda m: ch00.evaluate(m, tokenizer, cfg, SEED)
+    model,
+    tokenizer,
+    ch00.make_env,
+    cfg.sampling,
+    grpo,
+    SEED,
+    evaluate=lambda m: tool_arithmetic.evaluate(m, tokenizer, cfg, SEED),
 )
 evaluations = [r for r in history if "eval_success" in r]
 print("rare-tool base (tool_share 0.05), held-out:")

@@ -6,6 +6,7 @@ import dataclasses
 from course_lib import course_config, data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.rl.train import train_grpo
+from course_lib.tasks import tool_arithmetic
 
 SEED = 0
 cfg = ch00.preset()
@@ -20,7 +21,7 @@ for masked in (True, False):
         cfg.sampling,
         grpo,
         SEED,
-        evaluate=lambda m, tokenizer=tokenizer: ch00.evaluate(m, tokenizer, cfg, SEED),
+        evaluate=lambda m, tokenizer=tokenizer: tool_arithmetic.evaluate(m, tokenizer, cfg, SEED),
     )
     curve = " ".join(f"{r['eval_success']:.3f}" for r in history if "eval_success" in r)
     errors = [r["tool_error_rate"] for r in history if "loss" in r]

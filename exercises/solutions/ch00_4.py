@@ -5,6 +5,7 @@ import dataclasses
 from course_lib import course_config, data, tools
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.rl.train import train_grpo
+from course_lib.tasks import tool_arithmetic
 
 SEED = 0
 cfg = ch00.preset()
@@ -18,7 +19,7 @@ history = train_grpo(
     cfg.sampling,
     dataclasses.replace(cfg.grpo, iterations=30),
     SEED,
-    evaluate=lambda m: ch00.evaluate(m, tokenizer, cfg, SEED),
+    evaluate=lambda m: tool_arithmetic.evaluate(m, tokenizer, cfg, SEED),
 )
 print("iteration  train success  tool use  tool error rate  held-out success")
 for r in history:

@@ -8,6 +8,7 @@ from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import ch13_scale_out as ch13
 from course_lib.course import recorded
 from course_lib.integrations import course_trl
+from course_lib.tasks import tool_arithmetic
 
 SEED = 0
 cfg = ch13.preset()
@@ -28,7 +29,7 @@ trainer = course_trl.rollout_trainer(ch13.CHAPTER, cfg.trl, trl_model, tokenizer
 print(f"TRL's scale_rewards: {trainer.args.scale_rewards!r}")
 course_trl.quiet_train(trainer)
 trl_model.eval()
-success = ch00.evaluate(trl_model, tokenizer, cfg.chapter00, SEED + 1)["success"]
+success = tool_arithmetic.evaluate(trl_model, tokenizer, cfg.chapter00, SEED + 1)["success"]
 numbers = recorded.load("ch13")["seeds"][str(SEED)]["numbers"]
 print(
     f"held-out success: TRL, Dr. GRPO {success:.3f}; recorded: TRL, std-scaled {numbers['trl_success']:.3f}, "

@@ -30,7 +30,7 @@ def test_pitfalls_on_the_stand_ins_tokenizer(tokenizer):
 
 def test_with_reasoning_prefixes_only_assistant_turns():
     episode = [("user", "q"), ("assistant", "<answer> 1 </answer>"), ("tool", "t")]
-    assert ch14.with_reasoning([episode]) == [
+    assert standins.with_reasoning([episode]) == [
         [("user", "q"), ("assistant", "<think> plan </think> <answer> 1 </answer>"), ("tool", "t")]
     ]
 

@@ -8,6 +8,8 @@ from course_lib import models
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.envs.arithmetic import solve
 from course_lib.rl.train import evaluate_policy, train_grpo
+from course_lib.rl.warm_start import demonstration_examples
+from course_lib.tasks import tool_arithmetic
 
 
 def test_demonstrations_mix_tool_and_direct_answers():
@@ -22,14 +24,14 @@ def test_demonstrations_mix_tool_and_direct_answers():
 
 
 def test_demonstration_mask_covers_only_policy_tokens():
-    tokenizer = ch00.build_tokenizer_for_chapter()
+    tokenizer = tool_arithmetic.word_tokenizer()
     texts = [
         (
             "<question> 100 + 200 </question>",
             "<tool_call> 100 + 200 </tool_call> <tool_response> 300 </tool_response> <answer> 300 </answer>",
         )
     ]
-    ids, mask = ch00.demonstration_examples(tokenizer, texts)[0]
+    ids, mask = demonstration_examples(tokenizer, texts)[0]
     learned = " ".join(tokenizer.convert_ids_to_tokens([i for i, m in zip(ids, mask) if m]))
     assert learned == "<tool_call> 100 + 200 </tool_call> <answer> 300 </answer>"
 
@@ -58,7 +60,7 @@ def test_gpu_preset_runs_on_cpu_for_a_few_steps(tmp_path):
         config.sampling,
         config.grpo,
         seed=0,
-        evaluate=lambda m: ch00.evaluate(m, tokenizer, config, 0),
+        evaluate=lambda m: tool_arithmetic.evaluate(m, tokenizer, config, 0),
     )
     assert "eval_success" in history[0] and "eval_success" in history[-1]
     assert "success" in history[0]

@@ -53,11 +53,12 @@ def test_a_new_chapter_module_reaches_every_table_of_the_course(monkeypatch):
     import types
 
     from course_lib import envs
-    from course_lib.chapters import ToolTask, held_out_on_test, skeleton
+    from course_lib.chapters import skeleton
     from course_lib.course import build, golden, standins
     from course_lib.course import leakage as audit
     from course_lib.engine.rollout import SamplingConfig
     from course_lib.integrations import course_verl as verl
+    from course_lib.tasks.tool_task import ToolTask, held_out_on_test
 
     def make_env(split: str = "train"):
         return envs.make("tool_arithmetic", split=split)

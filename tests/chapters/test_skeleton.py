@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
-from course_lib import models
+from course_lib import course_config, models
 from course_lib.chapters import skeleton
 from course_lib.course.claims import ClaimSpec
+from course_lib.tasks import bases
 
 CLAIMS = (ClaimSpec("C9.1", "the number is positive", "no paper", "x", lambda n: n["x"] > 0),)
 
@@ -56,7 +57,7 @@ def test_main_hooks_add_options_configure_and_finish(capsys):
 
 
 def test_task_splits_count_seeds_from_zero_per_split():
-    splits = skeleton.task_splits(lambda seed, split: (split, seed), lambda ps: {"p": [f"{a}{b}" for a, b in ps]},
+    splits = bases.task_splits(lambda seed, split: (split, seed), lambda ps: {"p": [f"{a}{b}" for a, b in ps]},
                                   {"train": 3, "test": 1})  # fmt: skip
     assert splits == {
         "train": {"seed": [0, 1, 2], "p": ["train0", "train1", "train2"]},
@@ -73,7 +74,7 @@ def test_warm_start_base_is_deterministic(tmp_path):
     sft = SFTConfig(steps=2, batch_size=4)
     words = ["1", "2", "3", "+"]
     for name in ("a", "b"):
-        skeleton.warm_start_base(tmp_path / name, words, "tiny", 16, lambda: texts, sft, seed=0)
+        bases.warm_start_base(tmp_path / name, words, "tiny", 16, lambda: texts, sft, seed=0)
     assert sha256(tmp_path / "a" / "model.safetensors") == sha256(tmp_path / "b" / "model.safetensors")
     assert models.load(tmp_path / "a")[1].convert_tokens_to_ids("+") > 0
 
@@ -87,14 +88,14 @@ def test_held_out_seeds_skips_repeats_and_is_cached():
         def problem_key(self):
             return self.problem
 
-    seeds = skeleton.held_out_seeds(Env)
+    seeds = bases.held_out_seeds(Env)
     assert seeds(4) == [0, 1, 2, 3] and seeds(4) is seeds(4) and seeds.cache_info().hits == 2
 
 
 def test_by_scale_rejects_unknown_scales():
-    assert skeleton.by_scale("c", "g", "gpu") == "g"
+    assert course_config.by_scale("c", "g", "gpu") == "g"
     with pytest.raises(ValueError):
-        skeleton.by_scale("c", "g", "tpu")
+        course_config.by_scale("c", "g", "tpu")
 
 
 def test_designed_experiment_runs_instead_of_the_chapter():
@@ -120,9 +121,9 @@ def test_base_for_refuses_a_checkpoint_on_an_environment_without_demonstrations(
     config = ch07.preset("cpu")
     never = lambda: pytest.fail("no demonstrations may be built")  # noqa: E731
     with pytest.raises(ValueError, match="warm-starts on key_door's demonstrations; number_line has none here"):
-        skeleton.base_for(config.base, config, never, demonstrated=("key_door", "number_line"))
+        bases.base_for(config.base, config, never, demonstrated=("key_door", "number_line"))
     monkeypatch.delenv(ENV_VARIABLE)
-    model, tokenizer, same = skeleton.base_for(config.base, config, never, demonstrated=("key_door", "number_line"))
+    model, tokenizer, same = bases.base_for(config.base, config, never, demonstrated=("key_door", "number_line"))
     assert same is config and model.num_parameters() > 0 and len(tokenizer) > 0
 
 

@@ -7,10 +7,10 @@ import re
 
 import torch
 
-from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.course import bench
 from course_lib.engine.hf_decoder import make_decoder
 from course_lib.models import build_model
+from course_lib.tasks import tool_arithmetic
 
 
 def test_rollout_benchmark_prints_its_measurements(capsys):
@@ -68,7 +68,7 @@ def test_phase_fractions_pair_each_run_with_its_ceiling():
 
 def test_flop_formula_matches_a_hand_count():
     """Chapter 00's tiny model: d = 128, 2 layers, MLP 384, vocabulary 2,024, q/k/v/o each d x d."""
-    tokenizer = ch00.build_tokenizer_for_chapter()
+    tokenizer = tool_arithmetic.word_tokenizer()
     shape = bench.MatmulShape.of(build_model(tokenizer, "tiny"))
     layer = 4 * 128 * 128 + 3 * 128 * 384  # 212,992 weights in one layer's products
     assert shape == bench.MatmulShape(2 * layer, 128 * 2024, 2, 128)
@@ -81,7 +81,7 @@ def test_flop_formula_matches_a_hand_count():
 
 
 def test_counting_records_the_shapes_each_decoder_ran():
-    tokenizer = ch00.build_tokenizer_for_chapter()
+    tokenizer = tool_arithmetic.word_tokenizer()
     torch.manual_seed(0)
     model = build_model(tokenizer, "micro", max_positions=64).eval()
     for generic in (False, True):  # KVDecoder, then HFDecoder

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from transformers import AutoConfig
 
-from course_lib import data, models
+from course_lib import course_config, data, models
 from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.chapters import skeleton
 from course_lib.course import build
 from course_lib.rl import warm_start
+from course_lib.tasks import tool_arithmetic
 
 GPU_COMMAND = "python -m course_lib.data build ch00 --scale gpu"
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
@@ -122,7 +122,7 @@ def test_command_line_builds_the_same_gpu_data_and_verifies_it(auto_built, tmp_p
 def test_chapter00_runs_end_to_end_on_the_tiny_gpu_preset(tmp_path, monkeypatch, capsys):
     """`run(seed)` in an empty gpu directory builds the base, loads it and trains it: the chapter's whole gpu path."""
     _tiny_gpu_env(monkeypatch, tmp_path)
-    monkeypatch.setattr(skeleton, "_tiny_announced", False)
+    monkeypatch.setattr(course_config, "_tiny_announced", False)
     results = ch00.run(0)
     printed = capsys.readouterr().out
     assert "COURSE_GPU_TINY=1: the gpu preset is shrunk" in printed and "building ch00's gpu data" in printed
@@ -157,11 +157,11 @@ def test_a_first_load_that_builds_keeps_the_callers_random_state(tmp_path, monke
 
 def test_tiny_override_shrinks_only_the_gpu_preset(monkeypatch):
     monkeypatch.setenv("COURSE_GPU_TINY", "1")
-    assert ch00.preset("cpu") == ch00.Chapter00Config()
+    assert ch00.preset("cpu") == tool_arithmetic.ArithmeticConfig()
     tiny = ch00.preset("gpu")
     assert tiny.model_preset == "micro" and tiny.sft.steps <= 16 and tiny.grpo.iterations <= 2
     assert tiny.eval_tasks <= 4 and tiny.demonstrations <= 64
-    assert tiny.sampling == ch00.Chapter00Config().sampling  # what is not a budget stays as it was
+    assert tiny.sampling == tool_arithmetic.ArithmeticConfig().sampling  # what is not a budget stays as it was
     monkeypatch.delenv("COURSE_GPU_TINY")
     assert ch00.preset("gpu").model_preset == "small" and ch00.preset("gpu").sft.steps == 3000
 

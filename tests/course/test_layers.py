@@ -19,6 +19,7 @@ LAYERS = (
     {"diagnostics"},
     {"rl"},
     {"search"},
+    {"tasks"},
     {"course", "chapters", "integrations"},  # the course's top: chapters describe themselves with `course.claims`,
     # and the course's tools read the chapters through `chapters.all()`, inside functions
 )

@@ -197,9 +197,9 @@ def test_prompts_are_keyed_by_problem_not_by_text():
     """Every distinct problem (by `problem_key`) is its own prompt, with the first seed that poses it (the seeds
     `distinct_seeds` picks), even when its first observation's text is another problem's; the rollout plays each
     prompt's own seed. Asking for more problems than the task has says why, naming `problem_key`."""
-    from course_lib.chapters import ToolTask
     from course_lib.engine.rollout import SamplingConfig
     from course_lib.envs.base import distinct_seeds
+    from course_lib.tasks.tool_task import ToolTask
 
     task = ToolTask("hidden_goal", "unused", SamplingConfig(), _HiddenGoal.make)
     prompts = course_trl.training_prompts(task, 32)

@@ -274,7 +274,7 @@ def test_a_context_shorter_than_the_budget_is_refused_before_the_warm_start(fami
     import functools
 
     from course_lib.chapters import ch08_arpo as ch08
-    from course_lib.chapters import skeleton
+    from course_lib.tasks import bases
 
     module = {"ch00": ch00, "ch08": ch08}[chapter]
     folder = standins.build_standin(tmp_path / "model", family, max_positions=positions)
@@ -288,7 +288,7 @@ def test_a_context_shorter_than_the_budget_is_refused_before_the_warm_start(fami
     steps = []
     monkeypatch.setattr(checkpoint, "supervised_warm_start", lambda *args, **kwargs: steps.append(1) or [{"loss": 0.0}])
     with pytest.raises(ValueError) as refused:
-        skeleton.base_for(module.BASE_NAME, config, texts)
+        bases.base_for(module.BASE_NAME, config, texts)
     message = str(refused.value)
     budget = int(message.split("episodes of up to ")[1].split()[0])
     assert f"{folder} has {positions} positions" in message and budget > positions, message
@@ -345,16 +345,16 @@ def test_a_chapter_warm_starts_a_checkpoint_without_a_tool_role_given_another(to
     option's name without it, warm-started and sampled in `chat:user` with it."""
     import functools
 
-    from course_lib.chapters import skeleton
+    from course_lib.tasks import bases
 
     folder = standins.build_standin(tmp_path / "model", "qwen2", tokenizer=_no_tool_role(tokenizer))
     config = small(ch00.preset("cpu"))
     config = dataclasses.replace(config, sft=dataclasses.replace(config.sft, steps=2))
     texts = functools.partial(ch00.demonstration_texts, 32, 0, config.tool_share, config.direct_correct)
     with checkpoint.using(folder), pytest.raises(ValueError, match="--observation-role user"):
-        skeleton.base_for(ch00.BASE_NAME, config, texts)
+        bases.base_for(ch00.BASE_NAME, config, texts)
     with checkpoint.using(folder, observation_role="user"):
-        model, loaded, resolved = skeleton.base_for(ch00.BASE_NAME, config, texts)
+        model, loaded, resolved = bases.base_for(ch00.BASE_NAME, config, texts)
     assert resolved.sampling.prompt_format == "chat:user"
     engine = RolloutEngine(model, loaded, resolved.sampling)
     [trajectory] = engine.rollout([ch00.make_env("train")], [0], generator=torch.Generator().manual_seed(0))

@@ -11,11 +11,13 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
-from course_lib import data
+from course_lib import course_config, data
 from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.chapters import skeleton
 from course_lib.rl import tracking, train
+from course_lib.tasks import tool_arithmetic
 
 TINY = ["--set", "grpo.iterations=2", "--set", "grpo.prompts_per_iteration=2", "--set", "grpo.group_size=4",
         "--set", "grpo.eval_every=1", "--set", "eval_tasks=4"]  # fmt: skip
@@ -28,16 +30,22 @@ def without_times(history):
 
 @pytest.fixture(scope="module")
 def unobserved():
-    """Chapter 00's tiny run through its own `run`, as a notebook calls it: nothing observes it."""
+    """Chapter 00's tiny run through its own `run`, as a notebook calls it: nothing observes it. At the course's
+    thread count, as the command runs it (a sum split over another count rounds differently)."""
     config = skeleton.resolved_config(ch00.CHAPTER, [text for text in TINY if text != "--set"])
-    return ch00.run(0, config)
+    previous = torch.get_num_threads()
+    course_config.use_threads()
+    try:
+        return ch00.run(0, config)
+    finally:
+        torch.set_num_threads(previous)
 
 
 def test_a_command_prints_each_evaluation_and_logs_every_record_without_changing_a_number(unobserved, tmp_path, capsys):
     [results] = skeleton.main(ch00.CHAPTER, ["--seeds", "0", *TINY, "--report-to", "jsonl", "--run-dir", str(tmp_path)])
     history = results["history"]
     assert without_times(history) == without_times(unobserved["history"]), "observing changes no number"
-    assert train.train_grpo is ch00.train_grpo, "the chapter module holds the original function again"
+    assert train.train_grpo is tool_arithmetic.train_grpo, "the chapter module holds the original function again"
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if " iteration " in line]
     assert [re.match(r"  seed 0 1-grpo iteration (\d)/2: eval_success ", line)[1] for line in lines] == ["0", "1", "2"]
@@ -128,7 +136,7 @@ def test_observing_labels_each_run_and_hears_it_end_after_an_error():
     model, tokenizer = data.load_base(ch00.BASE_NAME)
     config = train.GRPOConfig(iterations=3, prompts_per_iteration=1, group_size=2, eval_every=1, advantage="gigpo")
     with pytest.raises(RuntimeError, match="evaluator broke"), tracking.observing("ch00", 0, [recorder]):
-        ch00.train_grpo(model, tokenizer, ch00.make_env, ch00.preset().sampling, config, 0, evaluate=failing)
+        tool_arithmetic.train_grpo(model, tokenizer, ch00.make_env, ch00.preset().sampling, config, 0, evaluate=failing)
     assert recorder.events == [("start", "1-gigpo", 3), ("finish", "1-gigpo"), ("close",)]
     assert not train._run_observers, "the observer is gone after the block"
 
