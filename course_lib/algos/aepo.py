@@ -47,6 +47,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -173,3 +174,16 @@ def top_branch_share(parents: Sequence[int | None], groups: Sequence[int], top: 
         return float("nan")
     shares = [sum(n for _, n in counts.most_common(top)) / sum(counts.values()) for counts in per_group.values()]
     return sum(shares) / len(shares)
+
+
+def uniform_top_share(branches: Sequence[int], roots: Sequence[int], top: int, seed: int, draws: int = 400) -> float:
+    """The top-`top` branch share if each of a group's `branches[g]` branches had its root drawn uniformly from its
+    `roots[g]` global samples: the mean over groups (with a branch) of a Monte Carlo estimate."""
+    rng = np.random.default_rng(seed)
+    shares = []
+    for b, r in zip(branches, roots, strict=True):
+        if b == 0:
+            continue
+        counts = np.stack([np.bincount(rng.integers(0, r, b), minlength=r) for _ in range(draws)])
+        shares.append(float(np.mean(np.sort(counts, axis=1)[:, ::-1][:, :top].sum(axis=1) / b)))
+    return float(np.mean(shares)) if shares else float("nan")

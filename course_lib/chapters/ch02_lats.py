@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib import course_config, envs
-from course_lib.chapters import ch01_rap as ch01
 from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
@@ -32,8 +31,8 @@ from course_lib.rl.warm_start import SFTConfig, supervised_warm_start
 from course_lib.search.blocks_lm import BlocksLM, SplitRolesLM, build_blocks_tokenizer, examples, world_corpus
 from course_lib.search.lats import Budget, LATSConfig, Memory, Outcome, lats, react, retries, rollout
 from course_lib.search.mcts import StopSearch
-
-LENGTHS = ch01.LENGTHS
+from course_lib.tasks import blocks_planning
+from course_lib.tasks.blocks_planning import LENGTHS, BlocksConfig
 
 
 @dataclass
@@ -50,13 +49,13 @@ class Chapter02Config:
     """Budget of RAP's imagined search (chapter 01's RAP(20))."""
     memory_penalty: float = 0.2
     """Retries: factor on a remembered failed action's probability."""
-    chapter01: ch01.Chapter01Config = field(default_factory=ch01.Chapter01Config)
+    chapter01: BlocksConfig = field(default_factory=BlocksConfig)
     """RAP's settings, for the imagined-search baseline."""
 
 
 def preset(scale: str | None = None) -> Chapter02Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
-    gpu = Chapter02Config(tasks_per_length=300, budgets=(6, 12, 24, 48, 96), chapter01=ch01.preset("gpu"))
+    gpu = Chapter02Config(tasks_per_length=300, budgets=(6, 12, 24, 48, 96), chapter01=blocks_planning.preset("gpu"))
     return course_config.by_scale(Chapter02Config(), gpu, scale)
 
 
@@ -66,7 +65,7 @@ def make_env():
 
 def evaluate_outcome(outcome, init: str, goal: str) -> bool:
     """Held-out evaluation: the plan re-executed in a fresh environment reaches the goal."""
-    return ch01.execute(outcome.plan, init, goal)["success"]
+    return blocks_planning.execute(outcome.plan, init, goal)["success"]
 
 
 def tally(outcomes: list[tuple], budget: int | None = None) -> dict[str, float]:
@@ -136,8 +135,8 @@ def run(seed: int, config: Chapter02Config | None = None) -> dict:
     config = config or preset()
     start = time.perf_counter()
     generator = course_config.seed_everything(seed)
-    lm = ch01.load_lm()
-    problems = ch01.test_problems(config.tasks_per_length, seed)
+    lm = blocks_planning.load_lm()
+    problems = blocks_planning.test_problems(config.tasks_per_length, seed)
     results: dict = {"react": {}, "rap": {}, "retries": {}, "best_of_k": {}, "lats": {}}
     for length, probs in problems.items():
         results["react"][length] = tally(
@@ -145,9 +144,13 @@ def run(seed: int, config: Chapter02Config | None = None) -> dict:
         )
         rap = []
         for init, goal in probs:
-            found = ch01.rap_search(lm, init, goal, length, config.rap_iterations, config.chapter01, generator)
+            found = blocks_planning.rap_search(
+                lm, init, goal, length, config.rap_iterations, config.chapter01, generator
+            )
             ok = evaluate_outcome(found, init, goal)
-            rap.append((_RapOutcome(found.plan, ch01.execute(found.plan, init, goal)["steps"], found.solved), ok))
+            rap.append(
+                (_RapOutcome(found.plan, blocks_planning.execute(found.plan, init, goal)["steps"], found.solved), ok)
+            )
         results["rap"][length] = tally(rap)
         for name in ("retries", "best_of_k"):
             penalty = config.memory_penalty if name == "retries" else None
@@ -310,12 +313,30 @@ class ImperfectWorldModelConfig:
     """Problems per length of chapter 02's protocol (RAP(20) against LATS)."""
     lats_budget: int = 48
     """LATS's interaction budget (chapter 02's largest)."""
-    chapter01: ch01.Chapter01Config = field(default_factory=ch01.Chapter01Config)
-    """RAP's settings (reward, UCT weight chosen on validation, budgets 1, 10, 20)."""
+    chapter01: BlocksConfig = field(default_factory=BlocksConfig)
+    """RAP's settings (reward, UCT weight chosen on validation)."""
+    mcts_iterations: tuple[int, ...] = (1, 10, 20)
+    """Chapter 01's MCTS budgets (`Chapter01Config.iterations`)."""
     lats: LATSConfig = field(default_factory=LATSConfig)
     """LATS's settings (chapter 02's)."""
 
 
+IMPERFECT_WORLD_MODEL = "docs/experiments/ch01-02-imperfect-world-model.md"
+"""The pre-registration of the designed setting shared by chapters 01 and 02 (`imperfect_world_model` runs it and
+records `results/ch02_imperfect_world_model.json`)."""
+
+
+DESIGNED_GAP = ClaimSpec(  # chapter 01's claim (its id says so), recorded by this chapter's experiment
+    "C1.3d",
+    "with a world model whose errors are optimistic (its own LM, the chapter's policy and self-evaluation): at "
+    "MCTS(20) the imagination-reality gap is at least 5 points wider for 6-step than for 2-step problems",
+    "RAP: a learned world model's errors cap planning in imagination, more so for longer plans",
+    "optimistic_gap_widening",
+    lambda n: at_least(n["optimistic_gap_widening"], 0.05),
+    required=False,
+    induced=True,  # the optimistic errors are planted by training the world model on them
+    effects=(("optimistic_gap_widening", 0.05),),
+)
 IMPERFECT_RESULTS = "ch02_imperfect_world_model"
 """`results/ch02_imperfect_world_model.json`: the designed experiment's numbers, per seed."""
 DESIGNED_LATS = ClaimSpec(
@@ -329,10 +350,11 @@ DESIGNED_LATS = ClaimSpec(
     induced=True,  # RAP's world model is made to err on purpose
     effects=(("optimistic_lats_minus_rap", 0.10),),
 )
-DESIGNED_CLAIMS: tuple[ClaimSpec, ...] = (ch01.DESIGNED_GAP, DESIGNED_LATS)
+DESIGNED_CLAIMS: tuple[ClaimSpec, ...] = (DESIGNED_GAP, DESIGNED_LATS)
 """The designed setting's claims, C1.3d (chapter 01's) and C2.1d, recorded together per seed."""
-SETTINGS = (Setting(IMPERFECT_RESULTS, (DESIGNED_LATS,), ch01.IMPERFECT_WORLD_MODEL),)
-"""Chapter 02's designed setting, decided on its own file (`course_lib.course.verdicts`)."""
+SETTINGS = (Setting(IMPERFECT_RESULTS, DESIGNED_CLAIMS, IMPERFECT_WORLD_MODEL),)
+"""The designed setting, decided on its own file (`course_lib.course.verdicts`, which shows each claim in the chapter
+its id names: C1.3d in chapter 01)."""
 
 
 def train_world_model(optimistic_share: float, config: ImperfectWorldModelConfig, seed: int = 0) -> BlocksLM:
@@ -353,7 +375,7 @@ def imperfect_world_model_seed(base: BlocksLM, worlds: dict[str, BlocksLM], seed
     numbers: dict[str, float] = {}
     generator = course_config.seed_everything(seed)
     policy = BlocksLM(base.model, base.tokenizer)
-    problems = ch01.test_problems(config.chapter02_per_length, seed)
+    problems = blocks_planning.test_problems(config.chapter02_per_length, seed)
     lats_success = {
         n: sum(
             evaluate_outcome(lats(policy, make_env, i, g, n, config.lats_budget, lats_config, generator), i, g)
@@ -365,25 +387,27 @@ def imperfect_world_model_seed(base: BlocksLM, worlds: dict[str, BlocksLM], seed
     for arm, world in worlds.items():
         generator = course_config.seed_everything(seed)
         lm = SplitRolesLM(BlocksLM(base.model, base.tokenizer), BlocksLM(world.model, world.tokenizer))
-        numbers[f"{arm}_world_model_accuracy"] = ch01.world_model_accuracy(lm, chapter01.world_model_test, seed)
-        small = ch01.test_problems(config.chapter01_per_length, seed)
+        numbers[f"{arm}_world_model_accuracy"] = blocks_planning.world_model_accuracy(
+            lm, chapter01.world_model_test, seed
+        )
+        small = blocks_planning.test_problems(config.chapter01_per_length, seed)
         mcts = {
             n: {
-                length: ch01.evaluate_search(lm, probs, length, n, chapter01, generator)
+                length: blocks_planning.evaluate_search(lm, probs, length, n, chapter01, generator)
                 for length, probs in small.items()
             }
-            for n in chapter01.iterations
+            for n in config.mcts_iterations
         }
         for n, per_length in mcts.items():
-            numbers[f"{arm}_mcts{n}_real_success"] = ch01.overall(per_length)
+            numbers[f"{arm}_mcts{n}_real_success"] = blocks_planning.overall(per_length)
             numbers[f"{arm}_mcts{n}_imagined_success"] = sum(r["imagined"] for r in per_length.values()) / len(LENGTHS)
-        top = max(chapter01.iterations)
-        gap = ch01.gaps({"mcts": mcts}, top)
+        top = max(config.mcts_iterations)
+        gap = blocks_planning.gaps({"mcts": mcts}, top)
         numbers |= {f"{arm}_gap_{length}_step": value for length, value in gap.items()}
         numbers[f"{arm}_gap_widening"] = gap[6] - gap[2]
-        rap = {length: ch01.evaluate_search(lm, probs, length, 20, chapter01, generator)
+        rap = {length: blocks_planning.evaluate_search(lm, probs, length, 20, chapter01, generator)
                for length, probs in problems.items()}  # fmt: skip
-        numbers[f"{arm}_rap20_success"] = ch01.overall(rap)
+        numbers[f"{arm}_rap20_success"] = blocks_planning.overall(rap)
         numbers[f"{arm}_rap20_believed"] = sum(r["imagined"] for r in rap.values()) / len(LENGTHS)
         numbers[f"{arm}_lats_minus_rap"] = (
             numbers[f"lats_b{config.lats_budget}_success"] - numbers[f"{arm}_rap20_success"]
@@ -399,7 +423,7 @@ def imperfect_world_model(seeds: Sequence[int], config: ImperfectWorldModelConfi
     if record:
         recorded.begin()  # stamp the code and machine before anything runs
     start = time.perf_counter()
-    base = ch01.load_lm()
+    base = blocks_planning.load_lm()
     worlds = {arm: train_world_model(share, config) for arm, share in config.arms}
     trained = (time.perf_counter() - start) / 60
     print(f"world models trained in {trained:.1f} min")
@@ -429,7 +453,9 @@ def report(results: Mapping) -> list[str]:
 # Leakage audit ----------------------------------------------------------------------------------
 def held_out_audit() -> list[leakage.SplitAudit]:
     """The chapter samples its evaluation from chapter 01's test pool (counted again: both chapters evaluate on it)."""
-    return [leakage.blocks_split("ch02", "test (ch01's pool)", ch01.test_pool(), ch01.corpus_pairs())]
+    return [
+        leakage.blocks_split("ch02", "test (ch01's pool)", blocks_planning.test_pool(), leakage.blocks_corpus_pairs())
+    ]
 
 
 CHAPTER = skeleton.Chapter(

@@ -1,35 +1,18 @@
 """Chapter 08: ARPO, tree rollouts that branch where entropy rises after a tool response (arXiv 2507.19849).
 
-A tiny policy answers two-hop questions with a search tool (`two_hop_qa`): hop 1 finds the role
-holder of a company, hop 2 that person's city. Half the questions are ambiguous by construction: the
-imprecise hop 1, `search NAME ROLE`, returns two companies of the same name and only the one in the
-question's city is right. The precise hop 1, `search NAME in CITY ROLE` (the name and the city copied
-from the question), returns only that one. ARPO measures the policy's token entropy right after each
-tool response and branches the rollout where it rose above the entropy at the start of the answer;
-here the rise is planted where it should appear, after the two-candidate responses.
+A tiny policy answers two-hop questions with a search tool (`tasks.two_hop_search`, whose docstring describes the
+task and its base): hop 1 finds the role holder of a company, hop 2 that person's city, and half the questions are
+ambiguous, with two candidates after an imprecise first search. ARPO measures the policy's token entropy right after
+each tool response and branches the rollout where it rose above the entropy at the start of the answer; here the
+rise is planted where it should appear, after the two-candidate responses.
 
 What RL can learn here is the precise query. Matching the city within a two-candidate response and
 copying that candidate's two-word name, the other way out, does not generalise at this scale: the
 tiny model memorises the training companies and people instead (it binds a held-out given name to its
 family name 0.36 of the time, a training one 0.95). Copying words from the question and copying a
 single listed name do generalise, so a policy that learns always to search precisely can solve
-held-out ambiguous questions too (the base below solved all 21 it searched precisely over three
+held-out ambiguous questions too (the base solved all 21 it searched precisely over three
 evaluation seeds; bases demonstrated with more precise episodes, 0.93-0.98).
-
-The base is warm-started (`python -m course_lib.data build ch08`, about 2 minutes on two CPU cores) on
-8,000 episodes of an imperfect demonstrator on training questions, tool responses included and masked
-from the loss: with probability `precise_share` (0.05) it plays the environment's `expert_actions`
-(precise hop 1, then the single candidate), else its `naive_actions` (imprecise hop 1, then a candidate
-drawn at random). On the held-out questions (sampled at temperature 1, evaluation seeds 1-3) its hop-1
-search is precise in 4-6% of the episodes, and then it solves every ambiguous question (21 of 21).
-Searching imprecisely, it copies a single candidate's name and the answer reliably (unambiguous success
-0.97-1.00) but fails most ambiguous questions (0.11-0.14): besides picking at random, it often joins one
-candidate's given name to the other's family name, a search that finds no one. Held-out success is
-0.55-0.59 (ambiguous 0.15-0.20), inside the course's 10-60% band; that band is why the share is small
-(demonstrated at 0.1 the base's success was 0.61, at 0.3 0.73). Its normalised entropy is 0.001 on the
-first turn's first four tokens (the query's form is decided at the fifth), 0.005-0.006 right after a
-single-candidate response and 0.071-0.075 right after a two-candidate one (0.066-0.072 over the
-ambiguous questions, which include the few precise searches): ARPO's branch points.
 
 `run(seed)` measures the four claims: the base's entropies (C8.1); both samplers on the base at the same budget,
 groups with varying rewards and tokens written (C8.2); GRPO and ARPO trained from the base (C8.3), with three more
@@ -45,101 +28,47 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from course_lib import course_config, envs
+from course_lib import course_config
 from course_lib.algos.grpo import group_advantages
 from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
 from course_lib.diagnostics.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights
-from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory
-from course_lib.engine.tree_rollout import TreeConfig, TreeNode, TreeStats, sample_trees, turn_entropy
-from course_lib.envs import two_hop_qa
-from course_lib.envs.base import Episode, distinct_seeds
-from course_lib.envs.two_hop_qa import (
-    Question,
-    TwoHopQAEnv,
-    demonstrator_actions,
-    vocabulary,
-)
+from course_lib.engine.rollout import Trajectory
+from course_lib.engine.tree_rollout import TreeConfig, TreeNode, TreeStats, sample_trees
+from course_lib.envs.base import distinct_seeds
 from course_lib.rl import loop
-from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.rl.warm_start import SFTConfig
-from course_lib.tasks import bases
+from course_lib.rl.train import GRPOConfig, train_grpo
+from course_lib.tasks import bases, two_hop_search
 from course_lib.tasks.tool_task import ToolTask
-
-ENV_NAME = "two_hop_qa"
-BASE_NAME = "ch08_base"
-MAX_POSITIONS = 128
-"""Position table of the base model: room for `max_total_tokens` (96) and more."""
+from course_lib.tasks.two_hop_search import (
+    BASE_NAME,
+    ENV_NAME,
+    SearchConfig,
+    build_base,
+    demonstration_seeds,
+    demonstration_texts,
+    evaluate,
+    make_env,
+    test_seeds,
+    tree_engine,
+)
 
 
 @dataclass
-class Chapter08Config:
-    """Everything chapter 08 varies, with the cpu preset's values as defaults."""
+class Chapter08Config(SearchConfig):
+    """Everything chapter 08 varies: the search task's settings (`tasks.two_hop_search.SearchConfig`) and the
+    chapter's own measurements and tree arms, with the cpu preset's values as defaults."""
 
-    env_name: str = ENV_NAME
-    """The environment (`envs.names()`). Another one than two_hop_qa needs a base of its own (`base`) and has no
-    planted ambiguity: C8.1, which reads it, is then not applicable (docs/extending.md)."""
-    env_kwargs: dict = field(default_factory=dict)
-    """Keyword arguments of `envs.make(env_name, split=...)`; two_hop_qa's come from the fields below."""
-    base: str = BASE_NAME
-    """The warm-started base: a name in the data manifest, or a folder written by `models.save`."""
-    model_preset: str = "tiny"
-    """Model size, a key of `models.MODEL_PRESETS`."""
-    ambiguous_share: float = 0.5
-    """Probability that a drawn training question is ambiguous (the environment's default)."""
-    max_tool_calls: int = 3
-    """Searches allowed per episode: two are needed, one is spare."""
-    max_turns: int = 4
-    """Actions per episode (searches and the answer)."""
-    demonstrations: int = 8000
-    """Warm-start episodes of the imperfect demonstrator on training questions (about 8 per question; the
-    warm start reads 64,000, so every episode about 8 times)."""
-    precise_share: float = 0.05
-    """The demonstrator's share of precise episodes: with this probability it plays `expert_actions` (hop 1
-    `search NAME in CITY ROLE`, one candidate), else `naive_actions` (hop 1 `search NAME ROLE`, a random
-    candidate when two are listed). Small, so that the base's held-out success stays inside the course's 10-60%
-    band (at 0.05: 0.55-0.59 over evaluation seeds 1-3; at 0.1: 0.61, at 0.3: 0.73, one seed each) while it
-    still searches precisely now and then (4-6% of held-out episodes), which RL can reinforce, and mostly meets
-    the two-candidate responses after which its entropy rises."""
-    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1000, batch_size=64, learning_rate=3e-3))
-    """Warm start (ch06's). At 300 steps the base still miscopies unambiguous names (success 0.88 there); 2000
-    steps at this rate destabilise it (0.72)."""
-    sampling: SamplingConfig = field(
-        default_factory=lambda: SamplingConfig(
-            temperature=1.0, max_turn_tokens=10, max_total_tokens=96, stop_tags=("</tool_call>", "</answer>")
-        )
-    )
-    """Rollout sampling at temperature 1. The longest action, a precise search, is 8 tokens (`<tool_call> search
-    W W in CITY ROLE </tool_call>`), 2 spare; an episode that makes all three searches (each an imprecise one,
-    6 tokens, answered by a two-candidate response) and answers is at most 86 tokens, prompt included."""
-    eval_tasks: int = 258
-    """Distinct held-out questions per evaluation: the whole test split (132 ambiguous, 126 not)."""
-    entropy_tokens: int = 4
-    """How many policy tokens after a tool response (and at the first turn) `entropy_after_tool` averages."""
-    grpo: GRPOConfig = field(
-        default_factory=lambda: GRPOConfig(
-            iterations=30,
-            prompts_per_iteration=8,
-            group_size=8,
-            eval_every=10,
-            tree=TreeConfig(global_samples=4, alpha=0.5, beta=0.2, entropy_tokens=4),
-        )
-    )
-    """RL from the base, tool responses masked, no KL, one update per batch. The budget is `group_size` = M = 8
-    trajectories per question for both samplers; the tree starts N = 4 of them as global samples (the released
-    script's 8 of 16, halved) and branches with its alpha 0.5 and beta 0.2 on the entropy of the first 4 tokens
-    after a tool response (the longest action is 6 tokens)."""
     variance_prompts: int = 64
     """Training questions sampled once by each sampler from the base, for C8.2."""
     ablations: dict[str, TreeConfig] = field(
@@ -158,132 +87,16 @@ class Chapter08Config:
 
 def preset(scale: str | None = None) -> Chapter08Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
-    gpu = Chapter08Config(
-        model_preset="small",
-        demonstrations=20_000,
-        sft=SFTConfig(steps=2000, batch_size=128, learning_rate=2e-3),
-    )
-    return course_config.by_scale(Chapter08Config(), gpu, scale)
-
-
-def make_env(split: str = "train", config: Chapter08Config | None = None) -> envs.TextEnv:
-    config = config or Chapter08Config()
-    if config.env_name != ENV_NAME:
-        return envs.make(config.env_name, split=split, **config.env_kwargs)
-    return envs.make(
-        ENV_NAME, split=split, ambiguous_share=config.ambiguous_share, max_tool_calls=config.max_tool_calls,
-        max_turns=config.max_turns,
-    )  # fmt: skip
+    return two_hop_search.preset(scale, Chapter08Config)
 
 
 # Warm start -------------------------------------------------------------------------------------
-def demonstration_seeds(count: int, seed: int) -> list[int]:
-    """The training-split question seeds of the `count` demonstration episodes of a base built with `seed`."""
-    return [seed * 10_000_019 + episode for episode in range(count)]
-
-
-def demonstration_texts(count: int, seed: int, config: Chapter08Config | None = None) -> list[tuple[str, str]]:
-    """`(prompt, completion)` demonstrations on training questions, tool responses included.
-
-    Each episode is played in the environment itself: the prompt is what `reset` returns and the completion
-    joins every action and the observation that answered it, so the tokens are those a rollout of the same
-    actions produces (`demonstration_examples` masks the tool responses, as a rollout's loss mask does).
-    """
-    config = config or Chapter08Config()
-    rng = random.Random(seed)
-    return played_demonstrations(
-        make_env("train", config),
-        demonstration_seeds(count, seed),
-        lambda question: demonstrator_actions(question, rng, config.precise_share),
-    )
-
-
-def played_demonstrations(
-    env: TwoHopQAEnv, task_seeds: Sequence[int], actions: Callable[[Question], list[str]]
-) -> list[tuple[str, str]]:
-    """`(prompt, completion)` per task seed: `actions(question)` played in `env`, the completion joining every
-    action and the observation that answered it (the tokens a rollout of the same actions produces). A demonstrator
-    whose actions do not end the episode is a bug in the demonstrator: it raises rather than teach a cut episode."""
-    texts = []
-    for task_seed in task_seeds:
-        prompt, _ = env.reset(seed=task_seed)
-        parts = []
-        for action in actions(env.question):
-            observation, *_ = env.step(action)
-            parts += [action, observation] if observation else [action]
-        if not env.done:
-            raise RuntimeError(f"a demonstration did not end its episode: {prompt} {' '.join(parts)}")
-        texts.append((prompt, " ".join(parts)))
-    return texts
-
-
-def build_base(
-    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter08Config | None = None
-) -> list[dict]:
-    """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
-    config = config or preset(scale)
-    texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
-    return bases.warm_start_base(
-        out_dir, vocabulary(), config.model_preset, MAX_POSITIONS, texts, config.sft, seed, progress
-    )
-
-
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
     """`python -m course_lib.data build ch08 [--scale gpu]`: the warm-started base."""
     bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Measurements -----------------------------------------------------------------------------------
-_held_out = bases.held_out_seeds(lambda: make_env("test"))
-
-
-def test_seeds(count: int, config: Chapter08Config | None = None) -> list[int]:
-    """Seeds of `count` distinct held-out questions (the test split's first `count` seeds with pairwise different
-    questions; cached for two_hop_qa), of `config`'s environment."""
-    if config is not None and config.env_name != ENV_NAME:
-        return envs.base.distinct_seeds(lambda: make_env("test", config), count)
-    return _held_out(count)
-
-
-def entropy_after_tool(trajectories: Sequence[Trajectory], tokenizer, k: int) -> dict[str, float]:
-    """Normalised token entropy at the start of the answer and right after the first and second tool responses.
-
-    Per trajectory, the mean entropy of its first `k` policy tokens of a turn, divided by log |V| (|V| =
-    `len(tokenizer)`; `tree_rollout.turn_entropy`, what the tree sampler branches on), so that it lies in
-    [0, 1] as ARPO's entropies do; then the mean over trajectories:
-
-    - `initial`: the first turn (ARPO's initial entropy);
-    - `after_tool_1`: the turn after the first tool response (a step whose info has `tool_result`), also
-      split into `after_tool_1_ambiguous` and `after_tool_1_unambiguous` by `info["ambiguous"]`;
-    - `after_tool_2` (and split likewise): the turn after the second tool response.
-
-    `count_<key>` is the number of trajectories behind each mean; a mean over none is NaN. A trajectory whose
-    tool response was the last thing it saw (cut by the length cap) adds nothing after it.
-    """
-    vocabulary = len(tokenizer)
-    samples: dict[str, list[float]] = {"initial": []}
-    for t in trajectories:
-        initial = turn_entropy(t, 0, k, vocabulary)
-        if initial is not None:
-            samples["initial"].append(initial)
-        tool_steps = [step for step, info in enumerate(t.infos) if "tool_result" in info]
-        ambiguous = "ambiguous" if t.infos and t.infos[0].get("ambiguous") else "unambiguous"
-        for number, step in enumerate(tool_steps[:2], start=1):
-            after = turn_entropy(t, step + 1, k, vocabulary)
-            if after is not None:
-                for key in (f"after_tool_{number}", f"after_tool_{number}_{ambiguous}"):
-                    samples.setdefault(key, []).append(after)
-    keys = ["initial"] + [f"after_tool_{n}{split}" for n in (1, 2) for split in ("", "_ambiguous", "_unambiguous")]
-    means = {key: float(np.mean(samples[key])) if samples.get(key) else float("nan") for key in keys}
-    return {**means, **{f"count_{key}": float(len(samples.get(key, []))) for key in keys}}
-
-
-def first_search_precise(trajectory: Trajectory) -> bool:
-    """Whether the trajectory's first search was the precise company query (`search NAME in CITY ROLE`)."""
-    searches = [info for info in trajectory.infos if "tool_result" in info]
-    return bool(searches and searches[0].get("precise"))
-
-
 TRACE_KINDS = ("first action", "after one candidate", "after two candidates")
 """The turns `entropy_traces` averages: the first action, and the action after a first search's response that
 listed one candidate or two (a response that found no one is left out)."""
@@ -330,35 +143,6 @@ def plot_entropy_traces(traces: Mapping[str, np.ndarray], ax=None, title: str = 
     return ax
 
 
-def episode_stats(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Success on ambiguous and unambiguous questions, tool calls per episode and per solved one, and the share
-    of episodes whose first search is precise (`precise_first_search`)."""
-    calls = [sum("tool_result" in info for info in t.infos) for t in trajectories]
-    solved = [c for c, t in zip(calls, trajectories, strict=True) if t.success]
-    stats = {
-        "tool_calls": float(np.mean(calls)),
-        "tool_calls_per_solved": float(np.mean(solved)) if solved else float("nan"),
-        "precise_first_search": float(np.mean([first_search_precise(t) for t in trajectories])),
-    }
-    for name, wanted in (("ambiguous", True), ("unambiguous", False)):
-        subset = [t.success for t in trajectories if bool(t.infos and t.infos[0].get("ambiguous")) == wanted]
-        stats[f"success_{name}"] = float(np.mean(subset)) if subset else float("nan")
-        stats[f"count_{name}"] = float(len(subset))
-    return stats
-
-
-def evaluate(model, tokenizer, config: Chapter08Config, seed: int, keep: bool = False) -> dict:
-    """Held-out success (overall, ambiguous, unambiguous), tool calls, invalid rate and the entropies of
-    `entropy_after_tool` (keys prefixed `entropy_`), one episode per held-out question at temperature 1. With
-    `keep`, also the trajectories (under `trajectories`, in the order of `test_seeds`)."""
-    stats, trajectories = evaluate_policy(
-        model, tokenizer, lambda: make_env("test", config), test_seeds(config.eval_tasks, config), config.sampling, seed
-    )
-    entropies = entropy_after_tool(trajectories, tokenizer, config.entropy_tokens)
-    stats = {**stats, **episode_stats(trajectories), **{f"entropy_{k}": v for k, v in entropies.items()}}
-    return {**stats, "trajectories": trajectories} if keep else stats
-
-
 # Experiments ------------------------------------------------------------------------------------
 ARMS: dict[str, str] = {"grpo": "groups", "arpo": "tree"}
 """The two RL runs and their samplers: GRPO's independent groups and ARPO's entropy-guided tree, at the same
@@ -375,11 +159,6 @@ def arm_config(config: Chapter08Config, arm: str) -> GRPOConfig:
     if arm in config.ablations:
         return dataclasses.replace(config.grpo, sampler="tree", tree=config.ablations[arm])
     return dataclasses.replace(config.grpo, sampler=ARMS[arm])
-
-
-def tree_engine(model, tokenizer, config: Chapter08Config) -> RolloutEngine:
-    """An engine that keeps environment copies after every step, which forking needs."""
-    return RolloutEngine(model, tokenizer, dataclasses.replace(config.sampling, snapshot_envs=True))
 
 
 VARIANCE_SEED = 20_000_000
@@ -733,14 +512,6 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     return [leakage.split_audit("ch08", "test", keys, leakage.two_hop_overlaps(keys, training, demos))]
 
 
-def demonstrator_episodes(count: int, seed: int) -> list[Episode]:
-    """`count` episodes of the warm start's demonstrator (`two_hop_qa.demonstrator_episodes`), cpu preset, as chat
-    messages (the stand-ins' tokenizer text)."""
-    config = Chapter08Config()
-    env = make_env("train", config)
-    return two_hop_qa.demonstrator_episodes(env, demonstration_seeds(count, seed), seed, config.precise_share)
-
-
 # The task the integrations train ------------------------------------------------------------------
 def tool_task() -> ToolTask:
     """The two-hop search task at the cpu preset with ARPO's loop (TRL's methods route and verl train it; chapters
@@ -767,7 +538,7 @@ CHAPTER = skeleton.Chapter(
     report=summary_lines,
     checkpoint=True,
     validate=on_environment,
-    audit=held_out_audit, demonstrator=demonstrator_episodes, task=tool_task,
+    audit=held_out_audit, demonstrator=two_hop_search.demonstrator_episodes, task=tool_task,
 )  # fmt: skip
 
 

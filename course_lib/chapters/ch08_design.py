@@ -36,15 +36,14 @@ import numpy as np
 import torch
 
 from course_lib import course_config, data
-from course_lib.chapters import ch08_arpo as ch08
 from course_lib.course.claims import ClaimSpec, at_least
 from course_lib.course.designs import Design
 from course_lib.engine.rollout import RolloutEngine, Trajectory
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
-from course_lib.envs.two_hop_qa import KB, TOOL, Question
+from course_lib.envs.two_hop_qa import KB, TOOL, Question, vocabulary
 from course_lib.rl import loop
 from course_lib.rl.train import GRPOConfig, policy_iteration
-from course_lib.tasks import bases
+from course_lib.tasks import bases, two_hop_search
 
 BASE_NAME = "ch08_design_base"
 """The committed base, an artifact of `data/MANIFEST.json` (built by `build_base`, seed 0; about 8 minutes on one
@@ -91,15 +90,15 @@ def research_actions(question: Question, rng: random.Random, research_share: flo
 
 
 def demonstration_texts(
-    count: int, seed: int, research_share: float = RESEARCH_SHARE, config: ch08.Chapter08Config | None = None
+    count: int, seed: int, research_share: float = RESEARCH_SHARE, config: two_hop_search.SearchConfig | None = None
 ) -> list[tuple[str, str]]:
     """`(prompt, completion)` episodes of `research_actions` on the chapter's demonstration questions
-    (`ch08.demonstration_seeds`), played in the environment so tool responses are its own."""
-    config = config or ch08.Chapter08Config()
+    (`two_hop_search.demonstration_seeds`), played in the environment so tool responses are its own."""
+    config = config or two_hop_search.SearchConfig()
     rng = random.Random(seed)
-    return ch08.played_demonstrations(
-        ch08.make_env("train", config),
-        ch08.demonstration_seeds(count, seed),
+    return two_hop_search.played_demonstrations(
+        two_hop_search.make_env("train", config),
+        two_hop_search.demonstration_seeds(count, seed),
         lambda question: research_actions(question, rng, research_share),
     )
 
@@ -107,10 +106,10 @@ def demonstration_texts(
 def build_base(out_dir: str | Path, seed: int = 0, research_share: float = RESEARCH_SHARE) -> list[dict]:
     """Warm-start the design's base as the chapter builds its own (same model, SFT and demonstration count), on
     `research_actions`' demonstrations."""
-    config = ch08.Chapter08Config()
+    config = two_hop_search.SearchConfig()
     texts = functools.partial(demonstration_texts, config.demonstrations, seed, research_share, config)
     return bases.warm_start_base(
-        out_dir, ch08.vocabulary(), config.model_preset, ch08.MAX_POSITIONS, texts, config.sft, seed, False
+        out_dir, vocabulary(), config.model_preset, two_hop_search.MAX_POSITIONS, texts, config.sft, seed, False
     )
 
 
@@ -157,7 +156,7 @@ loop.register("sampler", SAMPLERS["arpo"], counted_tree)
 # One seed --------------------------------------------------------------------------------------
 def arm_config(arm: str) -> GRPOConfig:
     """The chapter's GRPO settings with this design's iterations, learning rate and counting sampler."""
-    grpo = ch08.Chapter08Config().grpo
+    grpo = two_hop_search.SearchConfig().grpo
     return dataclasses.replace(grpo, iterations=ITERATIONS, learning_rate=LEARNING_RATE, sampler=SAMPLERS[arm],
                                tree=TREE)  # fmt: skip
 
@@ -168,12 +167,12 @@ def train(
     """`grpo.iterations` policy iterations from `model` (in place) on training questions. Each record adds `calls`,
     the executed tool calls so far. With `checkpoint_calls`, the policy is also evaluated held out (`held_out`) after
     the first iteration whose calls reach it (None if none does): the equal-call-budget reading."""
-    config = ch08.Chapter08Config()
+    config = two_hop_search.SearchConfig()
     engine = RolloutEngine(model, tokenizer, dataclasses.replace(config.sampling, snapshot_envs=True))
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=grpo.learning_rate,
                                   weight_decay=0.0)  # fmt: skip
-    envs = [ch08.make_env("train", config) for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
+    envs = [two_hop_search.make_env("train", config) for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
     calls, history, checkpoint = 0.0, [], None
     for iteration in range(grpo.iterations):
         record = policy_iteration(model, engine, envs, grpo, seed, iteration, generator, optimizer)
@@ -197,8 +196,8 @@ def held_out(model, tokenizer, seed: int, entropies: bool = False) -> dict[str, 
     """Held-out success (all, ambiguous, unambiguous), tool calls per solved question and `research_share`: one
     episode per question of the test split (258), temperature 1, evaluation seed `seed`. With `entropies`, also the
     normalised entropy of the first turn and after an ambiguous and an unambiguous first response
-    (`ch08.entropy_after_tool`, first 4 tokens)."""
-    result = ch08.evaluate(model, tokenizer, ch08.Chapter08Config(), seed, keep=True)
+    (`two_hop_search.entropy_after_tool`, first 4 tokens)."""
+    result = two_hop_search.evaluate(model, tokenizer, two_hop_search.SearchConfig(), seed, keep=True)
     keys = ("success", "success_ambiguous", "success_unambiguous", "tool_calls_per_solved")
     if entropies:
         keys += ("entropy_initial", "entropy_after_tool_1_ambiguous", "entropy_after_tool_1_unambiguous")

@@ -30,14 +30,14 @@ import torch
 
 from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
-from course_lib.chapters import ch09_ragen as ch09
 from course_lib.course.claims import ClaimSpec, at_least
 from course_lib.course.designs import Design
-from course_lib.diagnostics import group_reward_std, reasoning_mutual_information, rollout_stats
+from course_lib.diagnostics import collapse, group_reward_std, reasoning_mutual_information, rollout_stats
 from course_lib.engine.rollout import RolloutEngine, Trajectory, collate
 from course_lib.models import token_logprobs
 from course_lib.rl import loop
 from course_lib.rl.train import GRPOConfig
+from course_lib.tasks import lake_reasoning
 
 
 @dataclass
@@ -167,8 +167,8 @@ def train(
     rollout generator and the AdamW optimizer (no weight decay) are seeded and built as `train.train_grpo`'s."""
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
-    engine = RolloutEngine(model, tokenizer, ch09.Chapter09Config().sampling)
-    envs = [ch09.make_env("train") for _ in range(config.prompts_per_iteration * config.group_size)]
+    engine = RolloutEngine(model, tokenizer, lake_reasoning.LakeConfig().sampling)
+    envs = [lake_reasoning.make_env("train") for _ in range(config.prompts_per_iteration * config.group_size)]
     history = []
     for iteration in range(config.iterations + 1):
         record: dict[str, float] = {"iteration": iteration}
@@ -190,8 +190,8 @@ HELD_OUT_KEYS = ("success", "invalid_rate", "entropy", "reasoning_tracks_state",
 def held_out(model, tokenizer, tasks: int, seed: int) -> tuple[dict[str, float], list[Trajectory]]:
     """Chapter 09's held-out evaluation on the first `tasks` distinct held-out maps (one episode each, temperature 1,
     evaluation seed `seed`): `HELD_OUT_KEYS` and the trajectories."""
-    config = dataclasses.replace(ch09.Chapter09Config(), eval_tasks=tasks)
-    stats = ch09.evaluate(model, tokenizer, config, seed, keep=True)
+    config = dataclasses.replace(lake_reasoning.LakeConfig(), eval_tasks=tasks)
+    stats = lake_reasoning.evaluate(model, tokenizer, config, seed, keep=True)
     return {key: stats[key] for key in HELD_OUT_KEYS}, stats["trajectories"]
 
 
@@ -208,19 +208,19 @@ def mutual_information(model, tokenizer, trajectories: Sequence[Trajectory], sam
 
 def arm_numbers(arm: str, history: Sequence[Mapping], final: Mapping[str, float]) -> dict[str, float]:
     """The numbers one arm records: its final evaluation (`final`, prefixed `<arm>_`), C9.1's windows on the
-    checkpoints (`ch09.echo_windows`: mean success after 0 up to half the run, and over its last third), the peak,
-    and the Echo Trap's signals (`ch09.signal_onsets`: first and last 10-iteration window of the within-group
+    checkpoints (`collapse.echo_windows`: mean success after 0 up to half the run, and over its last third), the peak,
+    and the Echo Trap's signals (`collapse.signal_onsets`: first and last 10-iteration window of the within-group
     reward std and of the rollout entropy; the largest gradient norm and its iteration)."""
     numbers = {f"{arm}_{key}": float(value) for key, value in final.items()}
-    windows = ch09.echo_windows(history)
+    windows = collapse.echo_windows(history)
     base = history[0]["eval_success"]
-    curve = ch09.eval_curve(history)
+    curve = collapse.eval_curve(history)
     numbers |= {f"{arm}_{key}": value for key, value in windows.items()}
     numbers[f"{arm}_early_minus_base"] = windows["early_success"] - base
     numbers[f"{arm}_early_minus_late"] = windows["early_success"] - windows["late_success"]
     numbers[f"{arm}_peak_success"] = max(value for _, value in curve)
     numbers[f"{arm}_checkpoint_final_success"] = curve[-1][1]
-    signals = ch09.signal_onsets(history, window=10, drop=0.2)
+    signals = collapse.signal_onsets(history, window=10, drop=0.2)
     for key in ("reward_std_first_window", "reward_std_last_window", "entropy_first_window", "entropy_last_window",
                 "grad_norm_peak", "grad_norm_peak_iteration", "grad_norm_median"):  # fmt: skip
         numbers[f"{arm}_{key}"] = float(signals[key])
@@ -236,7 +236,7 @@ def run_seed(seed: int, design: DesignConfig | None = None, mi: bool = True) -> 
     design = design or DesignConfig()
     begin = time.perf_counter()
     course_config.seed_everything(seed)
-    base, tokenizer = data.load_base(ch09.BASE_NAME, "cpu")
+    base, tokenizer = data.load_base(lake_reasoning.BASE_NAME, "cpu")
     start, _ = held_out(base, tokenizer, design.eval_tasks, seed + 1)
     base_final, base_trajectories = held_out(base, tokenizer, design.final_eval_tasks, seed + 2)
     numbers = {f"base_{key}": value for key, value in base_final.items()}

@@ -22,64 +22,48 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import math
-import random
-import statistics
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib import course_config, data, envs
+from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
-from course_lib.engine.rollout import SamplingConfig, Trajectory
-from course_lib.envs import frozen_lake
-from course_lib.envs.base import InvalidAction
-from course_lib.envs.reasoning import parse_turn, turn_text
+from course_lib.diagnostics import collapse
+from course_lib.diagnostics.collapse import eval_curve
+from course_lib.engine.rollout import Trajectory
 from course_lib.rl import loop
 from course_lib.rl.critic import Critic, CriticConfig, build_critic
-from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.rl.warm_start import SFTConfig
-from course_lib.tasks import bases
+from course_lib.rl.train import GRPOConfig, train_grpo
+from course_lib.tasks import bases, lake_reasoning
+from course_lib.tasks.lake_reasoning import (
+    BASE_NAME,
+    MAX_POSITIONS,
+    HeldOutEvaluator,
+    LakeConfig,
+    build_base,
+    evaluate,
+    make_env,
+    reasoning_words,
+    test_seeds,
+    turn_texts,
+    without_trajectories,
+)
 
-ENV_NAME = "frozen_lake"
-BASE_NAME = "ch09_base"
-MAX_POSITIONS = 512
-"""Position table of the base (and the critic): an episode of 8 turns is at most about 170 tokens."""
-STOP = "</answer>"
 CRITIC = "ch09_critic"
 """The advantage-seam name under which a run registers its own critic's estimator."""
 
 
 @dataclass
-class Chapter09Config:
-    """Everything chapter 09 varies, with the cpu preset's values as defaults."""
+class Chapter09Config(LakeConfig):
+    """Everything chapter 09 varies: the lake task's settings (`tasks.lake_reasoning.LakeConfig`) and the chapter's
+    RL, critic, budget arms and the Echo Trap's thresholds, with the cpu preset's values as defaults."""
 
-    model_preset: str = "tiny"
-    """Model size, a key of `models.MODEL_PRESETS` (the critic has the same size, as in RAGEN)."""
-    demonstrations: int = 4000
-    """Warm-start episodes of the noisy demonstrator on training maps."""
-    expert_noise: float = 0.3
-    """Probability that a demonstration move is uniformly random instead of a shortest-path move (its reasoning
-    still names the cell and the move it makes): the base succeeds sometimes and leaves RL something to learn."""
-    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1200, batch_size=32, learning_rate=3e-3))
-    """Warm start. Chosen after seeing RL on a first base (disclosed in the chapter): warm-started for 600 steps
-    (loss already flat at about 0.12), it had held-out success 0.25 and every RL arm degraded it from the first
-    iterations at the course's learning rate; the base warm-started twice as long (0.21, on the whole-map split of
-    the time) first improves under StarPO (seed 0 of a pilot: 0.21 to 0.31 within 10 iterations). Rebuilt with the
-    same settings on the layout split, it has held-out success 0.27-0.31 (evaluation seeds 1-3)."""
-    sampling: SamplingConfig = field(
-        default_factory=lambda: SamplingConfig(
-            temperature=1.0, max_turn_tokens=16, max_total_tokens=400, stop_tags=(STOP,)
-        )
-    )
-    """Rollout sampling at temperature 1 (training and evaluation). A demonstrated turn is 13 tokens
-    (`<think> you r2 c3 go down </think> <answer> down </answer>`); 16 leave room for a longer, invalid one."""
     grpo: GRPOConfig = field(
         default_factory=lambda: GRPOConfig(
             iterations=60, prompts_per_iteration=8, group_size=8, learning_rate=5e-4, eval_every=10
@@ -92,146 +76,33 @@ class Chapter09Config:
     critic_preset: str = "micro"
     """The critic's size, a key of `models.MODEL_PRESETS`. RAGEN's critic is a copy of the actor; the course's is a
     quarter of the policy's width (`micro`), trained from scratch, so the two critic arms fit the chapter's time."""
-    eval_tasks: int = 128
-    """Distinct held-out maps per evaluation."""
     budget_iterations: int = 20
     """Updates of the freshness and diversity arms (C9.4), compared with StarPO's evaluation at that update."""
     reuse: int = 4
     """The reused arm samples a batch every `reuse` updates (RAGEN's rollout-frequency ablation)."""
-    signal_window: int = 10
+    signal_window: int = collapse.WINDOW
     """Iterations per window when dating the warning signals (`signal_onsets`)."""
-    signal_drop: float = 0.2
+    signal_drop: float = collapse.SIGNAL_DROP
     """A signal has moved when its windowed mean falls this share below its first window's."""
-    collapse_drop: float = 0.05
+    collapse_drop: float = collapse.COLLAPSE_DROP
     """Success has collapsed when a held-out evaluation after the peak falls this far below the peak."""
 
 
 def preset(scale: str | None = None) -> Chapter09Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`)."""
-    gpu = Chapter09Config(
-        model_preset="small",
-        critic_preset="small",
-        demonstrations=10_000,
-        sft=SFTConfig(steps=1500, batch_size=64, learning_rate=2e-3),
+    return lake_reasoning.preset(
+        scale, Chapter09Config, critic_preset="small", budget_iterations=60,
         grpo=dataclasses.replace(Chapter09Config().grpo, iterations=200, prompts_per_iteration=16),
-        budget_iterations=60,
-        eval_tasks=512,
-    )
-    return course_config.by_scale(Chapter09Config(), gpu, scale)
-
-
-def make_env(split: str = "train") -> envs.TextEnv:
-    return envs.make(ENV_NAME, split=split)
+    )  # fmt: skip
 
 
 # Warm start -------------------------------------------------------------------------------------
-def demonstration_seeds(count: int, seed: int) -> list[int]:
-    """The training-split map seeds of the `count` demonstration episodes of a base built with `seed`."""
-    return [seed * 10_000_019 + episode for episode in range(count)]
-
-
-def demonstration_texts(count: int, seed: int, config: Chapter09Config | None = None) -> list[tuple[str, str]]:
-    """`(prompt, completion)` episodes of the noisy demonstrator on training maps, played in the environment
-    (so the observations are the environment's own, masked by `demonstration_examples` as a rollout's are).
-    Each move is a shortest-path move, or with probability `expert_noise` (or when no path is left) a uniformly
-    random one; the reasoning before it names the agent's cell and the move (`frozen_lake.reasoning`)."""
-    config = config or Chapter09Config()
-    rng = random.Random(seed)
-    env = make_env("train")
-    texts = []
-    for task_seed in demonstration_seeds(count, seed):
-        prompt, _ = env.reset(seed=task_seed)
-        parts = []
-        while not env.done:
-            try:
-                move = frozen_lake.expert_move(env) if rng.random() >= config.expert_noise else None
-            except ValueError:  # cut off from the goal by holes
-                move = None
-            move = move or rng.choice(list(frozen_lake.MOVES))
-            action = turn_text(frozen_lake.reasoning(env, move), move)
-            observation, *_ = env.step(action)
-            parts += [action, observation] if observation and not env.done else [action]
-        texts.append((prompt, " ".join(parts)))
-    return texts
-
-
-def build_base(
-    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter09Config | None = None
-) -> list[dict]:
-    """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
-    config = config or preset(scale)
-    texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
-    return bases.warm_start_base(
-        out_dir, frozen_lake.vocabulary(), config.model_preset, MAX_POSITIONS, texts, config.sft, seed, progress
-    )
-
-
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
     """`python -m course_lib.data build ch09 [--scale gpu]`: the warm-started base."""
     bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
 
 
 # Measurements -----------------------------------------------------------------------------------
-test_seeds = bases.held_out_seeds(lambda: make_env("test"))
-"""`test_seeds(count)`: seeds of `count` distinct held-out maps."""
-
-
-def turn_texts(trajectory: Trajectory, tokenizer) -> list[str]:
-    """The decoded policy text of each turn (`Trajectory.turn_ids`), in order."""
-    turns: dict[int, list[int]] = {}
-    for token, turn, policy in zip(trajectory.token_ids, trajectory.turn_ids, trajectory.loss_mask, strict=True):
-        if policy and turn >= 0:
-            turns.setdefault(turn, []).append(token)
-    return [tokenizer.decode(turns[k]) for k in sorted(turns)]
-
-
-def reasoning_words(text: str) -> list[str] | None:
-    """The reasoning words of one turn, or None if the turn breaks the format."""
-    try:
-        return parse_turn(text)[0]
-    except InvalidAction:
-        return None
-
-
-def reasoning_stats(trajectories: Sequence[Trajectory], tokenizer) -> dict[str, float]:
-    """How much the reasoning still reads its input.
-
-    - `reasoning_tracks_state`: share of well-formed turns whose reasoning names the agent's true cell (`you rR
-      cC`, as the demonstrator's does), over every turn of every episode;
-    - `distinct_first_reasoning`: distinct first-turn reasonings over episodes. Each episode is a distinct map, but
-      a first reasoning names only the start cell and a move (at most 16 x 4 = 64 different ones), so this is at
-      most 0.5 on 128 maps; it falls when the reasoning stops varying with the start cell (a template);
-    - `first_reasoning_tracks_state`: the same as the first on first turns only.
-    """
-    tracked = total = first_tracked = first_total = 0
-    firsts = []
-    for trajectory in trajectories:
-        for k, text in enumerate(turn_texts(trajectory, tokenizer)):
-            words = reasoning_words(text)
-            if words is None or k >= len(trajectory.anchors):
-                continue
-            _, position = trajectory.anchors[k]
-            truth = ["you", *frozen_lake.cell_words(position).split()]
-            hit = words[:3] == truth
-            tracked, total = tracked + hit, total + 1
-            if k == 0:
-                first_tracked, first_total = first_tracked + hit, first_total + 1
-                firsts.append(" ".join(words))
-    return {
-        "reasoning_tracks_state": tracked / max(total, 1),
-        "first_reasoning_tracks_state": first_tracked / max(first_total, 1),
-        "distinct_first_reasoning": len(set(firsts)) / max(len(trajectories), 1),
-    }
-
-
-def evaluate(model, tokenizer, config: Chapter09Config, seed: int, keep: bool = False) -> dict:
-    """Held-out success (one episode per distinct map, temperature 1), turns, invalid-turn rate, entropy and the
-    reasoning's input dependence (`reasoning_stats`); with `keep`, also the trajectories."""
-    stats, trajectories = evaluate_policy(
-        model, tokenizer, lambda: make_env("test"), test_seeds(config.eval_tasks), config.sampling, seed
-    )
-    stats |= reasoning_stats(trajectories, tokenizer)
-    return {**stats, "trajectories": trajectories} if keep else stats
 
 
 def reasoning_samples(trajectories: Sequence[Trajectory], tokenizer, count: int = 4) -> list[str]:
@@ -301,28 +172,6 @@ def arm_config(config: Chapter09Config, arm: str) -> GRPOConfig:
     return dataclasses.replace(grpo, **settings)
 
 
-class HeldOutEvaluator:
-    """`train_grpo`'s evaluation callback: `evaluate` on the held-out maps (seed `seed`), keeping the trajectories of
-    its latest call. Given `start` (the base's evaluation with the same seed), the first call, made on the untouched
-    copy of the base at iteration 0, returns it instead of repeating it: the same weights and seed give the same
-    numbers, and every arm's run starts with that call."""
-
-    def __init__(self, tokenizer, config, seed: int, start: Mapping | None = None, measure=None):
-        self.tokenizer, self.config, self.seed = tokenizer, config, seed
-        self.start = dict(start) if start is not None else None
-        self.measure = measure or evaluate
-        """`measure(model, tokenizer, config, seed, keep=True)`: this chapter's `evaluate`, or a later chapter's."""
-        self.trajectories: list[Trajectory] = []
-
-    def __call__(self, model) -> dict[str, float]:
-        if self.start is not None:
-            stats, self.start = self.start, None
-            return stats
-        stats = self.measure(model, self.tokenizer, self.config, self.seed, keep=True)
-        self.trajectories = stats.pop("trajectories")
-        return stats
-
-
 def train(
     model, tokenizer, config: Chapter09Config, seed: int, arm: str, evaluator: HeldOutEvaluator | None = None
 ) -> list[dict]:
@@ -376,113 +225,15 @@ def run(seed: int, config: Chapter09Config | None = None, arms: Sequence[str] | 
     return results
 
 
-def without_trajectories(stats: Mapping) -> dict:
-    return {k: v for k, v in stats.items() if k != "trajectories"}
-
-
 # The Echo Trap's timeline -----------------------------------------------------------------------
-def eval_curve(history: Sequence[Mapping], key: str = "success") -> list[tuple[int, float]]:
-    """`(iteration, value)` of a held-out measurement (`eval_<key>`, default success) at every evaluation of a run."""
-    return [(int(r["iteration"]), float(r[f"eval_{key}"])) for r in history if f"eval_{key}" in r]
-
-
-def collapse_point(history: Sequence[Mapping], drop: float) -> dict[str, float]:
-    """The run's peak held-out success (and its iteration) and the first evaluation after the peak at least `drop`
-    below it (`collapse_iteration`, NaN if none): the Echo Trap's "improves, then collapses" read on held-out maps."""
-    curve = eval_curve(history)
-    peak_iteration, peak = max(curve, key=lambda point: (point[1], -point[0]))
-    after = [it for it, value in curve if it > peak_iteration and value <= peak - drop + 1e-12]
-    return {
-        "start_success": curve[0][1],
-        "peak_success": peak,
-        "peak_iteration": float(peak_iteration),
-        "final_success": curve[-1][1],
-        "collapse_iteration": float(after[0]) if after else float("nan"),
-    }
-
-
-def echo_windows(history: Sequence[Mapping]) -> dict[str, float]:
-    """C9.1's pre-registered windows of held-out success (fixed before the runs on the layout-split base, so that the
-    peak is not the maximum of noisy evaluations): the mean over the evaluations after iteration 0 up to half the run
-    (`early_success`) and over those in its last third (`late_success`)."""
-    curve = eval_curve(history)
-    last = curve[-1][0]
-    early = [value for it, value in curve if 0 < it <= last / 2]
-    late = [value for it, value in curve if it > 2 * last / 3]
-    return {f"{name}_success": statistics.fmean(window) if window else math.nan
-            for name, window in (("early", early), ("late", late))}  # fmt: skip
-
-
-def windowed(history: Sequence[Mapping], key: str, window: int) -> list[tuple[int, float]]:
-    """`(last iteration, mean)` of `key` over consecutive windows of `window` training iterations."""
-    rows = [r for r in history if key in r and "time_rollout" in r]
-    return [
-        (int(rows[i + window - 1]["iteration"]), statistics.fmean(r[key] for r in rows[i : i + window]))
-        for i in range(0, len(rows) - window + 1, window)
-    ]
-
-
-def signal_onsets(history: Sequence[Mapping], window: int, drop: float) -> dict[str, float]:
-    """When each warning signal moved: the last iteration of the first window whose mean `reward_std` (or
-    `entropy`) is at least `drop` (a share) below the first window's (NaN if never), and the iteration of the
-    largest gradient norm."""
-    onsets = {}
-    for key in ("reward_std", "entropy"):
-        windows = windowed(history, key, window)
-        if not windows:  # a run shorter than one window: nothing moved
-            onsets |= {f"{key}_onset": float("nan"), f"{key}_first_window": float("nan"),
-                       f"{key}_last_window": float("nan")}  # fmt: skip
-            continue
-        first = windows[0][1]
-        moved = [it for it, value in windows[1:] if value <= (1 - drop) * first]
-        onsets[f"{key}_onset"] = float(moved[0]) if moved else float("nan")
-        onsets[f"{key}_first_window"], onsets[f"{key}_last_window"] = first, windows[-1][1]
-    norms = [(int(r["iteration"]), r["grad_norm"]) for r in history if "grad_norm" in r]
-    peak_iteration, peak = max(norms, key=lambda point: point[1])
-    onsets["grad_norm_peak_iteration"], onsets["grad_norm_peak"] = float(peak_iteration), peak
-    onsets["grad_norm_median"] = statistics.median(value for _, value in norms)
-    return onsets
-
-
 def timeline(history: Sequence[Mapping], config: Chapter09Config) -> dict[str, float]:
-    return (
-        collapse_point(history, config.collapse_drop)
-        | signal_onsets(history, config.signal_window, config.signal_drop)
-        | echo_windows(history)
-    )
+    """The Echo Trap's dates of one run under the chapter's thresholds (`diagnostics.collapse.timeline`)."""
+    return collapse.timeline(history, config.collapse_drop, config.signal_window, config.signal_drop)
 
 
 def plot_timeline(history: Sequence[Mapping], config: Chapter09Config, title: str = ""):
-    """The Echo Trap's timeline of one run on a `plots.grid` of four panels: held-out success (peak and collapse
-    marked), and the windowed within-group reward std, entropy and gradient norm of the training batches, each
-    with a dotted line where it moved (`timeline`)."""
-    from course_lib.diagnostics.plots import grid
-
-    t = timeline(history, config)
-    fig, axes = grid(4, width=4.4, height=2.8)
-    curve = eval_curve(history)
-    axes[0].plot(*zip(*curve, strict=True), marker=".", label="held-out success")
-    axes[0].axvline(t["peak_iteration"], color="C2", linestyle=":", label="peak")
-    if not math.isnan(t["collapse_iteration"]):
-        axes[0].axvline(t["collapse_iteration"], color="C3", linestyle=":", label="collapse")
-    panels = (("reward_std", "within-group reward std"), ("entropy", "entropy (policy tokens)"),
-              ("grad_norm", "gradient norm"))  # fmt: skip
-    for ax, (key, label) in zip(axes[1:], panels, strict=True):
-        rows = [(r["iteration"], r[key]) for r in history if key in r and "time_rollout" in r]
-        ax.plot(*zip(*rows, strict=True), alpha=0.35, label="per iteration")
-        ax.plot(*zip(*windowed(history, key, config.signal_window), strict=True), marker="o", label="window mean")
-        moved = t["grad_norm_peak_iteration"] if key == "grad_norm" else t[f"{key}_onset"]
-        if not math.isnan(moved):
-            ax.axvline(moved, color="C3", linestyle=":", label="largest" if key == "grad_norm" else "moved")
-        ax.set_ylabel(label)
-    for ax in axes:
-        ax.set_xlabel("RL iteration")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    axes[0].set_ylabel("held-out success")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    """The timeline of one run on four panels, under the chapter's thresholds (`diagnostics.collapse.plot_timeline`)."""
+    return collapse.plot_timeline(history, config.collapse_drop, config.signal_window, config.signal_drop, title)
 
 
 # Claims -----------------------------------------------------------------------------------------
@@ -638,13 +389,6 @@ def budget_lines(results: Mapping, config: Chapter09Config | None = None) -> lis
 
 
 # Leakage audit ----------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def demonstrated_lakes() -> tuple[frozenset, frozenset]:
-    """(maps, observations) of the committed base's warm-start demonstrations (chapter 10's base too)."""
-    config, seed = preset("cpu"), leakage.base_seed(BASE_NAME)
-    lakes = leakage.problem_keys(lambda: make_env("train"), demonstration_seeds(config.demonstrations, seed))
-    texts = demonstration_texts(config.demonstrations, seed, config)
-    return frozenset(lakes), frozenset(leakage.episode_observations(texts))
 
 
 def held_out_audit() -> list[leakage.SplitAudit]:
@@ -656,7 +400,7 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     draws = max(grpo.iterations * grpo.prompts_per_iteration for grpo in arms)
     seeds = leakage.grpo_task_seeds(1, draws, leakage.run_seeds("ch09"))
     training = set(leakage.problem_keys(lambda: make_env("train"), seeds))
-    return [leakage.lake_split("ch09", keys, training, demonstrated_lakes())]
+    return [leakage.lake_split("ch09", keys, training, leakage.demonstrated_lakes())]
 
 
 CHAPTER = skeleton.Chapter(

@@ -23,10 +23,10 @@ import dataclasses
 import functools
 
 from course_lib import course_config, data
-from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import ch10_ragen2 as ch10
 from course_lib.course.claims import ClaimSpec, at_least
 from course_lib.course.designs import Design
+from course_lib.tasks import lake_reasoning
 
 PAPER_ENTROPY_COEF = 0.001
 """RAGEN-2's entropy coefficient (its runs: 0.001 on a 3B model), instead of the chapter's inducer (0.1)."""
@@ -59,7 +59,7 @@ def run_seed(seed: int) -> dict[str, float]:
     numbers = {f"base_{key}": start[key] for key in MEASURES}
     for arm, chapter_arm in ARMS.items():
         model = copy.deepcopy(base)
-        evaluator = ch09.HeldOutEvaluator(tokenizer, config, seed + 1, start=start, measure=ch10.evaluate)
+        evaluator = lake_reasoning.HeldOutEvaluator(tokenizer, config, seed + 1, start=start, measure=ch10.evaluate)
         history = ch10.train(model, tokenizer, config, seed, chapter_arm, evaluator)
         final = history[-1]
         numbers |= {f"{arm}_{key}": final[f"eval_{key}"] for key in MEASURES}

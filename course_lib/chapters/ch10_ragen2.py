@@ -35,7 +35,6 @@ import torch
 from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import group_advantages
-from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
@@ -46,15 +45,14 @@ from course_lib.diagnostics import (
     teacher_forced_logp,
     term_gradient_norms,
 )
+from course_lib.diagnostics.collapse import eval_curve
 from course_lib.diagnostics.stats import spearman
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory, collate
 from course_lib.envs import frozen_lake
 from course_lib.rl.train import GRPOConfig, train_grpo
+from course_lib.tasks import lake_reasoning
+from course_lib.tasks.lake_reasoning import BASE_NAME, make_env, test_seeds  # chapter 09's base and maps
 
-BASE_NAME = ch09.BASE_NAME
-"""Chapter 09's base: its reasoning names the agent's cell on 0.99-1.0 of held-out first turns (eval seeds 1-3)."""
-make_env = ch09.make_env
-test_seeds = ch09.test_seeds
 BUCKET_SEED_OFFSET = 900_000_000
 """Training-split map seeds of the gradient-term batch start here, far from every RL draw."""
 
@@ -63,7 +61,7 @@ BUCKET_SEED_OFFSET = 900_000_000
 class Chapter10Config:
     """Everything chapter 10 varies, with the cpu preset's values as defaults."""
 
-    sampling: SamplingConfig = field(default_factory=lambda: ch09.Chapter09Config().sampling)
+    sampling: SamplingConfig = field(default_factory=lambda: lake_reasoning.LakeConfig().sampling)
     """Chapter 09's sampling: temperature 1, 16 tokens a turn, a turn ends at `</answer>`."""
     grpo: GRPOConfig = field(
         default_factory=lambda: GRPOConfig(
@@ -111,7 +109,7 @@ def evaluate(model, tokenizer, config: Chapter10Config, seed: int, keep: bool = 
     reasoning statistics, and RAGEN-2's first-turn MI over the maps: `mi`, `retrieval_accuracy` (chance
     `1 / prompts`), `conditional_entropy` H(Z|X) and `marginal_entropy` H(Z), each map its own prompt. With `keep`,
     also the trajectories."""
-    stats = ch09.evaluate(model, tokenizer, config, seed, keep=True)  # reads `eval_tasks` and `sampling` only
+    stats = lake_reasoning.evaluate(model, tokenizer, config, seed, keep=True)  # reads `eval_tasks` and `sampling` only
     trajectories = stats.pop("trajectories")
     for index, trajectory in enumerate(trajectories):  # every map is its own input x
         trajectory.group_id = index
@@ -127,7 +125,7 @@ def first_reasonings(trajectories: Sequence[Trajectory], tokenizer, count: int =
     lines = []
     for trajectory in trajectories[:count]:
         start = trajectory.anchors[0][1] if trajectory.anchors else None
-        first = ch09.turn_texts(trajectory, tokenizer)[:1]
+        first = lake_reasoning.turn_texts(trajectory, tokenizer)[:1]
         where = frozen_lake.cell_words(start) if start is not None else "?"
         lines.append(f"start {where:6}  ->  {first[0] if first else '(none)'}")
     return lines
@@ -197,7 +195,7 @@ def step_stats(history: Sequence[Mapping]) -> dict[str, float]:
 def train(model, tokenizer, config: Chapter10Config, seed: int, arm: str, evaluator=None) -> list[dict]:
     """RL of `arm` from `model` (changed in place), evaluated on held-out maps with evaluation seed `seed + 1`."""
     course_config.seed_everything(seed)
-    evaluator = evaluator or ch09.HeldOutEvaluator(tokenizer, config, seed + 1, measure=evaluate)
+    evaluator = evaluator or lake_reasoning.HeldOutEvaluator(tokenizer, config, seed + 1, measure=evaluate)
     grpo = arm_config(config, arm)
     return train_grpo(model, tokenizer, lambda: make_env("train"), config.sampling, grpo, seed, evaluate=evaluator)
 
@@ -247,11 +245,13 @@ def run(seed: int, config: Chapter10Config | None = None) -> dict:
     course_config.seed_everything(seed)
     base, tokenizer = data.load_base(BASE_NAME, course_config.device())
     base_eval = evaluate(base, tokenizer, config, seed + 1, keep=True)
-    results: dict = {"base": ch09.without_trajectories(base_eval), "histories": {}, "final": {}, "steps": {}}
+    results: dict = {"base": lake_reasoning.without_trajectories(base_eval), "histories": {}, "final": {}, "steps": {}}
     results["samples"] = {"base": first_reasonings(base_eval["trajectories"], tokenizer)}
     for arm in ARMS:
         model = copy.deepcopy(base)
-        evaluator = ch09.HeldOutEvaluator(tokenizer, config, seed + 1, start=results["base"], measure=evaluate)
+        evaluator = lake_reasoning.HeldOutEvaluator(
+            tokenizer, config, seed + 1, start=results["base"], measure=evaluate
+        )
         history = train(model, tokenizer, config, seed, arm, evaluator)
         results["histories"][arm], results["final"][arm] = history, history[-1]
         results["steps"][arm] = step_stats(history)
@@ -447,10 +447,10 @@ def plot_mi_and_entropy(histories: Mapping[str, Sequence[Mapping]], arms: Sequen
 
     fig, axes = grid(len(arms), width=4.4, height=3.0)
     for ax, arm in zip(axes, arms, strict=False):
-        ax.plot(*zip(*ch09.eval_curve(histories[arm], "mi"), strict=True), marker="o", color="C0", label="MI (nats)")
+        ax.plot(*zip(*eval_curve(histories[arm], "mi"), strict=True), marker="o", color="C0", label="MI (nats)")
         ax.set_ylabel("MI I(X;Z), nats", color="C0")
         right = ax.twinx()
-        right.plot(*zip(*ch09.eval_curve(histories[arm], "entropy"), strict=True), marker="s", color="C3",
+        right.plot(*zip(*eval_curve(histories[arm], "entropy"), strict=True), marker="s", color="C3",
                    label="entropy")  # fmt: skip
         right.set_ylabel("entropy of policy tokens", color="C3")
         ax.set_title(arm)
@@ -581,7 +581,7 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
     draws += [BUCKET_SEED_OFFSET + seed * 10_000 + m for seed in seeds for m in range(config.bucket_maps)]
     training = set(leakage.problem_keys(lambda: make_env("train"), draws))
-    return [leakage.lake_split("ch10", keys, training, ch09.demonstrated_lakes())]
+    return [leakage.lake_split("ch10", keys, training, leakage.demonstrated_lakes())]
 
 
 CHAPTER = skeleton.Chapter(

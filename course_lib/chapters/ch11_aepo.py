@@ -43,7 +43,6 @@ import torch
 
 from course_lib import course_config, data
 from course_lib.algos import aepo
-from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
@@ -51,9 +50,9 @@ from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import pre_monitor, sample_trees
 from course_lib.rl import loop
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.tasks import bases
+from course_lib.tasks import bases, two_hop_search
 
-BASE_NAME = ch08.BASE_NAME
+BASE_NAME = two_hop_search.BASE_NAME
 ROOT_BASE_NAME = "ch11_root_base"
 CONCENTRATION_SEED = 30_000_000
 """C11.1's training questions for run seed s are `CONCENTRATION_SEED + 1000 s + p`."""
@@ -67,13 +66,13 @@ CHECK_SEED = 32_000_000
 class Chapter11Config:
     """Everything chapter 11 varies, with the cpu preset's values as defaults."""
 
-    task: ch08.Chapter08Config = field(default_factory=ch08.Chapter08Config)
+    task: two_hop_search.SearchConfig = field(default_factory=two_hop_search.SearchConfig)
     """Chapter 08's task, base recipe, sampling and held-out evaluation (all 258 test questions)."""
     root_precise_share: float = 0.5
     """The root variant's demonstrator: probability of a precise first search (else imprecise; with no ambiguous
     question both list the one right candidate, so only the first search's form is uncertain)."""
     grpo: GRPOConfig = field(
-        default_factory=lambda: dataclasses.replace(ch08.Chapter08Config().grpo, updates_per_batch=4)
+        default_factory=lambda: dataclasses.replace(two_hop_search.SearchConfig().grpo, updates_per_batch=4)
     )
     """Chapter 08's RL budget (8 questions x 8 trajectories, 30 iterations, N = 4 global samples), but 4 updates
     per batch: at one update the ratio is 1 and no clip ever acts (the released scripts take 8 mini-batch steps
@@ -97,7 +96,7 @@ def preset(scale: str | None = None) -> Chapter11Config:
     cpu = Chapter11Config()
     # `task` names chapter 08's gpu recipe: the base this chapter loads under gpu (`ch08_base`) is that one.
     gpu = Chapter11Config(
-        task=ch08.preset("gpu"),
+        task=two_hop_search.preset("gpu"),
         grpo=dataclasses.replace(cpu.grpo, iterations=100, prompts_per_iteration=16, group_size=16),
         sampler_prompts=256,
     )
@@ -109,13 +108,15 @@ def make_env(split: str = "train", config: Chapter11Config | None = None, ambigu
     task = (config or Chapter11Config()).task
     if ambiguous_share is not None:
         task = dataclasses.replace(task, ambiguous_share=ambiguous_share)
-    return ch08.make_env(split, task)
+    return two_hop_search.make_env(split, task)
 
 
 # The root variant's base --------------------------------------------------------------------------
-def root_task(config: Chapter11Config, scale: str = "cpu") -> ch08.Chapter08Config:
+def root_task(config: Chapter11Config, scale: str = "cpu") -> two_hop_search.SearchConfig:
     """Chapter 08's base recipe for the root variant: no ambiguous question, precise first search at random."""
-    return dataclasses.replace(ch08.preset(scale), ambiguous_share=0.0, precise_share=config.root_precise_share)
+    return dataclasses.replace(
+        two_hop_search.preset(scale), ambiguous_share=0.0, precise_share=config.root_precise_share
+    )
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
@@ -123,18 +124,18 @@ def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str 
     08's base is chapter 08's build)."""
 
     def build(out_dir, seed: int = 0, scale: str = "cpu", progress: bool = True):
-        return ch08.build_base(out_dir, seed, scale, progress, root_task(preset(scale), scale))
+        return two_hop_search.build_base(out_dir, seed, scale, progress, root_task(preset(scale), scale))
 
     bases.write_base(ROOT_BASE_NAME, build, data_dir, seed, progress, scale)
 
 
 # Measurements -----------------------------------------------------------------------------------
-test_seeds = ch08.test_seeds
+test_seeds = two_hop_search.test_seeds
 
 
 def evaluate(model, tokenizer, config: Chapter11Config, seed: int) -> dict[str, float]:
     """Chapter 08's held-out evaluation (258 questions, one episode each)."""
-    return ch08.evaluate(model, tokenizer, config.task, seed)
+    return two_hop_search.evaluate(model, tokenizer, config.task, seed)
 
 
 def pass_at_k(model, tokenizer, config: Chapter11Config, seed: int, ambiguous_share: float | None = None) -> dict:
@@ -150,7 +151,7 @@ def pass_at_k(model, tokenizer, config: Chapter11Config, seed: int, ambiguous_sh
     return {
         "pass_1": float(solved.mean()),
         f"pass_{k}": float(solved.max(axis=0).mean()),
-        "precise": float(np.mean([ch08.first_search_precise(t) for t in trajectories])),
+        "precise": float(np.mean([two_hop_search.first_search_precise(t) for t in trajectories])),
     }
 
 
@@ -158,24 +159,12 @@ def tree_engine(model, tokenizer, config: Chapter11Config) -> RolloutEngine:
     return RolloutEngine(model, tokenizer, dataclasses.replace(config.task.sampling, snapshot_envs=True))
 
 
-def uniform_top_share(branches: Sequence[int], roots: Sequence[int], top: int, seed: int, draws: int = 400) -> float:
-    """The top-`top` branch share if each of a group's `branches[g]` branches had its root drawn uniformly from its
-    `roots[g]` global samples: the mean over groups (with a branch) of a Monte Carlo estimate."""
-    rng = np.random.default_rng(seed)
-    shares = []
-    for b, r in zip(branches, roots, strict=True):
-        if b == 0:
-            continue
-        counts = np.stack([np.bincount(rng.integers(0, r, b), minlength=r) for _ in range(draws)])
-        shares.append(float(np.mean(np.sort(counts, axis=1)[:, ::-1][:, :top].sum(axis=1) / b)))
-    return float(np.mean(shares)) if shares else float("nan")
-
-
 def branch_concentration(model, tokenizer, config: Chapter11Config, seed: int) -> dict[str, dict[str, float]]:
     """C11.1 on `model`: the same training questions sampled by ARPO's tree and by AEPO's (penalty, fixed split),
     `sampler_budget` per question with `sampler_globals` global samples, the same random stream. Per rule: the top-3
-    branch share (`algos.aepo.top_branch_share`), its uniform reference (`uniform_top_share`), branches per question,
-    the share of the budget spent on branches, and the mean length of a branch chain (branches of branches)."""
+    branch share (`algos.aepo.top_branch_share`), its uniform reference (`algos.aepo.uniform_top_share`), branches
+    per question, the share of the budget spent on branches, and the mean length of a branch chain (branches of
+    branches)."""
     engine = tree_engine(model, tokenizer, config)
     seeds = [CONCENTRATION_SEED + 1_000 * seed + p for p in range(config.sampler_prompts)]
     budget = config.sampler_budget
@@ -191,7 +180,7 @@ def branch_concentration(model, tokenizer, config: Chapter11Config, seed: int) -
         counts = stats.counts(budget, len(seeds))
         out[rule] = {
             "top3_share": counts["tree_top3_branch_share"],
-            "uniform_top3_share": uniform_top_share(branches, roots, 3, seed),
+            "uniform_top3_share": aepo.uniform_top_share(branches, roots, 3, seed),
             "branches_per_question": float(np.mean(branches)),
             "branch_share": counts["tree_branch_share"],
             "chain_depth": float(np.mean(depth)) if depth else float("nan"),
@@ -525,10 +514,10 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     for share in (0.0, 1.0):  # C11.4's two kinds of question
         training += leakage.problem_keys(lambda share=share: make_env("train", config, share), split)
     root_config = root_task(config)
-    demo_seeds = ch08.demonstration_seeds(config.task.demonstrations, leakage.base_seed(BASE_NAME))
+    demo_seeds = two_hop_search.demonstration_seeds(config.task.demonstrations, leakage.base_seed(BASE_NAME))
     demos = leakage.problem_keys(lambda: make_env("train", config), demo_seeds)
-    root_seeds = ch08.demonstration_seeds(root_config.demonstrations, leakage.base_seed(ROOT_BASE_NAME))
-    demos += leakage.problem_keys(lambda: ch08.make_env("train", root_config), root_seeds)
+    root_seeds = two_hop_search.demonstration_seeds(root_config.demonstrations, leakage.base_seed(ROOT_BASE_NAME))
+    demos += leakage.problem_keys(lambda: two_hop_search.make_env("train", root_config), root_seeds)
     return [leakage.split_audit("ch11", "test", keys, leakage.two_hop_overlaps(keys, training, demos))]
 
 

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from course_lib import course_config, envs
-from course_lib.chapters import ch08_arpo as ch08
+from course_lib.algos import aepo
 from course_lib.chapters import ch11_aepo as ch11
 from course_lib.course.claims import ClaimSpec
 from course_lib.course.designs import Design
@@ -55,7 +55,7 @@ from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.two_hop_qa import TOOL, Question, expert_actions, vocabulary
 from course_lib.rl.train import evaluate_policy
 from course_lib.rl.warm_start import SFTConfig
-from course_lib.tasks import bases
+from course_lib.tasks import bases, two_hop_search
 from course_lib.tools.knowledge_base import KB
 
 BASE_NAME = "ch11_research_base"
@@ -108,7 +108,7 @@ class DesignConfig:
 
 def make_env(split: str, config: DesignConfig, ambiguous_share: float = 0.5) -> envs.TextEnv:
     return envs.make(
-        ch08.ENV_NAME, split=split, ambiguous_share=ambiguous_share, max_tool_calls=config.max_tool_calls,
+        two_hop_search.ENV_NAME, split=split, ambiguous_share=ambiguous_share, max_tool_calls=config.max_tool_calls,
         max_turns=config.max_turns,
     )  # fmt: skip
 
@@ -136,9 +136,9 @@ def demonstration_texts(count: int, seed: int, config: DesignConfig) -> list[tup
     """`(prompt, completion)` demonstrations played in the environment (chapter 08's `demonstration_texts` with the
     re-searching demonstrator), on chapter 08's demonstration questions."""
     rng = random.Random(seed)
-    return ch08.played_demonstrations(
+    return two_hop_search.played_demonstrations(
         make_env("train", config),
-        ch08.demonstration_seeds(count, seed),
+        two_hop_search.demonstration_seeds(count, seed),
         lambda question: demonstrator_actions(
             question, rng, config.precise_share, config.research_share, config.max_researches
         ),
@@ -197,7 +197,7 @@ def concentration(
     depth = [ch11._chain_depth(stats.parents, i) for i, p in enumerate(stats.parents) if p is not None]
     counts = stats.counts(config.budget, len(seeds))
     top3 = counts["tree_top3_branch_share"]
-    uniform = ch11.uniform_top_share(branches, roots, 3, seed)
+    uniform = aepo.uniform_top_share(branches, roots, 3, seed)
     return {
         "top3_share": top3,
         "uniform_top3_share": uniform,
@@ -225,7 +225,7 @@ def run_seed(seed: int, config: DesignConfig | None = None) -> dict[str, float]:
         )
     numbers |= raw_numbers(numbers)
     stats, _ = evaluate_policy(
-        model, tokenizer, lambda: make_env("test", config), ch08.test_seeds(config.eval_tasks),
+        model, tokenizer, lambda: make_env("test", config), two_hop_search.test_seeds(config.eval_tasks),
         dataclasses.replace(config.sampling, snapshot_envs=False), seed + 1,
     )  # fmt: skip
     numbers["base_success"] = stats["success"]

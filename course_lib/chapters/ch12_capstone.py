@@ -45,41 +45,39 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
-from course_lib.chapters import ch08_arpo as ch08
-from course_lib.chapters import ch11_aepo as ch11
 from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
-from course_lib.diagnostics import MIStop, reasoning_mutual_information
-from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.diagnostics import MIStop
+from course_lib.rl.train import GRPOConfig, train_grpo
+from course_lib.tasks import two_hop_search
 
-BASE_NAME = ch08.BASE_NAME
-MONITOR_SEED = 33_000_000
-"""The MI monitor's training questions are `MONITOR_SEED + p` (the same for every run seed and arm)."""
+BASE_NAME = two_hop_search.BASE_NAME
 
 
 @dataclass
 class Chapter12Config:
     """Everything chapter 12 varies, with the cpu preset's values as defaults."""
 
-    task: ch08.Chapter08Config = field(default_factory=ch08.Chapter08Config)
+    task: two_hop_search.SearchConfig = field(default_factory=two_hop_search.SearchConfig)
     """Chapter 08's task, base, sampling and held-out evaluation (all 258 test questions)."""
     grpo: GRPOConfig = field(
         default_factory=lambda: dataclasses.replace(
-            ch11.Chapter11Config().grpo, filter=FilterConfig(top_p=0.9, mode="linear", include_zero=False)
+            two_hop_search.SearchConfig().grpo,
+            updates_per_batch=4,  # chapter 11's: four updates per batch
+            filter=FilterConfig(top_p=0.9, mode="linear", include_zero=False),
         )
     )
     """Chapter 11's budget (evaluated every 10 iterations; the arms with the MI stop every `monitor_every`)."""
     monitor_every: int = 5
     """How often the arms with the MI stop evaluate, so that it can act within 5 iterations (evaluating does not
     change training: it draws from its own random stream)."""
-    monitor_prompts: int = 32
+    monitor_prompts: int = two_hop_search.MONITOR_PROMPTS
     """Training questions the MI monitor plays (one episode each) and cross-scores."""
-    gate_drop: float = 0.2
+    gate_drop: float = two_hop_search.GATE_DROP
     """The MI stop fires when the monitor's MI falls below (1 - gate_drop) x the base's."""
     mi_samples: int = 64
     """Held-out first actions cross-scored under all held-out questions for each final policy's MI."""
@@ -92,16 +90,16 @@ def preset(scale: str | None = None) -> Chapter12Config:
     cpu = Chapter12Config()
     # `task` names chapter 08's gpu recipe: the base this chapter loads under gpu (`ch08_base`) is that one.
     gpu = Chapter12Config(
-        task=ch08.preset("gpu"), grpo=dataclasses.replace(cpu.grpo, iterations=100, prompts_per_iteration=16)
+        task=two_hop_search.preset("gpu"), grpo=dataclasses.replace(cpu.grpo, iterations=100, prompts_per_iteration=16)
     )
     return course_config.by_scale(cpu, gpu, scale)
 
 
 def make_env(split: str = "train", config: Chapter12Config | None = None):
-    return ch08.make_env(split, (config or Chapter12Config()).task)
+    return two_hop_search.make_env(split, (config or Chapter12Config()).task)
 
 
-test_seeds = ch08.test_seeds
+test_seeds = two_hop_search.test_seeds
 
 AEPO = {"sampler": "tree", "rule": "aepo", "policy_loss": "entropy_balanced"}
 ARMS: dict[str, dict] = {
@@ -131,35 +129,20 @@ def arm_config(config: Chapter12Config, arm: str) -> GRPOConfig:
     return dataclasses.replace(config.grpo, tree=tree, entropy_coef=bonus, eval_every=every, **settings)
 
 
-def first_action_mi(model, tokenizer, trajectories, samples: int, seed: int) -> dict[str, float]:
-    """MI of the first action over `trajectories`, each its own input (one per distinct question)."""
-    for index, trajectory in enumerate(trajectories):
-        trajectory.group_id = index
-    generator = torch.Generator().manual_seed(seed)
-    return reasoning_mutual_information(model, tokenizer, trajectories, samples, generator=generator, span="action")
-
-
-def monitor_mi(model, tokenizer, config: Chapter12Config, seed: int) -> float:
-    """The MI stop's measurement: `monitor_prompts` training questions played once, every first action scored under
-    every question."""
-    seeds = [MONITOR_SEED + p for p in range(config.monitor_prompts)]
-    _, trajectories = evaluate_policy(
-        model, tokenizer, lambda: make_env("train", config), seeds, config.task.sampling, seed
-    )
-    return first_action_mi(model, tokenizer, trajectories, config.monitor_prompts, seed)["mi"]
-
-
 def evaluate(model, tokenizer, config: Chapter12Config, seed: int, held_out_mi: bool = False) -> dict[str, float]:
     """Chapter 08's held-out evaluation (success, tool calls, precise first searches, entropies; one episode per
     question) and the monitor's MI on training questions (`monitor_mi`, the only one the MI stop reads); with
     `held_out_mi`, also the held-out MI of the first action (`mi`, `retrieval_accuracy`: `mi_samples` first
     actions scored under every held-out question, the expensive part, so only for final policies)."""
-    stats = ch08.evaluate(model, tokenizer, config.task, seed, keep=True)
+    stats = two_hop_search.evaluate(model, tokenizer, config.task, seed, keep=True)
     trajectories = stats.pop("trajectories")
     if held_out_mi:
-        mi = first_action_mi(model, tokenizer, trajectories, config.mi_samples, seed)
+        mi = two_hop_search.first_action_mi(model, tokenizer, trajectories, config.mi_samples, seed)
         stats |= {"mi": mi["mi"], "retrieval_accuracy": mi["retrieval_accuracy"], "mi_chance": mi["chance"]}
-    return {**stats, "monitor_mi": monitor_mi(model, tokenizer, config, seed)}
+    return {
+        **stats,
+        "monitor_mi": two_hop_search.monitor_mi(model, tokenizer, config.task, config.monitor_prompts, seed),
+    }
 
 
 def train(model, tokenizer, config: Chapter12Config, seed: int, arm: str, base_mi: float) -> tuple[list[dict], dict]:
@@ -393,9 +376,9 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     keys = leakage.problem_keys(lambda: make_env("test", config), test_seeds(config.task.eval_tasks))
     grpo = config.grpo  # every arm has the same iterations and questions per iteration
     draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch12"))
-    draws += [MONITOR_SEED + p for p in range(config.monitor_prompts)]
+    draws += [two_hop_search.MONITOR_SEED + p for p in range(config.monitor_prompts)]
     training = leakage.problem_keys(lambda: make_env("train", config), draws)
-    demo_seeds = ch08.demonstration_seeds(config.task.demonstrations, leakage.base_seed(BASE_NAME))
+    demo_seeds = two_hop_search.demonstration_seeds(config.task.demonstrations, leakage.base_seed(BASE_NAME))
     demos = leakage.problem_keys(lambda: make_env("train", config), demo_seeds)
     return [leakage.split_audit("ch12", "test", keys, leakage.two_hop_overlaps(keys, training, demos))]
 

@@ -26,10 +26,8 @@ import numpy as np
 import torch
 
 from course_lib import course_config, real_models
-from course_lib.chapters import ch08_arpo as ch08
-from course_lib.chapters import ch09_ragen as ch09
+from course_lib.algos.aepo import uniform_top_share
 from course_lib.chapters import skeleton
-from course_lib.chapters.ch11_aepo import uniform_top_share
 from course_lib.course import chance, leakage
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import mutual_information, teacher_forced_logp
@@ -40,7 +38,7 @@ from course_lib.engine.rollout import RolloutEngine
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.base import distinct_seeds
 from course_lib.rl import checkpoint
-from course_lib.tasks import tool_arithmetic
+from course_lib.tasks import lake_reasoning, tool_arithmetic, two_hop_search
 from course_lib.tokenizer import encode
 
 MODEL = "smollm2"
@@ -209,8 +207,8 @@ def reasoning_premise(model, tokenizer, config: Chapter16Config, seed: int) -> d
     including `<think>`). Returns RAGEN-2's `mi`, `retrieval_accuracy`, `chance` (1 / maps with valid reasoning),
     `retrieval_minus_chance` (P3) and `valid_share`; NaN for the estimates with fewer than two valid reasonings."""
     chat = ChatFormat(system=GRID_INSTRUCTION, observation_role="tool")
-    seeds = distinct_seeds(lambda: ch09.make_env("test"), config.prompts, start=10_000 * seed)
-    prompts = [chat.prompt_ids(tokenizer, ch09.make_env("test").reset(seed=s)[0]) for s in seeds]
+    seeds = distinct_seeds(lambda: lake_reasoning.make_env("test"), config.prompts, start=10_000 * seed)
+    prompts = [chat.prompt_ids(tokenizer, lake_reasoning.make_env("test").reset(seed=s)[0]) for s in seeds]
     turns = sample_turns(model, tokenizer, prompts, config.think_tokens, torch.Generator().manual_seed(seed),
                          ("</answer>",))  # fmt: skip
     pairs = []
@@ -235,15 +233,17 @@ def branching_premise(model, tokenizer, config: Chapter16Config, seed: int) -> d
     """P4 on `config.tree_prompts` distinct held-out questions of chapter 08, tree-sampled by ARPO's rule
     (`config.tree`, `config.tree_budget` per question) in the chat format after `SEARCH_INSTRUCTION`, the
     chapter's sampling budgets measured in this tokenizer. Returns `top3_share`
-    (`algos.aepo.top_branch_share` over the questions that branched), `uniform_top3_share` (`ch11_aepo
+    (`algos.aepo.top_branch_share` over the questions that branched), `uniform_top3_share` (`algos.aepo
     .uniform_top_share`), `top3_over_uniform` (P4), `branch_share` (of the budget), `questions_branched`, and the
     share of episodes that made a valid tool call."""
-    chapter = ch08.preset("cpu")
-    sampling = checkpoint.chat_sampling(chapter.sampling, tokenizer, ch08.demonstration_texts(512, 0, chapter))
+    chapter = two_hop_search.preset("cpu")
+    sampling = checkpoint.chat_sampling(
+        chapter.sampling, tokenizer, two_hop_search.demonstration_texts(512, 0, chapter)
+    )
     sampling = dataclasses.replace(sampling, snapshot_envs=True)
     engine = RolloutEngine(model, tokenizer, sampling, ChatFormat(system=SEARCH_INSTRUCTION, observation_role="tool"))
-    seeds = distinct_seeds(lambda: ch08.make_env("test", chapter), config.tree_prompts, start=10_000 * seed)
-    made = [ch08.make_env("test", chapter) for _ in range(len(seeds) * config.tree_budget)]
+    seeds = distinct_seeds(lambda: two_hop_search.make_env("test", chapter), config.tree_prompts, start=10_000 * seed)
+    made = [two_hop_search.make_env("test", chapter) for _ in range(len(seeds) * config.tree_budget)]
     rows, stats = sample_trees(engine, made, seeds, config.tree_budget, config.tree,
                                torch.Generator().manual_seed(seed))  # fmt: skip
     questions = range(len(seeds))

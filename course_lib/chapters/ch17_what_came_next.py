@@ -36,8 +36,6 @@ from course_lib import course_config
 from course_lib.algos.gigpo import gigpo_advantages
 from course_lib.algos.graphgpo import graphgpo_advantages
 from course_lib.algos.step_rows import episode_rows
-from course_lib.chapters import ch07_gigpo as grid
-from course_lib.chapters import ch08_arpo as search
 from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
@@ -48,7 +46,7 @@ from course_lib.envs.key_door import ACTIONS, KeyDoorEnv, expert_action
 from course_lib.rl import loop
 from course_lib.rl.info_gain import gold_mean_logprobs, gold_tokens, prefix_lengths
 from course_lib.rl.train import GRPOConfig, train_grpo
-from course_lib.tasks import bases
+from course_lib.tasks import bases, key_door_grid, two_hop_search
 
 PREREGISTRATION = "docs/experiments/ch17-what-came-next.md"
 
@@ -57,9 +55,9 @@ PREREGISTRATION = "docs/experiments/ch17-what-came-next.md"
 class Chapter17Config:
     """Everything chapter 17 varies, with the cpu preset's values as defaults."""
 
-    grid: grid.Chapter07Config = field(default_factory=lambda: grid.preset("cpu"))
+    grid: key_door_grid.KeyDoorConfig = field(default_factory=lambda: key_door_grid.preset("cpu"))
     """Chapter 07's setting (task, base, budget): GRPO, GiGPO and GraphGPO train in it."""
-    search: search.Chapter08Config = field(default_factory=lambda: search.preset("cpu"))
+    search: two_hop_search.SearchConfig = field(default_factory=lambda: two_hop_search.preset("cpu"))
     """Chapter 08's setting (task, base, budget of 8 trajectories per question): GRPO, Tree-GRPO and IGPO."""
     omega: float = 0.95
     """GraphGPO's omega, set to GiGPO's gamma so that the two differ only in their step return (the recipe's: 0.1
@@ -80,18 +78,18 @@ class Chapter17Config:
 
 def preset(scale: str | None = None) -> Chapter17Config:
     """The chapter's configuration for `COURSE_SCALE` (`cpu` or `gpu`): chapters 07's and 08's presets."""
-    return Chapter17Config(grid=grid.preset(scale), search=search.preset(scale))
+    return Chapter17Config(grid=key_door_grid.preset(scale), search=two_hop_search.preset(scale))
 
 
 # Chapter 07's task: GRPO, GiGPO, GraphGPO ---------------------------------------------------------------------------
 def grid_arm(config: Chapter17Config, arm: str) -> GRPOConfig:
     """`grpo`, `gigpo` (chapter 07's arms) or `graphgpo` (GiGPO's configuration with the graph's step return)."""
+    grpo = config.grid.grpo
     if arm == "graphgpo":
-        gigpo = grid.arm_config(config.grid, "gigpo")
         return dataclasses.replace(
-            gigpo, advantage="graphgpo", gigpo=dataclasses.replace(gigpo.gigpo, gamma=config.omega)
+            grpo, advantage="graphgpo", gigpo=dataclasses.replace(grpo.gigpo, gamma=config.omega)
         )
-    return grid.arm_config(config.grid, arm)
+    return dataclasses.replace(grpo, advantage=arm)
 
 
 GRID_ARMS = ("grpo", "gigpo", "graphgpo")
@@ -101,7 +99,7 @@ def step_table(model, tokenizer, config: Chapter17Config, seed: int) -> dict[str
     """One training-shaped batch of the grid played by `model` (4 tasks x 8 episodes, step mode, observation
     anchors), as GiGPO's six columns."""
     g, grpo = config.grid, config.grid.grpo
-    factory = grid.EnvFactory("train", g)
+    factory = key_door_grid.EnvFactory("train", g)
     made = [factory() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
     task_seeds = [30_000_000 + seed * 1_000 + p for p in range(grpo.prompts_per_iteration)]
     engine = RolloutEngine(model, tokenizer, g.sampling)
@@ -118,7 +116,7 @@ def demonstrated_table(config: Chapter17Config, seed: int, noise: float = 0.3) -
     g, grpo = config.grid, config.grid.grpo
     rng = random.Random(seed)
     table: dict[str, list] = {key: [] for key in ("rewards", "valid", "anchors", "group_ids", "traj_ids", "step_index")}
-    factory = grid.EnvFactory("train", g)
+    factory = key_door_grid.EnvFactory("train", g)
     for group in range(grpo.prompts_per_iteration):
         task = 60_000_000 + seed * 1_000 + group
         for member in range(grpo.group_size):
@@ -169,17 +167,17 @@ def run_grid(seed: int, config: Chapter17Config) -> dict:
     """Chapter 07's base evaluated, its batch's graph numbers, and GRPO, GiGPO and GraphGPO trained from it."""
     g = config.grid
     course_config.seed_everything(seed)
-    texts = functools.partial(grid.demonstration_texts, g.demonstrations, 0, g)
-    base, tokenizer, g = bases.base_for(g.base, g, texts, demonstrated=(grid.ENV_NAME, g.env_name))
+    texts = functools.partial(key_door_grid.demonstration_texts, g.demonstrations, 0, g)
+    base, tokenizer, g = bases.base_for(g.base, g, texts, demonstrated=(key_door_grid.ENV_NAME, g.env_name))
     config = dataclasses.replace(config, grid=g)
-    out: dict = {"base": grid.evaluate(base, tokenizer, g, seed + 1), "histories": {}, "final": {}}
+    out: dict = {"base": key_door_grid.evaluate(base, tokenizer, g, seed + 1), "histories": {}, "final": {}}
     out["graph"] = graph_numbers(step_table(base, tokenizer, config, seed), config.omega, g.grpo.invalid_penalty)
     identity = graph_numbers(demonstrated_table(config, seed), config.omega, g.grpo.invalid_penalty)
     out["graph"] |= {"identity_steps": identity["identity_steps"], "identity_gap": identity["identity_gap"],
                      "demonstrated_sign_flips": identity["advantage_sign_flips"]}  # fmt: skip
     for arm in GRID_ARMS:
         model = copy.deepcopy(base)
-        out["histories"][arm] = grid.train(model, tokenizer, g, seed, grid_arm(config, arm))
+        out["histories"][arm] = key_door_grid.train(model, tokenizer, g, seed, grid_arm(config, arm))
         out["final"][arm] = out["histories"][arm][-1]
     return out
 
@@ -216,22 +214,21 @@ def search_arm(config: Chapter17Config, arm: str) -> GRPOConfig:
 def train_search(model, tokenizer, config: Chapter17Config, seed: int, grpo: GRPOConfig, evaluate: bool = True):
     """RL with `grpo` on chapter 08's training questions (model trained in place), evaluated on its held-out ones."""
     s = config.search
-    return train_grpo(
-        model, tokenizer, lambda: search.make_env("train", s), dataclasses.replace(s.sampling, snapshot_envs=True),
-        grpo, seed, evaluate=(lambda m: search.evaluate(m, tokenizer, s, seed + 1)) if evaluate else None,
-    )  # fmt: skip
+    measure = (lambda m: two_hop_search.evaluate(m, tokenizer, s, seed + 1)) if evaluate else None
+    sampling = dataclasses.replace(s.sampling, snapshot_envs=True)
+    return train_grpo(model, tokenizer, lambda: two_hop_search.make_env("train", s), sampling, grpo, seed, measure)
 
 
 def policy_tokens(model, tokenizer, config: Chapter17Config, seed: int) -> dict[str, float]:
     """The rollout budget each sampler spends on `budget_questions` training questions from `model`: policy tokens
     written (a branch re-uses its source's prefix and pays only for what it samples anew)."""
     s = config.search
-    engine = search.tree_engine(model, tokenizer, s)
+    engine = two_hop_search.tree_engine(model, tokenizer, s)
     questions = [40_000_000 + seed * 1_000 + p for p in range(config.budget_questions)]
     out = {}
     for arm in ("grpo", "tree_grpo", "grpo_quarter"):
         grpo = search_arm(config, arm)
-        made = [search.make_env("train", s) for _ in range(len(questions) * grpo.group_size)]
+        made = [two_hop_search.make_env("train", s) for _ in range(len(questions) * grpo.group_size)]
         generator = torch.Generator().manual_seed(seed + 7)
         if arm == "tree_grpo":
             rows, _ = sample_trees(engine, made, questions, grpo.group_size, grpo.tree, generator)
@@ -247,7 +244,7 @@ def information_numbers(model, tokenizer, config: Chapter17Config, seed: int) ->
     the telescoping check: each episode's gains sum to p_last - p_0, with p_0 and p_last recomputed one sequence at a
     time (not in the batched pass the gains came from): the largest gap."""
     s, grpo = config.search, search_arm(config, "igpo")
-    made = [search.make_env("train", s) for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
+    made = [two_hop_search.make_env("train", s) for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
     questions = [50_000_000 + seed * 1_000 + p for p in range(grpo.prompts_per_iteration)]
     engine = RolloutEngine(model, tokenizer, s.sampling)
     generator = course_config.seed_everything(seed + 9)
@@ -291,10 +288,10 @@ def run_search(seed: int, config: Chapter17Config) -> dict:
     `SEARCH_ARMS` trained from it."""
     s = config.search
     course_config.seed_everything(seed)
-    texts = functools.partial(search.demonstration_texts, s.demonstrations, 0, s)
-    base, tokenizer, s = bases.base_for(s.base, s, texts, demonstrated=(search.ENV_NAME, s.env_name))
+    texts = functools.partial(two_hop_search.demonstration_texts, s.demonstrations, 0, s)
+    base, tokenizer, s = bases.base_for(s.base, s, texts, demonstrated=(two_hop_search.ENV_NAME, s.env_name))
     config = dataclasses.replace(config, search=s)
-    out: dict = {"base": search.evaluate(base, tokenizer, s, seed + 1), "histories": {}, "final": {}}
+    out: dict = {"base": two_hop_search.evaluate(base, tokenizer, s, seed + 1), "histories": {}, "final": {}}
     out["budget"] = policy_tokens(base, tokenizer, config, seed)
     out["information"] = information_numbers(base, tokenizer, config, seed)
     out["chain_identity"] = chain_identity(base, tokenizer, config, seed)
@@ -511,7 +508,7 @@ class PartlyMatchedFactory:
     """Training environments of one run: environment i of the pool is matched when i mod `group_size` < `matched`
     x `group_size` (the sampler fills each group from consecutive environments, so each group has that share)."""
 
-    def __init__(self, config: grid.Chapter07Config, cell: Cell, group_size: int):
+    def __init__(self, config: key_door_grid.KeyDoorConfig, cell: Cell, group_size: int):
         self.config, self.cell, self.group_size, self.made = config, cell, group_size, 0
 
     def __call__(self) -> PartlyMatched:
@@ -520,12 +517,12 @@ class PartlyMatchedFactory:
         return PartlyMatched(matched, index, split="train", size=self.config.size, max_steps=self.cell.horizon)
 
 
-def sweep_arm(config: grid.Chapter07Config, method: str, cell: Cell) -> GRPOConfig:
+def sweep_arm(config: key_door_grid.KeyDoorConfig, method: str, cell: Cell) -> GRPOConfig:
     """`method` (grpo, gigpo, graphgpo) in `cell`: true-state anchors (`PartlyMatched`), the cell's discount; one
     evaluation at the end."""
     if method not in GRID_ARMS:
         raise KeyError(f"unknown method {method!r}; choose from {GRID_ARMS}")
-    grpo = grid.arm_config(config, "grpo" if method == "grpo" else "gigpo")
+    grpo = config.grpo
     return dataclasses.replace(
         grpo, advantage=method, anchor_source="state", eval_every=grpo.iterations,
         gigpo=dataclasses.replace(grpo.gigpo, gamma=cell.gamma),
@@ -537,8 +534,8 @@ def sweep_seed(seed: int, config: Chapter17Config | None = None) -> dict[str, fl
     chapter 07's base with its budget; held-out success at the cell's horizon, and each method's lead over GRPO."""
     config = config or preset()
     g = config.grid
-    texts = functools.partial(grid.demonstration_texts, g.demonstrations, 0, g)
-    base, tokenizer, g = bases.base_for(g.base, g, texts, demonstrated=(grid.ENV_NAME, g.env_name))
+    texts = functools.partial(key_door_grid.demonstration_texts, g.demonstrations, 0, g)
+    base, tokenizer, g = bases.base_for(g.base, g, texts, demonstrated=(key_door_grid.ENV_NAME, g.env_name))
     start = time.perf_counter()
     success: dict[str, float] = {}
     horizons = sorted({cell.horizon for cell in SWEEP_CELLS})
@@ -551,7 +548,7 @@ def sweep_seed(seed: int, config: Chapter17Config | None = None) -> dict[str, fl
         model = copy.deepcopy(base)
         history = train_grpo(
             model, tokenizer, PartlyMatchedFactory(at, cell, grpo.group_size), at.sampling, grpo, seed,
-            evaluate=lambda m, at=at: grid.evaluate(m, tokenizer, at, seed + 1),
+            evaluate=lambda m, at=at: key_door_grid.evaluate(m, tokenizer, at, seed + 1),
         )  # fmt: skip
         key = f"grpo_t{cell.horizon}" if method == "grpo" else f"{method}_{cell.name}"
         success[key] = history[-1]["eval_success"]
@@ -675,28 +672,30 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     observation of every state a held-out task can show."""
     config = preset("cpu")
     g, s, seeds = config.grid, config.search, leakage.run_seeds("ch17")
-    grid_keys = leakage.problem_keys(grid.EnvFactory("test", g), grid.test_seeds(g.eval_tasks, g))
+    grid_keys = leakage.problem_keys(key_door_grid.EnvFactory("test", g), key_door_grid.test_seeds(g.eval_tasks, g))
     draws = leakage.grpo_task_seeds(g.grpo.iterations, g.grpo.prompts_per_iteration, seeds)
     draws += [base + seed * 1_000 + p for base in (30_000_000, 60_000_000) for seed in seeds
               for p in range(g.grpo.prompts_per_iteration)]  # fmt: skip
-    training = set(leakage.problem_keys(grid.EnvFactory("train", g), draws))
-    demo_seed = leakage.base_seed(grid.BASE_NAME)
-    demo_tasks = set(leakage.problem_keys(grid.EnvFactory("train", g),
-                                          grid.demonstration_seeds(g.demonstrations, demo_seed)))  # fmt: skip
+    training = set(leakage.problem_keys(key_door_grid.EnvFactory("train", g), draws))
+    demo_seed = leakage.base_seed(key_door_grid.BASE_NAME)
+    demo_tasks = set(leakage.problem_keys(key_door_grid.EnvFactory("train", g),
+                                          key_door_grid.demonstration_seeds(g.demonstrations, demo_seed)))  # fmt: skip
     overlaps = leakage.problem_overlaps(grid_keys, training, demo_tasks)
     overlaps += leakage.state_overlaps(
         leakage.task_observations(set(grid_keys), g.size),
         leakage.task_observations(training, g.size),
-        leakage.prompts_of(grid.demonstration_texts(g.demonstrations, demo_seed, g)),
+        leakage.prompts_of(key_door_grid.demonstration_texts(g.demonstrations, demo_seed, g)),
     )
-    search_keys = leakage.problem_keys(lambda: search.make_env("test", s), search.test_seeds(s.eval_tasks))
+    search_keys = leakage.problem_keys(
+        lambda: two_hop_search.make_env("test", s), two_hop_search.test_seeds(s.eval_tasks)
+    )
     asked = leakage.grpo_task_seeds(s.grpo.iterations, s.grpo.prompts_per_iteration, seeds)
     asked += [base + seed * 1_000 + p for base in (40_000_000, 50_000_000) for seed in seeds
               for p in range(config.budget_questions)]  # fmt: skip
-    questions = leakage.problem_keys(lambda: search.make_env("train", s), asked)
+    questions = leakage.problem_keys(lambda: two_hop_search.make_env("train", s), asked)
     demos = leakage.problem_keys(
-        lambda: search.make_env("train", s),
-        search.demonstration_seeds(s.demonstrations, leakage.base_seed(search.BASE_NAME)),
+        lambda: two_hop_search.make_env("train", s),
+        two_hop_search.demonstration_seeds(s.demonstrations, leakage.base_seed(two_hop_search.BASE_NAME)),
     )
     return [
         leakage.split_audit("ch17", "test (grid)", grid_keys, overlaps),

@@ -78,13 +78,23 @@ class Chance:
 @dataclass(frozen=True)
 class Setting:
     """A chapter's designed setting outside its main run: its own results file and claims (ids with a `d` suffix),
-    decided by the same rule as the chapter's own (`course.verdicts`), and the pre-registration it follows."""
+    decided by the same rule as the chapter's own (`course.verdicts`), and the pre-registration it follows. The
+    chapter whose command records it declares it (`SETTINGS`); each claim is shown in the chapter its id names
+    (`chapter_of`)."""
 
     results: str
     """`results/<results>.json`."""
     claims: tuple[ClaimSpec, ...]
     document: str
     """The pre-registration, e.g. `docs/experiments/ch03-rare-success.md`."""
+
+
+def chapter_of(claim_id: str) -> str:
+    """The chapter a claim belongs to, from its id: `C1.3d` -> `ch01`, `C17.12d` -> `ch17`."""
+    number = claim_id.removeprefix("C").split(".")[0]
+    if not number.isdigit():
+        raise ValueError(f"not a claim id: {claim_id!r}")
+    return f"ch{int(number):02d}"
 
 
 class ClaimFailed(AssertionError):

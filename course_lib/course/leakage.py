@@ -188,6 +188,18 @@ def corpus_pairs(rows: Iterable[tuple[str, str]], word: str) -> set[tuple[str, s
     return pairs
 
 
+@functools.lru_cache(maxsize=1)
+def blocks_corpus_pairs() -> tuple[frozenset, frozenset]:
+    """(plan-prompt pairs, step-prompt pairs) `(state, goal)` of the committed Blocksworld base LM's corpus (chapters
+    01 and 02: `tasks.blocks_planning`): what the audit holds held-out problems and their sub-problems against
+    (`blocks_split`)."""
+    from course_lib.search.blocks_lm import corpus
+    from course_lib.tasks import blocks_planning
+
+    texts = corpus(blocks_planning.preset("cpu").corpus, base_seed(blocks_planning.BASE_NAME))
+    return frozenset(corpus_pairs(texts["plan"], "plan")), frozenset(corpus_pairs(texts["step"], "act"))
+
+
 def blocks_split(
     chapter: str, split: str, by_length: dict[int, list[tuple[str, str]]], corpus: tuple[frozenset, frozenset]
 ) -> SplitAudit:
@@ -280,6 +292,19 @@ def episode_observations(texts: Iterable[tuple[str, str]]) -> set[str]:
         after_turns = (text.partition("<think>")[0].strip() for text in completion.split("</answer>")[1:])
         observations |= {prompt, *filter(None, after_turns)}
     return observations
+
+
+@functools.lru_cache(maxsize=1)
+def demonstrated_lakes() -> tuple[frozenset, frozenset]:
+    """(maps, observations) of the committed lake base's warm-start demonstrations (chapters 09 and 10 train from it:
+    `tasks.lake_reasoning`)."""
+    from course_lib.tasks import lake_reasoning
+
+    config, seed = lake_reasoning.preset("cpu"), base_seed(lake_reasoning.BASE_NAME)
+    seeds = lake_reasoning.demonstration_seeds(config.demonstrations, seed)
+    lakes = problem_keys(lambda: lake_reasoning.make_env("train"), seeds)
+    texts = lake_reasoning.demonstration_texts(config.demonstrations, seed, config)
+    return frozenset(lakes), frozenset(episode_observations(texts))
 
 
 def lake_split(chapter: str, keys: list, training: set, demonstrations: tuple[frozenset, frozenset]) -> SplitAudit:

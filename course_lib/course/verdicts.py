@@ -30,6 +30,7 @@ file by the same rule. A record from a tree with uncommitted changes is flagged 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import math
 import re
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib.course import designs, recorded
-from course_lib.course.claims import NOT_REPRODUCED, TOLERANCE, Chance, ClaimSpec, Setting, at_least
+from course_lib.course.claims import NOT_REPRODUCED, TOLERANCE, Chance, ClaimSpec, Setting, at_least, chapter_of
 from course_lib.diagnostics import stats
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -252,9 +253,15 @@ def recorded_design(chapter: str) -> designs.Design | None:
 
 
 def settings(chapter: str) -> list[Setting]:
-    """`chapter`'s designed settings with recorded seeds: its module's `SETTINGS` and its `course_lib.course.designs`
-    design."""
-    found = [s for s in getattr(chapter_module(chapter), "SETTINGS", ()) if recorded.path(s.results).exists()]
+    """`chapter`'s designed settings with recorded seeds: the `SETTINGS` of every chapter module (the chapter whose
+    command records a setting declares it) narrowed to the claims whose ids name `chapter` (`claims.chapter_of`), and
+    its `course_lib.course.designs` design."""
+    found = []
+    for key in recorded.MODULES:
+        for setting in getattr(chapter_module(key), "SETTINGS", ()):
+            own = tuple(spec for spec in setting.claims if chapter_of(spec.id) == chapter)
+            if own and recorded.path(setting.results).exists():
+                found.append(dataclasses.replace(setting, claims=own))
     design = recorded_design(chapter)
     if design is not None:
         found.append(Setting(design.name, (design.claim,), design.document))

@@ -24,6 +24,7 @@ from course_lib.integrations.course_trl import TRLSettings, _trainer, dataset_pr
 from course_lib.integrations.trl_methods import POLICY_LOSSES, CourseMethodTrainer
 from course_lib.integrations.trl_rollouts import episode_rollout, tree_rollout
 from course_lib.rl.train import GRPOConfig
+from course_lib.tasks import two_hop_search
 from course_lib.tasks.tool_task import ToolTask
 
 
@@ -129,17 +130,14 @@ def mi_monitor(chapter: str, model, tokenizer, every: int, seed: int = 0):
     MI, measured here on `model` before training. Chapter 12 monitors chapter 08's task, so only chapter 08 has it."""
     if chapter != "08":
         raise ValueError("the MI monitor is chapter 12's, on chapter 08's task: use it with --chapter 08")
-    from course_lib import chapters
-
-    ch12 = chapters.module("ch12")
     from course_lib.integrations.trl_monitor import MIRollback
 
-    config = ch12.Chapter12Config()
+    task = two_hop_search.SearchConfig()
 
     def measure(m) -> float:
-        return ch12.monitor_mi(m, tokenizer, config, seed)
+        return two_hop_search.monitor_mi(m, tokenizer, task, two_hop_search.MONITOR_PROMPTS, seed)
 
-    return MIRollback(measure, measure(model), config.gate_drop, every)
+    return MIRollback(measure, measure(model), two_hop_search.GATE_DROP, every)
 
 
 def train_method(

@@ -204,19 +204,17 @@ class MonitorSettings:
         block = _get(course, CONFIG_KEY) if course is not None else None
         if block is None:
             return None
-        from course_lib import chapters
+        from course_lib.tasks import two_hop_search
 
-        ch12 = chapters.module("ch12")
-        chapter12 = ch12.Chapter12Config()
         chapter = _get(block, "chapter")
         if chapter is None:
             raise KeyError(f"trainer.course.{CONFIG_KEY}.chapter is not set: the chapter whose questions it plays")
         base = _get(block, "base_mi")
         return cls(
             chapter=str(chapter),
-            drop=float(_get(block, "drop", chapter12.gate_drop)),
-            prompts=int(_get(block, "prompts", chapter12.monitor_prompts)),
-            first_seed=int(_get(block, "first_seed", ch12.MONITOR_SEED)),
+            drop=float(_get(block, "drop", two_hop_search.GATE_DROP)),
+            prompts=int(_get(block, "prompts", two_hop_search.MONITOR_PROMPTS)),
+            first_seed=int(_get(block, "first_seed", two_hop_search.MONITOR_SEED)),
             base_mi=None if base is None else float(base),
         )
 

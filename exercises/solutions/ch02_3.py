@@ -5,6 +5,7 @@ agent's own belief (LATS: it observed the goal; RAP: its plan reached the goal i
 from course_lib import course_config
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.chapters import ch02_lats as ch02
+from course_lib.tasks import blocks_planning
 
 SEED = 0
 PER_LENGTH = 50
@@ -19,7 +20,7 @@ for i, g, n in problems:
 generator = course_config.seed_everything(SEED)
 rap = []
 for i, g, n in problems:
-    found = ch01.rap_search(lm, i, g, n, cfg.rap_iterations, cfg.chapter01, generator)
+    found = blocks_planning.rap_search(lm, i, g, n, cfg.rap_iterations, cfg.chapter01, generator)
     rap.append((found.solved, ch01.execute(found.plan, i, g)["success"]))
 for name, pairs in (("LATS (48)", lats), ("RAP(20)", rap)):
     believed, real = sum(b for b, _ in pairs), sum(r for _, r in pairs)

@@ -8,6 +8,7 @@ from course_lib.chapters import ch01_rap as ch01
 from course_lib.chapters import ch02_lats as ch02
 from course_lib.envs.blocksworld import parse_state, render_state, successors
 from course_lib.search.blocks_lm import forgotten_hand
+from course_lib.tasks import blocks_planning
 
 SEED = 5
 PER_LENGTH = 50
@@ -40,7 +41,7 @@ for init, _, depth in problems:
                 reached.add(guess)
         frontier = reached
 generator = course_config.seed_everything(SEED)
-rap = [ch01.rap_search(world, i, g, n, cfg.rap_iterations, cfg.chapter01, generator) for i, g, n in problems]
+rap = [blocks_planning.rap_search(world, i, g, n, cfg.rap_iterations, cfg.chapter01, generator) for i, g, n in problems]
 rap_believed = sum(r.solved for r in rap) / len(rap)
 rap_real = sum(ch01.execute(r.plan, i, g)["success"] for r, (i, g, _) in zip(rap, problems, strict=True)) / len(rap)
 lm = ch01.load_lm()

@@ -6,6 +6,7 @@ import tempfile
 
 from course_lib import course_config, data
 from course_lib.chapters import ch08_arpo as ch08
+from course_lib.tasks import two_hop_search
 
 cfg = ch08.preset("cpu")
 root = dataclasses.replace(cfg, precise_share=0.5)
@@ -20,7 +21,7 @@ for name, (model, tokenizer) in bases.items():
     course_config.seed_everything(0)
     held_out = ch08.evaluate(model, tokenizer, cfg, seed=1, keep=True)
     trajectories = held_out["trajectories"]
-    window = {k: ch08.entropy_after_tool(trajectories, tokenizer, k) for k in (4, 6)}
+    window = {k: two_hop_search.entropy_after_tool(trajectories, tokenizer, k) for k in (4, 6)}
     first = ch08.entropy_traces(trajectories, tokenizer)["first action"]
     print(
         f"{name}: held-out success {held_out['success']:.3f}, "

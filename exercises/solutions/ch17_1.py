@@ -7,6 +7,7 @@ import dataclasses
 from course_lib import course_config, data
 from course_lib.algos.graphgpo import graphgpo_advantages
 from course_lib.chapters import ch17_what_came_next as ch17
+from course_lib.tasks import key_door_grid
 
 SEED = 0
 cfg = ch17.preset("cpu")
@@ -26,5 +27,5 @@ print(f"\nheld-out success on seed {SEED} after 20 iterations")
 for omega in (0.1, 0.8, 0.95):
     course_config.seed_everything(SEED)
     grpo = ch17.grid_arm(dataclasses.replace(cfg, omega=omega), "graphgpo")
-    history = ch17.grid.train(copy.deepcopy(model), tokenizer, cfg.grid, SEED, grpo)
+    history = key_door_grid.train(copy.deepcopy(model), tokenizer, cfg.grid, SEED, grpo)
     print(f"GraphGPO, omega {omega:4}: {history[-1]['eval_success']:.3f}")

@@ -198,3 +198,13 @@ def test_on_a_real_model_the_two_clips_differ_exactly_by_the_kept_gradient(make_
     scale = float(difference.abs().max())
     assert scale > 1e-3 and float((difference - gradient(kept)).abs().max()) <= 1e-6 * scale
     assert balanced.item() == pytest.approx(hard.item(), abs=1e-12)
+
+
+def test_uniform_top_share_by_hand():
+    # 3 branches over 3 roots: the top 3 always hold them all; 4 branches on 4 roots: all but the smallest count
+    assert aepo.uniform_top_share([3], [3], 3, seed=0) == 1.0
+    assert aepo.uniform_top_share([0, 2], [4, 2], 3, seed=0) == 1.0, "groups without a branch are left out"
+    # 4 branches, 4 roots: the top 3 miss a branch only when all four roots got one (4!/4^4 = 0.09375)
+    expected = 1 - 0.09375 / 4
+    assert aepo.uniform_top_share([4], [4], 3, seed=0, draws=20_000) == pytest.approx(expected, abs=0.005)
+    assert math.isnan(aepo.uniform_top_share([0], [8], 3, seed=0))

@@ -6,9 +6,11 @@ from dataclasses import replace
 import pytest
 import torch
 
+from course_lib import data
 from course_lib.chapters import ch01_rap as ch01
 from course_lib.envs.blocksworld import (
     distances_to,
+    draw_problem,
     optimal_actions,
     parse_goal,
     parse_state,
@@ -34,6 +36,7 @@ from course_lib.search.blocks_lm import (
 )
 from course_lib.search.mcts import MCTS, MCTSConfig
 from course_lib.search.rap import ImaginedBlocksworld, RewardConfig, combine, state_confidence
+from course_lib.tasks import blocks_planning
 
 TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
 
@@ -148,11 +151,11 @@ def test_corpus_leaves_out_every_sub_problem_of_the_held_out_problems():
 
 
 def test_chapter_corpus_holds_out_exactly_the_task_sets_validation_and_test_problems():
-    tasks = ch01.data.load_tasks(ch01.TASKS_NAME)
+    tasks = data.load_tasks(blocks_planning.TASKS_NAME)
     pool = {(r["init"], r["goal"]) for split in ("validation", "test") for r in tasks[split]}
-    assert set(ch01.held_out_problems()) == pool and len(pool) == 1080
-    assert ch01.preset("cpu").corpus.held_out is ch01.held_out_problems
-    assert ch01.preset("gpu").corpus.held_out is ch01.held_out_problems
+    assert set(blocks_planning.held_out_problems()) == pool and len(pool) == 1080
+    assert ch01.preset("cpu").corpus.held_out is blocks_planning.held_out_problems
+    assert ch01.preset("gpu").corpus.held_out is blocks_planning.held_out_problems
     # no train-split problem of the task set is held out (that split stays disjoint from the pool)
     assert not {(r["init"], r["goal"]) for r in tasks["train"]} & pool
 
@@ -247,12 +250,12 @@ def test_execute_counts_and_rejects():
 
 
 def test_validation_split_is_held_out_distinct_and_disjoint_from_test():
-    rows = ch01.validation_rows(per_length=8, test_draws=40)
+    rows = blocks_planning.validation_rows(per_length=8, test_draws=40)
     assert [rows["length"].count(n) for n in ch01.LENGTHS] == [8, 8, 8]
     pairs = list(zip(rows["init"], rows["goal"], strict=True))
     assert len(set(pairs)) == len(pairs)
     test = {(render_state(i), render_goal(g)) for n in ch01.LENGTHS for i, g in
-            (ch01.draw_problem(seed, "test", n) for seed in range(40))}  # fmt: skip
+            (draw_problem(seed, "test", n) for seed in range(40))}  # fmt: skip
     assert not test & set(pairs)
     for (init, goal), length in zip(pairs, rows["length"], strict=True):
         state, target = parse_state(init), parse_goal(goal)
@@ -262,12 +265,12 @@ def test_validation_split_is_held_out_distinct_and_disjoint_from_test():
 
 def test_validation_split_refuses_more_problems_than_exist():
     with pytest.raises(ValueError, match="2-step"):
-        ch01.validation_rows(per_length=30, test_draws=10, max_draws=20)
+        blocks_planning.validation_rows(per_length=30, test_draws=10, max_draws=20)
 
 
 def test_committed_validation_split_is_what_the_build_writes():
     committed = ch01.validation_problems()
-    rows = ch01.validation_rows()
+    rows = blocks_planning.validation_rows()
     assert committed == {n: [(i, g) for i, g, m in zip(rows["init"], rows["goal"], rows["length"], strict=True)
                              if m == n] for n in ch01.LENGTHS}  # fmt: skip
 

@@ -11,6 +11,7 @@ import pytest
 from course_lib import data
 from course_lib.chapters import ch07_gigpo as ch
 from course_lib.envs.key_door import ACTIONS, KeyDoorEnv, expert_action
+from course_lib.tasks import key_door_grid
 
 
 def test_demonstrations_are_step_prompts_of_a_noisy_expert():
@@ -21,7 +22,7 @@ def test_demonstrations_are_step_prompts_of_a_noisy_expert():
     agree = 0
     for prompt, completion in texts:
         action, stop = completion.split()
-        assert action in ACTIONS and stop == ch.STOP and prompt.startswith("at r")
+        assert action in ACTIONS and stop == key_door_grid.STOP and prompt.startswith("at r")
     # replay the episodes: the share of steps that were the expert's is 0.7 + 0.3 / 6, within sampling noise
     episodes = iter(texts)
     for task_seed in ch.demonstration_seeds(200, seed=3):
@@ -132,7 +133,7 @@ def test_gigpo_equals_grpo_exactly_when_no_observation_repeats(base, view):
     for arm in ("grpo", "gigpo"):
         grpo = dataclasses.replace(ch.arm_config(config, arm, 2), eval_every=100)
         trained = copy.deepcopy(model)
-        histories[arm] = ch.train_grpo(
+        histories[arm] = key_door_grid.train_grpo(
             trained, tokenizer, ch.EnvFactory("train", config, view), config.sampling, grpo, 0
         )
     gigpo_steps = [r for r in histories["gigpo"] if "step_group_singleton_share" in r]
@@ -196,8 +197,8 @@ def test_evaluation_uses_the_rollout_mode_training_uses(monkeypatch, mode):
         seen["mode"] = rollout_mode
         return {"success": 0.0}, []
 
-    monkeypatch.setattr(ch, "evaluate_policy", evaluate_policy)
-    monkeypatch.setattr(ch, "test_seeds", lambda count, config: [0])
+    monkeypatch.setattr(key_door_grid, "evaluate_policy", evaluate_policy)
+    monkeypatch.setattr(key_door_grid, "test_seeds", lambda count, config: [0])
     config = ch.Chapter07Config()
     assert config.grpo.rollout_mode == "step"
     config = dataclasses.replace(config, grpo=dataclasses.replace(config.grpo, rollout_mode=mode))

@@ -19,6 +19,7 @@ from course_lib.envs.two_hop_qa import all_questions, expert_actions, split_of, 
 from course_lib.models import build_model
 from course_lib.rl.train import evaluate_policy
 from course_lib.rl.warm_start import demonstration_examples
+from course_lib.tasks import bases, two_hop_search
 from course_lib.tokenizer import build_tokenizer, encode
 
 QUESTIONS = {f"<question> {q.text()} </question>": q for q in all_questions()}
@@ -174,7 +175,7 @@ def test_entropy_after_tool_by_hand(tokenizer):
         fake([([0.7, 0.7, 0.7], 4)], [{**tool, "ambiguous": True}]),
     ]  # fmt: skip
     log_v = math.log(len(tokenizer))
-    result = ch08.entropy_after_tool(trajectories, tokenizer, k=2)
+    result = two_hop_search.entropy_after_tool(trajectories, tokenizer, k=2)
     expected = {
         "initial": (0.45 + 0.1 + 0.7) / 3,
         "after_tool_1": (0.6 + 2.0) / 2,
@@ -190,7 +191,7 @@ def test_entropy_after_tool_by_hand(tokenizer):
     assert counts == {"initial": 3, "after_tool_1": 2, "after_tool_1_ambiguous": 1, "after_tool_1_unambiguous": 1,
                       "after_tool_2": 1, "after_tool_2_ambiguous": 1}  # fmt: skip
     # a longer window takes every policy token of the turn (ARPO's code reads up to 20)
-    assert ch08.entropy_after_tool(trajectories, tokenizer, k=20)["initial"] == pytest.approx(
+    assert two_hop_search.entropy_after_tool(trajectories, tokenizer, k=20)["initial"] == pytest.approx(
         (0.6 + 0.1 + 0.7) / 3 / log_v
     )
 
@@ -227,7 +228,7 @@ def test_sampling_fits_the_longest_action_and_episode(tokenizer):
         length += len(encode(tokenizer, f"{hop1} {observation}"))
         assert len(encode(tokenizer, hop1)) <= config.sampling.max_turn_tokens
     length += len(encode(tokenizer, f"<answer> {question.answer} </answer>"))
-    assert length <= config.sampling.max_total_tokens <= ch08.MAX_POSITIONS
+    assert length <= config.sampling.max_total_tokens <= two_hop_search.MAX_POSITIONS
 
 
 @pytest.fixture(scope="module")
@@ -278,8 +279,8 @@ def test_committed_base_searches_precisely_sometimes_and_then_succeeds(base_eval
     two = [t for t, info in zip(trajectories, firsts, strict=True) if info and " ; " in info["tool_result"]]
     one = [t for t, info in zip(trajectories, firsts, strict=True) if info and " ; " not in info["tool_result"]]
     assert len(two) >= 90 and len(one) >= 100
-    after_two = ch08.entropy_after_tool(two, tokenizer, config.entropy_tokens)
-    after_one = ch08.entropy_after_tool(one, tokenizer, config.entropy_tokens)
+    after_two = two_hop_search.entropy_after_tool(two, tokenizer, config.entropy_tokens)
+    after_one = two_hop_search.entropy_after_tool(one, tokenizer, config.entropy_tokens)
     assert after_two["after_tool_1"] >= 0.03 and after_two["after_tool_1"] > 5 * after_one["after_tool_1"]
     assert after_two["after_tool_1"] > 5 * after_two["initial"]
 
@@ -353,9 +354,11 @@ def test_precise_first_search_reads_the_first_search_only():
     precise_then_not = make([_step(), _step(tool_result="a", precise=True), _step(tool_result="b", precise=False)])
     not_then_precise = make([_step(), _step(tool_result="a", precise=False), _step(tool_result="b", precise=True)])
     no_search = make([_step(), _step()])
-    assert ch08.first_search_precise(precise_then_not)
-    assert not ch08.first_search_precise(not_then_precise) and not ch08.first_search_precise(no_search)
-    stats = ch08.episode_stats([precise_then_not, not_then_precise, no_search, precise_then_not])
+    assert two_hop_search.first_search_precise(precise_then_not)
+    assert not two_hop_search.first_search_precise(not_then_precise) and not two_hop_search.first_search_precise(
+        no_search
+    )
+    stats = two_hop_search.episode_stats([precise_then_not, not_then_precise, no_search, precise_then_not])
     assert stats["precise_first_search"] == pytest.approx(0.5)
 
 
@@ -484,7 +487,7 @@ def test_a_fork_takes_its_environments_stop_tags_or_is_refused_naming_what_to_se
         raise Stopped
 
     seen = []
-    monkeypatch.setattr(skeleton, "base_for", base_for)
+    monkeypatch.setattr(bases, "base_for", base_for)
     with pytest.raises(Stopped):
         ch08.run(0, fork)
     assert seen == [("</move>",)], "the run samples with the environment's stop tags"

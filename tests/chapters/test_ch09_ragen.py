@@ -10,9 +10,11 @@ import pytest
 
 from course_lib import data, models
 from course_lib.chapters import ch09_ragen as ch09
+from course_lib.diagnostics import collapse
 from course_lib.engine.rollout import Trajectory
 from course_lib.envs import frozen_lake
 from course_lib.envs.reasoning import parse_turn
+from course_lib.tasks import lake_reasoning
 from course_lib.tokenizer import build_tokenizer, encode
 
 
@@ -22,24 +24,24 @@ def tokenizer():
 
 
 def test_demonstrations_are_training_maps_whose_reasoning_names_the_cell(tokenizer):
-    texts = ch09.demonstration_texts(200, seed=3)
+    texts = lake_reasoning.demonstration_texts(200, seed=3)
     env = ch09.make_env("train")
-    for (prompt, completion), task_seed in zip(texts, ch09.demonstration_seeds(200, 3), strict=True):
+    for (prompt, completion), task_seed in zip(texts, lake_reasoning.demonstration_seeds(200, 3), strict=True):
         assert prompt == env.reset(seed=task_seed)[0]
         assert frozen_lake.split_of(env.lake) == "train"
         assert tokenizer.unk_token_id not in encode(tokenizer, f"{prompt} {completion}")
         first_turn = completion.split("</answer>")[0] + "</answer>"
         think, move = parse_turn(first_turn)
         assert think == ["you", *frozen_lake.cell_words(env.lake[0]).split(), "go", move]
-    assert ch09.demonstration_texts(50, seed=3) == texts[:50], "deterministic in the seed"
+    assert lake_reasoning.demonstration_texts(50, seed=3) == texts[:50], "deterministic in the seed"
 
 
 def test_demonstrator_moves_are_mostly_shortest_path_moves():
     """With noise 0.3 about 70-80% of first moves are the expert's (a random move can also be it)."""
-    texts = ch09.demonstration_texts(400, seed=1)
+    texts = lake_reasoning.demonstration_texts(400, seed=1)
     env = ch09.make_env("train")
     agree = 0
-    for (_, completion), task_seed in zip(texts, ch09.demonstration_seeds(400, 1), strict=True):
+    for (_, completion), task_seed in zip(texts, lake_reasoning.demonstration_seeds(400, 1), strict=True):
         env.reset(seed=task_seed)
         agree += parse_turn(completion.split("</answer>")[0] + "</answer>")[1] == frozen_lake.expert_move(env)
     assert 0.7 <= agree / 400 <= 0.85
@@ -69,7 +71,7 @@ def test_reasoning_stats_by_hand(tokenizer):
         trajectory(tokenizer, [good], [(0, 0)]),  # the same first reasoning as the first episode
     ]
     assert ch09.turn_texts(trajectories[0], tokenizer) == [good, wrong]
-    stats = ch09.reasoning_stats(trajectories, tokenizer)
+    stats = lake_reasoning.reasoning_stats(trajectories, tokenizer)
     assert stats["reasoning_tracks_state"] == pytest.approx(2 / 4)
     assert stats["first_reasoning_tracks_state"] == pytest.approx(2 / 3)
     assert stats["distinct_first_reasoning"] == pytest.approx(2 / 3)
@@ -90,14 +92,14 @@ def history(evals: dict[int, float], **keys: list[float]) -> list[dict]:
 
 def test_collapse_point_by_hand():
     run = history({0: 0.30, 2: 0.45, 4: 0.42, 6: 0.38, 8: 0.30}, grad_norm=[0.1] * 8)
-    point = ch09.collapse_point(run, drop=0.05)
+    point = collapse.collapse_point(run, drop=0.05)
     assert point == {"start_success": 0.30, "peak_success": 0.45, "peak_iteration": 2.0, "final_success": 0.30,
                      "collapse_iteration": 6.0}  # fmt: skip
-    assert ch09.collapse_point(run, drop=0.03)["collapse_iteration"] == 4.0, "a drop of exactly 0.03 counts"
+    assert collapse.collapse_point(run, drop=0.03)["collapse_iteration"] == 4.0, "a drop of exactly 0.03 counts"
     flat = history({0: 0.30, 2: 0.45, 4: 0.44}, grad_norm=[0.1] * 4)
-    assert math.isnan(ch09.collapse_point(flat, drop=0.05)["collapse_iteration"])
+    assert math.isnan(collapse.collapse_point(flat, drop=0.05)["collapse_iteration"])
     tie = history({0: 0.40, 2: 0.40, 4: 0.30}, grad_norm=[0.1] * 4)
-    assert ch09.collapse_point(tie, drop=0.05)["peak_iteration"] == 0.0, "the first of equal peaks"
+    assert collapse.collapse_point(tie, drop=0.05)["peak_iteration"] == 0.0, "the first of equal peaks"
 
 
 def test_signal_onsets_by_hand():
@@ -107,11 +109,11 @@ def test_signal_onsets_by_hand():
         entropy=[0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5],
         grad_norm=[0.2, 0.3, 0.2, 0.9, 0.2, 0.2, 0.4, 0.2],
     )
-    assert ch09.windowed(run, "reward_std", 2) == [(1, 1.0), (3, 0.9), (5, 0.8), (7, 0.6)]
-    onsets = ch09.signal_onsets(run, window=2, drop=0.2)
+    assert collapse.windowed(run, "reward_std", 2) == [(1, 1.0), (3, 0.9), (5, 0.8), (7, 0.6)]
+    onsets = collapse.signal_onsets(run, window=2, drop=0.2)
     assert onsets["reward_std_onset"] == 5.0, "0.8 is 20% below 1.0"
     assert math.isnan(onsets["entropy_onset"])
-    assert math.isnan(ch09.signal_onsets(run, window=10, drop=0.2)["reward_std_onset"]), "shorter than one window"
+    assert math.isnan(collapse.signal_onsets(run, window=10, drop=0.2)["reward_std_onset"]), "shorter than one window"
     assert onsets["grad_norm_peak_iteration"] == 3.0 and onsets["grad_norm_peak"] == 0.9
     assert onsets["grad_norm_median"] == pytest.approx(0.2)
     assert (onsets["reward_std_first_window"], onsets["reward_std_last_window"]) == (1.0, 0.6)

@@ -31,16 +31,6 @@ def test_arms_change_only_what_they_name():
     assert adv.entropy_advantage == 0.2 and dataclasses.replace(adv, entropy_advantage=0.0) == balanced
 
 
-def test_uniform_top_share_by_hand():
-    # 3 branches over 3 roots: the top 3 always hold them all; 4 branches on 4 roots: all but the smallest count
-    assert ch11.uniform_top_share([3], [3], 3, seed=0) == 1.0
-    assert ch11.uniform_top_share([0, 2], [4, 2], 3, seed=0) == 1.0, "groups without a branch are left out"
-    # 4 branches, 4 roots: the top 3 miss a branch only when all four roots got one (4!/4^4 = 0.09375)
-    expected = 1 - 0.09375 / 4
-    assert ch11.uniform_top_share([4], [4], 3, seed=0, draws=20_000) == pytest.approx(expected, abs=0.005)
-    assert math.isnan(ch11.uniform_top_share([0], [8], 3, seed=0))
-
-
 def test_chain_depth_and_entropy_drift_by_hand():
     parents = [None, None, 0, 2, 1]
     assert [ch11._chain_depth(parents, i) for i in range(5)] == [0, 0, 1, 2, 1]

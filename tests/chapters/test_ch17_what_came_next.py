@@ -12,6 +12,7 @@ from course_lib import data
 from course_lib.algos.gigpo import step_group_sizes
 from course_lib.chapters import ch17_what_came_next as ch
 from course_lib.rl import loop
+from course_lib.tasks import two_hop_search
 
 
 def test_arms_share_their_chapters_budgets_and_differ_where_the_method_does():
@@ -85,7 +86,7 @@ def test_a_wrong_gold_answer_lowers_the_probability_the_gain_reads(search_base):
 
     model, tokenizer, config = search_base
     engine = ch.RolloutEngine(model, tokenizer, config.search.sampling)
-    env = ch.search.make_env("train", config.search)
+    env = two_hop_search.make_env("train", config.search)
     [trajectory] = engine.rollout([env], [11], [0])
     answer = trajectory.infos[0]["answer"]
     context = trajectory.token_ids  # after the whole episode: the answer has been read in the tool's responses

@@ -15,6 +15,7 @@ from course_lib.course import leakage as audit
 from course_lib.course.recorded import MODULES
 from course_lib.envs.base import TextEnv, distinct_seeds
 from course_lib.rl.train import GRPOConfig, policy_iteration
+from course_lib.tasks import blocks_planning, lake_reasoning
 
 # Every overlap the audit finds on the committed data, per (chapter, split, what it is compared
 # with, unit). Anything not listed must be 0.
@@ -157,9 +158,9 @@ def test_episode_observations_are_what_the_environment_showed():
     from course_lib.chapters import ch09_ragen as ch09
     from course_lib.envs.reasoning import turn_text
 
-    texts = ch09.demonstration_texts(30, seed=3)
+    texts = lake_reasoning.demonstration_texts(30, seed=3)
     shown, env = set(), ch09.make_env("train")
-    for (prompt, completion), task_seed in zip(texts, ch09.demonstration_seeds(30, 3), strict=True):
+    for (prompt, completion), task_seed in zip(texts, lake_reasoning.demonstration_seeds(30, 3), strict=True):
         assert prompt == env.reset(seed=task_seed)[0]
         shown.add(prompt)
         for turn in completion.split("</answer>")[:-1]:
@@ -224,12 +225,12 @@ def test_chapter01_samples_distinct_test_problems_and_refuses_more_than_the_pool
     for rows in ch01.test_problems(100, seed=0).values():
         assert len(rows) == len(set(rows)) == 100
     with pytest.raises(ValueError, match="distinct"):
-        ch01.test_problems(ch01.TEST_PER_LENGTH + 1, seed=0)
+        ch01.test_problems(blocks_planning.TEST_PER_LENGTH + 1, seed=0)
 
 
 def test_committed_chapter01_test_rows_are_what_the_build_writes():
-    validation = ch01.validation_rows()
-    rows = ch01.distinct_test_rows(ch01.TEST_PER_LENGTH, validation)
+    validation = blocks_planning.validation_rows()
+    rows = blocks_planning.distinct_test_rows(blocks_planning.TEST_PER_LENGTH, validation)
     expected = {n: [(i, g) for i, g, m in zip(rows["init"], rows["goal"], rows["length"], strict=True) if m == n]
                 for n in ch01.LENGTHS}  # fmt: skip
     assert ch01.test_pool() == expected

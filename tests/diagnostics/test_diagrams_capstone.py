@@ -13,13 +13,17 @@ from course_lib.algos.grpo import group_advantages  # noqa: E402
 from course_lib.chapters import ch12_capstone as ch12  # noqa: E402
 from course_lib.course.diagrams import capstone  # noqa: E402
 
+CPU = ch12.preset("cpu")
+COMBINED = (ch12.arm_config(CPU, "combined"), CPU.gate_drop, CPU.monitor_every)
+"""What the notebook passes: the combined arm's loop configuration, the MI stop's drop and its interval."""
+
 
 def drawn_text(fig) -> dict[str, str]:
     return {t.get_gid(): t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid()}
 
 
 def test_boxes_name_the_combined_arms_seams_and_their_functions():
-    fig = capstone.draw(base_monitor_mi=2.5)
+    fig = capstone.draw(*COMBINED, base_monitor_mi=2.5)
     text = drawn_text(fig)
     plt.close(fig)
     grpo = ch12.arm_config(ch12.preset("cpu"), "combined")
@@ -32,7 +36,7 @@ def test_boxes_name_the_combined_arms_seams_and_their_functions():
 
 
 def test_worked_batch_labels_are_the_librarys_values():
-    example = capstone.worked_example(base_monitor_mi=2.5)
+    example = capstone.worked_example(*COMBINED, base_monitor_mi=2.5)
     rewards = torch.tensor([r for group in capstone.REWARDS for r in group])
     groups = torch.tensor([g for g, group in enumerate(capstone.REWARDS) for _ in group])
     keep = top_p_groups_by_reward_std(rewards, groups, 0.9, "linear", False)

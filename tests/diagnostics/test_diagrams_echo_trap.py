@@ -8,6 +8,7 @@ matplotlib.use("Agg")
 
 from course_lib.chapters import ch09_ragen as ch09  # noqa: E402
 from course_lib.course.diagrams import echo_trap  # noqa: E402
+from course_lib.diagnostics import collapse
 
 
 def texts(fig) -> list[str]:
@@ -18,7 +19,7 @@ def test_recorded_history_rebuilds_the_curves():
     history = echo_trap.recorded_history(0)
     assert [r["iteration"] for r in history] == list(range(61))  # 60 training iterations, evaluated 0..60
     assert sum("eval_success" in r for r in history) == 7 and sum("reward_std" in r for r in history) == 60
-    assert len(ch09.windowed(history, "reward_std", 10)) == 6
+    assert len(collapse.windowed(history, "reward_std", 10)) == 6
 
 
 def test_labels_are_the_library_timeline():
@@ -47,6 +48,6 @@ def test_collapsing_seed_is_the_earliest_drop():
     config = ch09.preset("cpu")
     dates = {}
     for seed in (0, 1, 2):
-        collapse = ch09.collapse_point(echo_trap.recorded_history(seed), config.collapse_drop)["collapse_iteration"]
-        dates[seed] = math.inf if math.isnan(collapse) else collapse
+        dropped = collapse.collapse_point(echo_trap.recorded_history(seed), config.collapse_drop)["collapse_iteration"]
+        dates[seed] = math.inf if math.isnan(dropped) else dropped
     assert echo_trap.collapsing_seed() == min(dates, key=lambda s: (dates[s], s))

@@ -21,6 +21,7 @@ from course_lib.integrations.trl_methods import CourseMethodTrainer
 from course_lib.integrations.trl_monitor import MIRollback
 from course_lib.models import token_logprobs
 from course_lib.rl import loop
+from course_lib.tasks import two_hop_search
 
 
 @pytest.fixture(scope="module")
@@ -349,12 +350,14 @@ def test_a_failed_first_check_leaves_the_starting_weights(ch08):
 def test_the_mi_callback_measures_chapter_12s_monitor_in_a_real_run(ch08):
     """One short real run: chapter 12's `monitor_mi` (a few monitor prompts) every step of a TRL ARPO run; the first
     measurement is the base's MI as chapter 12 computes it."""
-    from course_lib.chapters import ch12_capstone as ch12
-
     model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
-    config = dataclasses.replace(ch12.Chapter12Config(), monitor_prompts=4)
-    base_mi = ch12.monitor_mi(model, tokenizer, config, seed=0)
-    monitor = MIRollback(lambda m: ch12.monitor_mi(m, tokenizer, config, seed=0), base_mi, drop=0.2, every=1)
+    task = two_hop_search.SearchConfig()
+
+    def measure(m) -> float:
+        return two_hop_search.monitor_mi(m, tokenizer, task, 4, seed=0)
+
+    base_mi = measure(model)
+    monitor = MIRollback(measure, base_mi, drop=0.2, every=1)
     s = settings(prompts=4, steps=2, seed=1)
     trainer = trl_chapters.method_trainer("08", "arpo", s, model, tokenizer, callbacks=[monitor])
     course_trl.quiet_train(trainer)

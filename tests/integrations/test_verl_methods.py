@@ -22,6 +22,7 @@ from course_lib.engine.step_mode import rollout_steps
 from course_lib.integrations import course_verl, verl_filters, verl_gigpo, verl_monitor, verl_trees
 from course_lib.rl import loop
 from course_lib.rl.train import FilterConfig, GiGPOConfig, GRPOConfig
+from course_lib.tasks import two_hop_search
 
 PROMPTS, GROUP = 2, 4
 
@@ -260,7 +261,9 @@ def test_monitor_settings_default_to_chapter_12():
     from course_lib.integrations import verl_launch
 
     chapter12 = ch12.Chapter12Config()
-    expected = verl_monitor.MonitorSettings("ch00", chapter12.gate_drop, chapter12.monitor_prompts, ch12.MONITOR_SEED)
+    expected = verl_monitor.MonitorSettings(
+        "ch00", chapter12.gate_drop, chapter12.monitor_prompts, two_hop_search.MONITOR_SEED
+    )
     block = {}
     for override in verl_launch.overrides("mi_monitor"):
         key, _, value = override.partition("=")
@@ -279,18 +282,22 @@ def test_monitor_settings_default_to_chapter_12():
 
 
 def test_monitor_rows_are_chapter_12s_questions():
-    """The rows the monitor hands the rollout manager: the export's columns, seeds `MONITOR_SEED + p`, each prompt
-    the reset observation of its own seed."""
-    from course_lib.chapters.ch12_capstone import MONITOR_SEED
-
-    settings = verl_monitor.MonitorSettings("08", 0.2, 3, MONITOR_SEED)  # chapter 12's task is chapter 08's
+    """The rows the monitor hands the rollout manager: the export's columns, seeds `MONITOR_SEED + p`, each prompt the
+    reset observation of its own seed."""
+    settings = verl_monitor.MonitorSettings(
+        "08", 0.2, 3, two_hop_search.MONITOR_SEED
+    )  # chapter 12's task is chapter 08's
     rows = verl_monitor.monitor_rows(settings)
     exported = course_verl.export_rows("08", "train", 3)
     tasks = course_verl.chapter_tasks("08")
-    assert [info["seed"] for info in rows["extra_info"]] == [MONITOR_SEED, MONITOR_SEED + 1, MONITOR_SEED + 2]
+    assert [info["seed"] for info in rows["extra_info"]] == [
+        two_hop_search.MONITOR_SEED,
+        two_hop_search.MONITOR_SEED + 1,
+        two_hop_search.MONITOR_SEED + 2,
+    ]
     for p in range(3):
         env = tasks.make_env("train")
-        obs, _ = env.reset(seed=MONITOR_SEED + p)
+        obs, _ = env.reset(seed=two_hop_search.MONITOR_SEED + p)
         assert rows["prompt"][p] == [{"role": "user", "content": obs}]
         assert rows["reward_model"][p]["ground_truth"] == str(env.problem_key())
         assert {k: v for k, v in rows["extra_info"][p].items() if k != "seed"} == {

@@ -19,7 +19,9 @@ from matplotlib.figure import Figure
 from course_lib.algos import aepo
 from course_lib.algos.filters import group_reward_std, top_p_groups_by_reward_std
 from course_lib.algos.grpo import group_advantages
+from course_lib.course import recorded
 from course_lib.rl import loop
+from course_lib.rl.train import GRPOConfig
 
 REWARDS = ((1.0, 1.0, 1.0, 1.0), (1.0, 0.0, 0.0, 0.0), (1.0, 1.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0))
 """The worked batch: four groups (questions A-D) of four episodes' rewards."""
@@ -29,18 +31,14 @@ ROUNDS = (0, 3)
 """Consecutive rounds in which a question gained a rollout, for the sampler's branch probability."""
 
 
-def worked_example(config=None, base_monitor_mi: float | None = None) -> dict[str, object]:
-    """What each seam of the `combined` arm does on the worked batch, computed by the library: the seams' entries
-    and functions, P(branch | dH = 0) after each of `ROUNDS`, the groups' reward stds and the SNR filter's kept
-    groups, the GRPO advantages of the first kept group, the worked token's loss and gradients under both clips,
-    and the MI stop's threshold. `config`: a `Chapter12Config` (default: the cpu preset)."""
-    from course_lib import chapters
-
-    ch12 = chapters.module("ch12")
-    from course_lib.course import recorded
-
-    config = config or ch12.preset("cpu")
-    grpo = ch12.arm_config(config, "combined")
+def worked_example(
+    grpo: GRPOConfig, gate_drop: float, monitor_every: int, base_monitor_mi: float | None = None
+) -> dict[str, object]:
+    """What each seam of the `combined` arm (its loop configuration `grpo`, chapter 12's `arm_config(config,
+    "combined")`) does on the worked batch, computed by the library: the seams' entries and functions, P(branch | dH =
+    0) after each of `ROUNDS`, the groups' reward stds and the SNR filter's kept groups, the GRPO advantages of the
+    first kept group, the worked token's loss and gradients under both clips, and the MI stop's threshold (`gate_drop`
+    below the base's monitor MI, measured every `monitor_every` iterations)."""
     entries = {seam: getattr(grpo, seam) for seam in ("sampler", "batch_filter", "advantage", "policy_loss")}
     functions = {seam: loop.resolve(seam, name).__name__ for seam, name in entries.items()}
     tree = grpo.tree
@@ -78,10 +76,10 @@ def worked_example(config=None, base_monitor_mi: float | None = None) -> dict[st
         "advantages": [float(a) for a in advantages],
         "token": token,
         "advantage": advantage,
-        "threshold": (1 - config.gate_drop) * base_monitor_mi,
+        "threshold": (1 - gate_drop) * base_monitor_mi,
         "base_monitor_mi": base_monitor_mi,
-        "gate_drop": config.gate_drop,
-        "monitor_every": config.monitor_every,
+        "gate_drop": gate_drop,
+        "monitor_every": monitor_every,
     }
 
 
@@ -113,13 +111,14 @@ def box_texts(example: dict[str, object]) -> dict[str, str]:
     return {name: "\n".join(text) for name, text in lines.items()}
 
 
-def draw(config=None, base_monitor_mi: float | None = None) -> Figure:
+def draw(grpo: GRPOConfig, gate_drop: float, monitor_every: int, base_monitor_mi: float | None = None) -> Figure:
     """The loop as boxes left to right (sampler, batch filter, advantage, policy loss, then the update), the MI
-    monitor below it with its stop and rollback, each box holding its seam's entry and worked example."""
+    monitor below it with its stop and rollback, each box holding its seam's entry and worked example
+    (`worked_example`'s arguments)."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-    texts = box_texts(worked_example(config, base_monitor_mi))
+    texts = box_texts(worked_example(grpo, gate_drop, monitor_every, base_monitor_mi))
     fig, ax = plt.subplots(figsize=(13, 5.2))
     ax.set(xlim=(0, 13), ylim=(0, 5.2))
     ax.axis("off")

@@ -2,9 +2,10 @@
 
 RAGEN reads a collapse off a run's logs: the within-group reward std and the entropy fall first, held-out success
 peaks and then drops. The diagram draws that reading on one recorded StarPO run of `results/ch09.json`, three panels
-on one iteration axis, with every marker placed by chapter 09's own functions (`ch09.timeline`: the peak and the
-first evaluation 5 points below it, and the window where each warning signal fell 20% below its first window). So
-the dates it shows are the ones the chapter's claims C9.1 and C9.2 are computed from, not drawn by hand.
+on one iteration axis, with every marker placed by the functions chapter 09's claims C9.1 and C9.2 are computed with
+(`diagnostics.collapse.timeline` at the chapter's thresholds, its defaults: the peak and the first evaluation 5 points
+below it, and the window where each warning signal fell 20% below its first window). So the dates it shows are not
+drawn by hand.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from collections.abc import Mapping
 
 from matplotlib.figure import Figure
 
-from course_lib import chapters
 from course_lib.course import recorded
-
-ch09 = chapters.module("ch09")  # the chapter whose runs the diagram reads
+from course_lib.diagnostics import collapse
+from course_lib.tasks import lake_reasoning
 
 SIGNALS = (("reward_std", "within-group reward std"), ("entropy", "entropy (policy tokens)"))
 """The warning signals drawn, as `(history key, axis label)`, in RAGEN's order."""
@@ -27,7 +27,7 @@ def recorded_history(seed: int, arm: str = "starpo", chapter: str = "ch09") -> l
     """One recorded run rebuilt as a training history (`train_grpo`'s list of per-iteration dicts) from its curves.
 
     Training rows carry `reward_std`, `entropy`, `grad_norm` and a `time_rollout` key (0.0: the record keeps no
-    times; `ch09.windowed` uses the key only to tell a training row from an evaluation-only one); held-out success
+    times; `collapse.windowed` uses the key only to tell a training row from an evaluation-only one); held-out success
     goes in as `eval_success` at the iterations it was evaluated."""
     rows: dict[int, dict] = {}
     for key in ("reward_std", "entropy", "grad_norm"):
@@ -39,20 +39,20 @@ def recorded_history(seed: int, arm: str = "starpo", chapter: str = "ch09") -> l
 
 
 def collapsing_seed(arm: str = "starpo", chapter: str = "ch09") -> int:
-    """The recorded seed whose run comes closest to a collapse by `ch09.collapse_point`'s descriptive rule: the
-    earliest `collapse_iteration` (an evaluation at least `collapse_drop` below the peak), ties to the lower seed."""
-    config = ch09.preset("cpu")
+    """The recorded seed whose run comes closest to a collapse by `collapse.collapse_point`'s descriptive rule: the
+    earliest `collapse_iteration` (an evaluation at least `COLLAPSE_DROP` below the peak), ties to the lower seed."""
     seeds = sorted(recorded.load_curves(chapter, f"{arm}/eval_success"))
     dated = []
     for seed in seeds:
-        collapse = ch09.collapse_point(recorded_history(seed, arm, chapter), config.collapse_drop)["collapse_iteration"]
-        dated.append((math.inf if math.isnan(collapse) else collapse, seed))
+        history = recorded_history(seed, arm, chapter)
+        dropped = collapse.collapse_point(history, collapse.COLLAPSE_DROP)["collapse_iteration"]
+        dated.append((math.inf if math.isnan(dropped) else dropped, seed))
     return min(dated)[1]
 
 
 def marks(history: list[Mapping]) -> dict[str, float]:
-    """The timeline's dates and values as chapter 09 computes them (`ch09.timeline` with the cpu preset)."""
-    return ch09.timeline(history, ch09.preset("cpu"))
+    """The timeline's dates and values as chapter 09 computes them (`collapse.timeline` at its thresholds)."""
+    return collapse.timeline(history)
 
 
 def figure(seed: int | None = None, arm: str = "starpo") -> Figure:
@@ -63,14 +63,13 @@ def figure(seed: int | None = None, arm: str = "starpo") -> Figure:
 
     seed = collapsing_seed(arm) if seed is None else seed
     history = recorded_history(seed, arm)
-    config = ch09.preset("cpu")
     t = marks(history)
     fig, axes = grid(3, width=7.5, height=2.1, columns=1)
     for ax, (key, label) in zip(axes, SIGNALS, strict=False):
         rows = [(r["iteration"], r[key]) for r in history if key in r]
         ax.plot(*zip(*rows, strict=True), color="grey", alpha=0.35, label="per iteration")
-        ax.plot(*zip(*ch09.windowed(history, key, config.signal_window), strict=True), marker="o", color="C0",
-                label=f"mean over {config.signal_window} iterations")  # fmt: skip
+        ax.plot(*zip(*collapse.windowed(history, key, collapse.WINDOW), strict=True), marker="o", color="C0",
+                label=f"mean over {collapse.WINDOW} iterations")  # fmt: skip
         onset = t[f"{key}_onset"]
         if not math.isnan(onset):
             ax.axvline(onset, color="C1", linestyle=":", label="signal fell 20% below its first window")
@@ -80,15 +79,16 @@ def figure(seed: int | None = None, arm: str = "starpo") -> Figure:
             ax.annotate("never fell 20%", (0.99, 0.8), xycoords="axes fraction", fontsize=8, ha="right", color="C1")
         ax.set_ylabel(label, fontsize=8)
     success = axes[2]
-    success.plot(*zip(*ch09.eval_curve(history), strict=True), marker="s", color="C2", label="held-out success")
+    success.plot(*zip(*collapse.eval_curve(history), strict=True), marker="s", color="C2", label="held-out success")
     success.axvline(t["peak_iteration"], color="C2", linestyle=":", label="peak")
     success.annotate(f"peak {t['peak_success']:.3f} at {t['peak_iteration']:.0f}", (t["peak_iteration"], 0.08),
                      xycoords=("data", "axes fraction"), fontsize=8, ha="right", color="C2")  # fmt: skip
     if not math.isnan(t["collapse_iteration"]):
-        drop = dict(ch09.eval_curve(history))[int(t["collapse_iteration"])]
+        drop = dict(collapse.eval_curve(history))[int(t["collapse_iteration"])]
         # Two evaluations on `eval_tasks` maps differ by chance with a standard error of sqrt(2 p (1 - p) / n): a dip
         # inside 1.96 of them is labelled as a dip within noise, not as a collapse.
-        noise = 1.96 * math.sqrt(2 * t["peak_success"] * (1 - t["peak_success"]) / config.eval_tasks)
+        maps = lake_reasoning.LakeConfig().eval_tasks
+        noise = 1.96 * math.sqrt(2 * t["peak_success"] * (1 - t["peak_success"]) / maps)
         within = t["peak_success"] - drop < noise
         label = f"first evaluation 5 points below the peak ({'a dip within noise' if within else 'beyond noise'})"
         success.axvline(t["collapse_iteration"], color="C3", linestyle=":", label=label)
