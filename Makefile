@@ -28,7 +28,7 @@ models: $(VENV)/.installed
 		|| $(PY) -m course_lib.data build smollm2
 
 course: $(VENV)/.installed models
-	COURSE_SCALE=$${COURSE_SCALE:-cpu} $(PY) -m course_lib.course.notebooks run --out build
+	COURSE_SCALE=$${COURSE_SCALE:-cpu} $(PY) -m course_lib.lab.notebooks run --out build
 
 test: $(VENV)/.installed models
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 --nbval --nbval-current-env \
@@ -46,7 +46,7 @@ lab: $(VENV)/.installed models
 
 # Chapter 00 only, executed headless (cpu preset) into build/quick/ with its HTML page: a check that the install works.
 quick: $(VENV)/.installed
-	COURSE_SCALE=cpu $(PY) -m course_lib.course.notebooks run --out build/quick notebooks/00_tool_agent_grpo.ipynb
+	COURSE_SCALE=cpu $(PY) -m course_lib.lab.notebooks run --out build/quick notebooks/00_tool_agent_grpo.ipynb
 
 # verl integration (course_lib.integrations.course_verl) in its own venv: verl 0.9.1 pins transformers<5.11 and
 # tensordict<=0.10, older than the main venv's. CPU only: verl's classes import and its agent loop runs against a

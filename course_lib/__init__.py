@@ -19,11 +19,16 @@ Its folders draw the layers. A module imports, at module level, only from its ow
 - `rl`: the loop: `rl.warm_start`, `rl.train`, `rl.loop` (the four seams), `rl.critic`, `rl.micro_batch`,
   `rl.checkpoint`, `rl.run_state`, `rl.tracking`.
 - `search`: RAP's and LATS's tree search over a world model or the environment.
-- `tasks`: the tasks several chapters share (a task's environment, settings, demonstrator and held-out evaluator),
-  `tasks.tool_task.ToolTask` and the bases' glue (`tasks.bases`).
-- **the course**: `course` (claims and verdicts, results, designs, the build, the audit, the golden run, the
-  notebooks, stand-ins, diagrams, the pitfalls lab, the gpu preset, the benchmarks), `chapters` (one module per
-  chapter on one skeleton) and `integrations` (the same methods on TRL, verl and OpenEnv).
+- `tasks`: the tasks several chapters share (a task's environment, settings, demonstrator and held-out evaluator:
+  `tasks.tool_arithmetic`, `tasks.key_door_grid`, ...), `tasks.tool_task.ToolTask` and the bases' glue
+  (`tasks.bases`).
+- `course`: what the chapters stand on to state and decide their claims (claims, chance, designs and their power,
+  recorded seeds, the leakage audit's helpers, golden cases, stand-ins, diagrams, the pitfalls lab).
+- `chapters`: one module per notebook holding its story (config, arms, run, claims, report), on one skeleton; no
+  chapter imports another.
+- **what walks the chapters**: `lab` (the build, the golden run, the benchmarks, the gpu preset, the verdicts, the
+  audit, the designed settings' runs, the notebooks, the study time, the student edition, the scaffold) and
+  `integrations` (the same methods on TRL, verl and OpenEnv). They name no chapter: they read `chapters.index()`.
 """
 
 import warnings

@@ -18,8 +18,8 @@ manifest and the build command writes there, so artifacts of your own never touc
 Every `DataError` names a command that exists: the one the manifest records, with `COURSE_DATA=` in front when the
 folder is not the repository's `data/`; an artifact no course command builds says so instead (docs/data.md).
 
-The command line is `course_lib.course.build` (it maps a chapter to the module that builds its data); this
-module imports no chapter (the gpu directory's one-off build imports `course_lib.course.build` when it runs).
+The command line is `course_lib.lab.build` (it maps a chapter to the module that builds its data); this
+module imports no chapter (the gpu directory's one-off build imports `course_lib.lab.build` when it runs).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def _available(name: str, data_dir: Path | None) -> Path:
 def _build_gpu_chapter(name: str, data_dir: Path) -> None:
     """Build the gpu data of the chapter that owns artifact `name` (its prefix: chapter 12 asking for
     `ch08_base` builds chapter 08's) into `data_dir`, leaving the caller's random state as it was."""
-    from course_lib.course import build  # imports the chapters; `course_lib.data` must not at import
+    from course_lib.lab import build  # imports the chapters; `course_lib.data` must not at import
 
     chapter = name.split("_")[0]
     command = _command_for(name, "gpu")
@@ -204,7 +204,7 @@ def _label(name: str, model, data_dir: Path) -> str:
     )
 
 
-# Writing artifacts (each chapter's `build_data`; the `build` command is `course_lib.course.build`) ------------
+# Writing artifacts (each chapter's `build_data`; the `build` command is `course_lib.lab.build`) ------------
 def write_artifact(
     name: str,
     write: Callable[[Path], object],
@@ -242,9 +242,9 @@ def _command_for(name: str, scale: str = "cpu") -> str | None:
 
     The committed manifest names the command of every course artifact (one of them, chapter 08's design base, is
     not a chapter build); another artifact is its chapter's (the name's prefix) if that chapter's module defines
-    `build_data` (`course_lib.course.build.builders()`), else nobody's: a name such as `counter_base` must not send
+    `build_data` (`course_lib.lab.build.builders()`), else nobody's: a name such as `counter_base` must not send
     the reader to `python -m course_lib.data build counter`, which does not exist."""
-    from course_lib.course import build  # here: importing `data` loads no chapter
+    from course_lib.lab import build  # here: importing `data` loads no chapter
 
     chapter = name.split("_")[0]
     try:
@@ -269,7 +269,7 @@ def _how_to_build(name: str, command: str | None, data_dir: Path) -> str:
     """`build it with: `<command>`` for a `DataError`, the command as typed for `data_dir`: a cpu build writes into
     `DATA_DIR`, so a folder other than the repository's `data/` gets `COURSE_DATA=<folder>` in front."""
     if command is None:
-        from course_lib.course import build
+        from course_lib.lab import build
 
         return (
             f"build it with the code that wrote it: no course command builds {name!r} (the chapters with data are "
@@ -315,8 +315,8 @@ def _replace(target: Path, write: Callable[[Path], object]) -> None:
 
 
 if __name__ == "__main__":
-    # The command line (`build chNN`, `verify`) lives in `course_lib.course.build`, so that importing this module loads
+    # The command line (`build chNN`, `verify`) lives in `course_lib.lab.build`, so that importing this module loads
     # no chapter: the chapters import `data`, and only the build command imports them.
-    from course_lib.course.build import main
+    from course_lib.lab.build import main
 
     sys.exit(main())

@@ -1,13 +1,14 @@
-"""Per-chapter configuration and glue: one module per chapter, named after its notebook.
+"""The chapters: one module per notebook, each holding its story (config, arms, run, claims, report), and their
+index.
 
 The chapters are found, not listed: `modules()` reads the package's files (`chNN_<name>.py`; a designed setting,
-`chNN_design.py`, is its chapter's `designs()` entry), and each module describes itself once, as a
-`skeleton.Chapter`: its run and claims, and what the course's tools need of it (its training task for TRL, verl,
-the golden run and the benchmarks; its leakage audit; its demonstrator for the stand-ins' tokenizer; its golden
-cases; its data builder, `build_data`). The tables of the course (`tasks()`, `tool_tasks()`, `audit.audits()`,
-`golden.cases()`, `standins.episode_sources()`, `build.builders()`, `results.MODULES`, `designs.MODULES`) are read
-from them, so a new chapter is its module, its notebook and its test. Code outside this package reaches a chapter's
-own functions by its key (`module("ch12")`), never by its module's name.
+`chNN_design.py`, is its chapter's `designs()` entry and `design()`'s `DESIGN`), and each module describes itself
+once, as a `skeleton.Chapter`: its run and claims, and what the course's tools need of it (its training task for
+TRL, verl, the golden run and the benchmarks; its leakage audit; its golden cases; its data builder, `build_data`).
+The tools above the chapters (`course_lib.lab`, `course_lib.integrations`) walk `index()` and read these, so a new
+chapter is its module, its notebook and its test; none of them names a chapter. `python -m course_lib.chapters chNN
+...` runs chapter chNN's command. What several chapters share lives below them, in `course_lib.tasks`; no chapter
+imports another.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import TYPE_CHECKING
 
 from course_lib.tasks.tool_task import ToolTask
 
-if TYPE_CHECKING:  # this index is imported by `results` and `designs`, which must not load the engine
+if TYPE_CHECKING:  # the index loads no chapter module until asked
     from course_lib.chapters.skeleton import Chapter
+    from course_lib.course.designs import Design
 
 
 FOLDER = Path(__file__).resolve().parent
@@ -49,6 +51,22 @@ def designs(folder: Path = FOLDER) -> dict[str, str]:
     return {path.name[:4]: f"course_lib.chapters.{path.stem}" for path in sorted(folder.glob("ch[0-9][0-9]_design.py"))}
 
 
+def design(key: str) -> Design | None:
+    """Chapter `key`'s pre-registered designed setting (`DESIGN` in `chNN_design.py`), or None when it has no design
+    module, or one still without a `DESIGN`."""
+    import importlib
+
+    name = designs().get(key)
+    if name is None:
+        return None
+    try:
+        return getattr(importlib.import_module(name), "DESIGN", None)
+    except ModuleNotFoundError as error:
+        if error.name != name:
+            raise
+        return None
+
+
 def module(key: str | int) -> ModuleType:
     """The chapter module of `key` (`"ch09"`, `9`), imported: how code outside `chapters/` reaches a chapter's own
     functions (a diagram of its setting, a benchmark of its workload) by its key, not its module's name."""
@@ -70,12 +88,12 @@ def load(key: str) -> Chapter:
 
 
 OPTIONAL_PACKAGES = ("trl",)
-"""Optional extras a chapter module may need at import (chapter 13: `pip install -e .[trl]`). Without one, `all()`
+"""Optional extras a chapter module may need at import (chapter 13: `pip install -e .[trl]`). Without one, `index()`
 leaves that chapter out and `unavailable()` says why, so the course's tables work in an environment without it
 (verl's, for one)."""
 
 
-def all() -> dict[str, Chapter]:  # noqa: A001 (the course's chapters: `course_lib.chapters.all()`)
+def index() -> dict[str, Chapter]:
     """Every chapter, by key, in order (imports every chapter module: a few seconds), but one whose module needs an
     optional package that is not installed (`unavailable()`)."""
     found = {}
@@ -89,7 +107,7 @@ def all() -> dict[str, Chapter]:  # noqa: A001 (the course's chapters: `course_l
 
 
 def unavailable() -> dict[str, str]:
-    """Chapter key -> why `all()` leaves it out (an optional package its module needs is not installed)."""
+    """Chapter key -> why `index()` leaves it out (an optional package its module needs is not installed)."""
     import importlib.util
 
     reasons = {}
@@ -123,7 +141,7 @@ def task(key: str | int) -> ToolTask:
 
 def tasks() -> dict[str, ToolTask]:
     """Every chapter's training task, by chapter key, in order (`Chapter.task`; imports every chapter module)."""
-    return {key: dataclasses.replace(c.task(), chapter=key) for key, c in all().items() if c.task is not None}
+    return {key: dataclasses.replace(c.task(), chapter=key) for key, c in index().items() if c.task is not None}
 
 
 def tool_tasks() -> dict[str, ToolTask]:

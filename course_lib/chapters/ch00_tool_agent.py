@@ -28,7 +28,6 @@ from course_lib.tasks import bases, tool_arithmetic
 from course_lib.tasks.tool_arithmetic import (
     BASE_NAME,
     CURVE_KEYS,
-    ENV_NAME,
     ArithmeticConfig,
     demonstration_texts,
     make_env,
@@ -36,7 +35,6 @@ from course_lib.tasks.tool_arithmetic import (
     test_seeds,
     warm_base,
 )
-from course_lib.tasks.tool_task import ToolTask, held_out_on_test
 
 
 def build_base(
@@ -189,16 +187,13 @@ def held_out_audit() -> list[leakage.SplitAudit]:
 
 
 # The task the integrations train, and the golden run's cases --------------------------------------
-def tool_task() -> ToolTask:
-    """The arithmetic tool task at the cpu preset (TRL, verl, the golden run and the benchmarks train on it)."""
-    return ToolTask(ENV_NAME, BASE_NAME, preset("cpu").sampling, make_env, held_out_on_test(test_seeds, make_env))
 
 
 def golden_cases() -> dict:
     """Evaluation, a GRPO batch and branches of the committed base; two GRPO iterations (metrics, weights)."""
     import torch
 
-    from course_lib.course import golden
+    from course_lib.course import golden_cases
 
     def rollouts():
         model, tokenizer = data.load_base(BASE_NAME)
@@ -208,8 +203,8 @@ def golden_cases() -> dict:
         generator = torch.Generator().manual_seed(1)
         parents = engine.rollout([make_env() for _ in range(8)], list(range(8)), generator=generator)
         branches = [b for t in parents if t.num_turns >= 2 for b in engine.branch(t, 1, 2, generator=generator)]
-        grouped = golden.grpo_batch(model, tokenizer, sampling, make_env, 2)
-        return golden.trajectory_values(evaluated), grouped, golden.trajectory_values(branches)
+        grouped = golden_cases.grpo_batch(model, tokenizer, sampling, make_env, 2)
+        return golden_cases.trajectory_values(evaluated), grouped, golden_cases.trajectory_values(branches)
 
     def two_iterations():
         from course_lib.rl.train import policy_iteration
@@ -224,7 +219,7 @@ def golden_cases() -> dict:
             policy_iteration(model, engine, envs, config.grpo, 0, iteration, generator, optimizer)
             for iteration in range(2)
         ]
-        return golden.untimed(metrics), [p.detach().flatten().tolist() for p in model.parameters()]
+        return golden_cases.untimed(metrics), [p.detach().flatten().tolist() for p in model.parameters()]
 
     return {
         "ch00 rollouts (evaluation, GRPO batch, branches)": rollouts,
@@ -241,7 +236,7 @@ CHAPTER = skeleton.Chapter(
     curves=curves,
     report=report,
     checkpoint=True,
-    audit=held_out_audit, demonstrator=tool_arithmetic.demonstrator_episodes, task=tool_task, golden=golden_cases,
+    audit=held_out_audit, task=tool_arithmetic.tool_task, golden=golden_cases,
 )  # fmt: skip
 
 
@@ -266,7 +261,7 @@ SMOLLM2_CLAIMS: tuple[ClaimSpec, ...] = (
         statement="on SmolLM2's BPE tokenizer and chat template: " + CLAIMS[3].statement,
     ),
 )
-"""Chapter 00 on the course's real model (issue 43), decided on its own file (`course_lib.course.verdicts`)."""
+"""Chapter 00 on the course's real model (issue 43), decided on its own file (`course_lib.lab.verdicts`)."""
 SETTINGS = (Setting(SMOLLM2_RESULTS, SMOLLM2_CLAIMS, "docs/experiments/ch00-smollm2.md"),)
 
 

@@ -245,7 +245,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         lambda n: at_least(n["lats_top_lead"], LEAD),
         # The margin was set before the runs and kept when the base stopped seeing the held-out problems'
         # sub-problems (the per-seed lead then fell under 5 points on two seeds): lowering it after seeing them would
-        # decide the verdict from the result. Its status is `course_lib.course.verdicts`', over the recorded seeds.
+        # decide the verdict from the result. Its status is `course_lib.lab.verdicts`', over the recorded seeds.
         required=False,
         effects=(("lats_top_lead", LEAD),),
     ),
@@ -353,7 +353,7 @@ DESIGNED_LATS = ClaimSpec(
 DESIGNED_CLAIMS: tuple[ClaimSpec, ...] = (DESIGNED_GAP, DESIGNED_LATS)
 """The designed setting's claims, C1.3d (chapter 01's) and C2.1d, recorded together per seed."""
 SETTINGS = (Setting(IMPERFECT_RESULTS, DESIGNED_CLAIMS, IMPERFECT_WORLD_MODEL),)
-"""The designed setting, decided on its own file (`course_lib.course.verdicts`, which shows each claim in the chapter
+"""The designed setting, decided on its own file (`course_lib.lab.verdicts`, which shows each claim in the chapter
 its id names: C1.3d in chapter 01)."""
 
 

@@ -519,7 +519,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "small_dense_over_own_base",
         lambda n: at_least(n["small_dense_over_own_base"], 0.10),
         # The margin was set before the runs and kept when evaluation moved to distinct queries (a harder mix); its
-        # status is `course_lib.course.verdicts`', over the recorded seeds.
+        # status is `course_lib.lab.verdicts`', over the recorded seeds.
         required=False,
         effects=(("small_dense_over_own_base", 0.10),),
     ),
@@ -600,7 +600,7 @@ RARE_SUCCESS_CLAIMS: tuple[ClaimSpec, ...] = tuple(
 """C3.2d and C3.3d: C3.2 and C3.3 with the chapter's checks and margins, read on the designed bases
 (`required=False`)."""
 SETTINGS = (Setting(RARE_SUCCESS_RESULTS, RARE_SUCCESS_CLAIMS, "docs/experiments/ch03-rare-success.md"),)
-"""Chapter 03's designed setting, decided on its own file (`course_lib.course.verdicts`)."""
+"""Chapter 03's designed setting, decided on its own file (`course_lib.lab.verdicts`)."""
 
 
 def rare_success_config() -> Chapter03Config:
@@ -702,9 +702,9 @@ def tool_task() -> ToolTask:
 
 def golden_cases() -> dict:
     """A GRPO batch of the committed small base."""
-    from course_lib.course import golden
+    from course_lib.course import golden_cases
 
-    return {"ch03 rollouts": golden.rollout_case(tool_task())}
+    return {"ch03 rollouts": golden_cases.rollout_case(tool_task())}
 
 
 CHAPTER = skeleton.Chapter(

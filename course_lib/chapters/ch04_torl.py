@@ -475,9 +475,9 @@ def tool_task() -> ToolTask:
 
 def golden_cases() -> dict:
     """A GRPO batch of the committed base."""
-    from course_lib.course import golden
+    from course_lib.course import golden_cases
 
-    return {"ch04 rollouts": golden.rollout_case(tool_task())}
+    return {"ch04 rollouts": golden_cases.rollout_case(tool_task())}
 
 
 CHAPTER = skeleton.Chapter(

@@ -11,7 +11,7 @@ the granularity effect of C5.1 to less than 5 points either way (C5.6).
 
 The base checkpoint is built once by `python -m course_lib.data build ch05` (`build_base`). Its noisy
 demonstrations never write a (tool, parameter, value) triple that only the `novel` split asks for
-(`noisy_answer`; `python -m course_lib.course.leakage ch05` counts 0).
+(`noisy_answer`; `python -m course_lib.lab.audit ch05` counts 0).
 
 One seed cannot decide these comparisons: at the cpu preset's budget the reward variants end a few points
 apart and rounding alone moves an arm by up to 14 points. The claims are therefore paired comparisons over
@@ -703,7 +703,7 @@ def tool_task() -> ToolTask:
 def golden_cases() -> dict:
     """A GRPO batch of the committed base; the chapter's LoRA arms, shortened: three GRPO iterations with groups of
     4 and evaluations (metrics, adapters), three SFT steps (adapter)."""
-    from course_lib.course import golden
+    from course_lib.course import golden_cases
 
     def lora_arms():
         model, tokenizer = data.load_base(BASE_NAME)
@@ -716,10 +716,10 @@ def golden_cases() -> dict:
         adapters = [
             [p.detach().flatten().tolist() for p in m.parameters() if p.requires_grad] for m in (trained, supervised)
         ]
-        return golden.untimed(history), adapters
+        return golden_cases.untimed(history), adapters
 
     return {
-        "ch05 rollouts": golden.rollout_case(tool_task()),
+        "ch05 rollouts": golden_cases.rollout_case(tool_task()),
         "ch05 LoRA arms: three GRPO iterations, three SFT steps (metrics, adapters)": lora_arms,
     }
 

@@ -47,7 +47,6 @@ from course_lib.tasks.key_door_grid import (
     test_seeds,
     train,
 )
-from course_lib.tasks.tool_task import ToolTask
 
 
 @dataclass
@@ -207,7 +206,7 @@ def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
 
 def claim_numbers(results: Mapping) -> dict[str, float]:
     """Every number chapter 07's claims use, flat (one seed's own: C7.1 is paired over the recorded seeds by
-    `course_lib.course.verdicts`)."""
+    `course_lib.lab.verdicts`)."""
     return seed_numbers(results)
 
 
@@ -338,19 +337,6 @@ def held_out_audit() -> list[leakage.SplitAudit]:
 
 
 # The task TRL's methods route trains -------------------------------------------------------------
-def tool_task() -> ToolTask:
-    """The key-and-door task in step mode with GiGPO's loop (TRL's methods route trains it)."""
-    config = Chapter07Config()
-    method = functools.partial(arm_config, config, "gigpo")
-    return ToolTask(
-        config.env_name,
-        config.base,
-        config.sampling,
-        EnvFactory("train", config),
-        method=method,
-        method_name="gigpo",
-        step_mode=True,
-    )
 
 
 CHAPTER = skeleton.Chapter(
@@ -363,14 +349,14 @@ CHAPTER = skeleton.Chapter(
     report=summary_lines,
     checkpoint=True,
     validate=on_environment,
-    audit=held_out_audit, demonstrator=key_door_grid.demonstrator_episodes, task=tool_task,
+    audit=held_out_audit, task=key_door_grid.tool_task,
 )  # fmt: skip
 
 
 # Confirming C7.1 on fresh seeds (docs/experiments/ch07-fresh-seeds.md) -----------------------------------------
 CONFIRMATION_RESULTS = "ch07_confirmation"
 """`results/ch07_confirmation.json`: the chapter's own setting on seeds run only after the post hoc variant of C7.1
-was written (10-19); they count toward C7.1's verdict (`course_lib.course.verdicts`)."""
+was written (10-19); they count toward C7.1's verdict (`course_lib.lab.verdicts`)."""
 
 
 def lead_interval(values: Sequence[float]) -> str:
@@ -398,7 +384,7 @@ def confirm(seeds: Sequence[int], record: bool = False) -> list[dict[str, float]
     print(f"GiGPO - GRPO over the fresh seeds: {lead_interval([n['gigpo_minus_grpo'] for n in per_seed])}")
     passes = sum(claim.passed for n in per_seed for claim in evaluate_all(CLAIMS[:1], n))
     print(f"C7.1's per-seed margin (at least 5 points) holds on {passes} of {len(per_seed)} fresh seeds; its verdict "
-          "pools these with the chapter's seeds: python -m course_lib.course.verdicts")  # fmt: skip
+          "pools these with the chapter's seeds: python -m course_lib.lab.verdicts")  # fmt: skip
     return per_seed
 
 

@@ -45,11 +45,9 @@ from course_lib.diagnostics.stats import interval
 from course_lib.diagnostics.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights
 from course_lib.engine.rollout import Trajectory
 from course_lib.engine.tree_rollout import TreeConfig, TreeNode, TreeStats, sample_trees
-from course_lib.envs.base import distinct_seeds
 from course_lib.rl import loop
 from course_lib.rl.train import GRPOConfig, train_grpo
 from course_lib.tasks import bases, two_hop_search
-from course_lib.tasks.tool_task import ToolTask
 from course_lib.tasks.two_hop_search import (
     BASE_NAME,
     ENV_NAME,
@@ -513,19 +511,6 @@ def held_out_audit() -> list[leakage.SplitAudit]:
 
 
 # The task the integrations train ------------------------------------------------------------------
-def tool_task() -> ToolTask:
-    """The two-hop search task at the cpu preset with ARPO's loop (TRL's methods route and verl train it; chapters
-    11 and 12 train on it too)."""
-    config = preset("cpu")
-    split_env = functools.partial(make_env, config=config)
-
-    def held_out(split: str, count: int) -> list[int]:
-        return test_seeds(count, config) if split == "test" else distinct_seeds(lambda: split_env(split), count)
-
-    method = functools.partial(arm_config, config, "arpo")
-    return ToolTask(
-        config.env_name, config.base, config.sampling, split_env, held_out, method=method, method_name="arpo"
-    )
 
 
 CHAPTER = skeleton.Chapter(
@@ -538,7 +523,7 @@ CHAPTER = skeleton.Chapter(
     report=summary_lines,
     checkpoint=True,
     validate=on_environment,
-    audit=held_out_audit, demonstrator=two_hop_search.demonstrator_episodes, task=tool_task,
+    audit=held_out_audit, task=two_hop_search.tool_task,
 )  # fmt: skip
 
 

@@ -1,7 +1,8 @@
 """Chapter 08, designed setting: a two-hop task whose decisive choice follows a tool response, where ARPO's branches
 re-sample it (Dong et al. 2025, "Agentic Reinforced Policy Optimization", arXiv 2507.19849, Sec. 3.1 and Fig. 7).
 
-Pre-registered in `docs/experiments/ch08-design.md`; run by `python -m course_lib.course.designs ch08 --pilot|--decide`.
+Pre-registered in `docs/experiments/ch08-design.md`; run by `python -m course_lib.lab.design_runs ch08
+--pilot|--decide`.
 
 Why the chapter's own setting cannot show ARPO's finding: the decision that generalises there (a precise first
 search, `search NAME in CITY ROLE`) is made in the first turn, before any tool response, where a tree that branches

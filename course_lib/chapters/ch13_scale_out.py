@@ -32,9 +32,6 @@ from course_lib.integrations import course_trl, trl_checks
 from course_lib.rl.train import GRPOConfig, train_grpo
 from course_lib.tasks import tool_arithmetic
 
-CHAPTER = "00"
-"""The chapter whose environment, reward and base this appendix trains under TRL."""
-
 
 @dataclass
 class Chapter13Config:
@@ -79,8 +76,10 @@ def handover_checks(model, tokenizer, config: Chapter13Config, seed: int) -> dic
     """
     settings = dataclasses.replace(config.trl, steps=1, prompts=config.check_prompts, seed=seed)
     kept: list = []
-    trainer = course_trl.rollout_trainer(CHAPTER, settings, copy.deepcopy(model), tokenizer, keep=kept)
-    prompts = list(course_trl.training_prompts(course_trl.chapter_task(CHAPTER), settings.prompts))
+    trainer = course_trl.rollout_trainer(
+        tool_arithmetic.tool_task(), settings, copy.deepcopy(model), tokenizer, keep=kept
+    )
+    prompts = list(course_trl.training_prompts(tool_arithmetic.tool_task(), settings.prompts))
     inputs = [{"prompt": p} for p in prompts for _ in range(settings.group)]
     with course_trl.quiet_deprecations():
         batch = trainer._generate_and_score_completions(inputs)  # what TRL's training step computes first
@@ -117,7 +116,9 @@ def run(seed: int, config: Chapter13Config | None = None) -> dict:
     results["methods"] = trl_checks.method_checks(seed)
 
     trl_model = copy.deepcopy(model)
-    trainer = course_trl.rollout_trainer(CHAPTER, dataclasses.replace(config.trl, seed=seed), trl_model, tokenizer)
+    trainer = course_trl.rollout_trainer(
+        tool_arithmetic.tool_task(), dataclasses.replace(config.trl, seed=seed), trl_model, tokenizer
+    )
     trl_start = time.perf_counter()
     course_trl.quiet_train(trainer)
     results["trl_seconds"] = time.perf_counter() - trl_start
@@ -263,14 +264,14 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     extra), which the appendix and its prompts need."""
     if importlib.util.find_spec("trl") is None:
         return [leakage.SplitAudit("ch13", "test", 0, 0, skipped="trl is not installed: pip install -e .[trl]")]
-    from course_lib.integrations.course_trl import chapter_task, dataset_prompts, training_prompts
+    from course_lib.integrations.course_trl import dataset_prompts, training_prompts
 
     config = preset("cpu")
     keys = leakage.problem_keys(
         lambda: tool_arithmetic.make_env("test"), tool_arithmetic.test_seeds(config.chapter00.eval_tasks)
     )
     trl = config.trl
-    task = chapter_task(CHAPTER)
+    task = tool_arithmetic.tool_task()
     prompt_seeds = {**dataset_prompts(task, trl), **training_prompts(task, config.check_prompts)}
     draws = [*prompt_seeds.values(), *leakage.grpo_task_seeds(trl.steps, trl.prompts, leakage.run_seeds("ch13"))]
     training = set(leakage.problem_keys(tool_arithmetic.make_env, draws))

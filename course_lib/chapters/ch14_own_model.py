@@ -26,7 +26,7 @@ from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all, n
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
 from course_lib.rl import checkpoint
 from course_lib.rl.train import stored_logprob_error
-from course_lib.tasks import tool_arithmetic
+from course_lib.tasks import demonstrators, tool_arithmetic
 
 TOKENIZER_TEXT_SEED = 0
 """`standins.default_tokenizer` is trained on `environment_texts(300)` drawn with this seed (train problems)."""
@@ -48,7 +48,7 @@ class Chapter14Config:
 
 def preset(scale: str | None = None) -> Chapter14Config:
     """The appendix at `COURSE_SCALE` (`cpu` or `gpu`): chapter 00's budget at that scale. On a GPU the point is a
-    real checkpoint instead (`python -m course_lib.course.gpu_preset --model ...`, docs/bring-your-own-model.md)."""
+    real checkpoint instead (`python -m course_lib.lab.gpu_preset --model ...`, docs/bring-your-own-model.md)."""
     return Chapter14Config(chapter00=tool_arithmetic.preset(scale or course_config.scale()))
 
 
@@ -216,7 +216,7 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     draws = leakage.grpo_task_seeds(
         config.grpo.iterations, config.grpo.prompts_per_iteration, leakage.run_seeds("ch14")
     )
-    text_episodes = -(-standins.TOKENIZER_TEXTS // len(standins.episode_sources()))  # per chapter (`environment_texts`)
+    text_episodes = -(-standins.TOKENIZER_TEXTS // len(demonstrators()))  # per task (`environment_texts`)
     tokenizer_draws = [TOKENIZER_TEXT_SEED * 10_000_019 + i for i in range(text_episodes)]
     training = set(leakage.problem_keys(tool_arithmetic.make_env, [*draws, *tokenizer_draws]))
     demos = leakage.prompts_of(

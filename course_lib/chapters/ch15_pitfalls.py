@@ -147,7 +147,8 @@ def template_pitfall(config: Chapter15Config, seed: int) -> dict:
     tokenizer = standins.default_tokenizer()
     stripping = copy.deepcopy(tokenizer)
     stripping.chat_template = standins.chat_template(False, strip_reasoning=True)
-    episodes = standins.with_reasoning(standins.environment_episodes(config.template_episodes, seed + 1, ("ch00",)))
+    played = standins.environment_episodes(config.template_episodes, seed + 1, ("tool_arithmetic",))
+    episodes = standins.with_reasoning(played)
     followed = sum(any(role == "assistant" for role, _ in e[:-1]) for e in episodes)
     return {
         "broken": pitfalls.check_incremental_template(stripping, episodes, on_flag="return"),

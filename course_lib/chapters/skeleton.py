@@ -77,11 +77,8 @@ class Chapter:
     audit: Callable[[], list[SplitAudit]] | None = None
     """() -> the leakage audit of each of its held-out splits (`course.leakage`); None: not audited (a test names
     the chapters that may go without)."""
-    demonstrator: Callable[[int, int], list[list[tuple[str, str]]]] | None = None
-    """`(count, seed)` -> episodes of its demonstrator played in its training environment, as chat messages
-    `(role, content)`: the text the stand-ins' tokenizer is trained on (`standins.episode_sources()`)."""
     golden: Callable[[], dict[str, Callable[[], object]]] | None = None
-    """() -> its golden-run cases, name -> a function computing the values to hash (`course.golden`)."""
+    """() -> its golden-run cases, name -> a function computing the values to hash (`lab.golden`)."""
 
 
 def config_preset(chapter: Chapter) -> Callable[[], object] | None:

@@ -1,9 +1,9 @@
-"""The course's machinery: what runs, records and decides the chapters (`course_lib.chapters`).
+"""What the chapters stand on to state and decide their claims, below them (no module here imports a chapter):
 
-`claims` and `verdicts` (what each chapter must reproduce, and the rule that decides it), `designs` and `chance`
-(seeds by power, and a mechanism's chance of failing), `results` (recorded seeds and their provenance), `build` (the
-chapters' data), `audit` (held-out splits checked against training data), `golden` (digests of exact arithmetic),
-`notebooks` (run, refresh, minutes), `student_edition` (the notebooks and exercises without the answers),
-`study_time` (a chapter's study time, from its cells), `scaffold` (a new chapter outside the course), `standins`
-(models of other families for tests), `diagrams`, `pitfalls`, `gpu_preset` and `bench`.
+`claims` (what each chapter must reproduce, and its verdict on one seed), `chance` (a mechanism's chance of failing),
+`designs` (a pre-registered design and the seeds its power asks for), `recorded` (recorded seeds, their provenance and
+curves), `leakage` (the helpers a chapter's audit of its held-out splits is written with), `golden_cases` (what a
+chapter's golden-run cases compute), `standins` (models of other families, for tests and chapters 14-15),
+`diagrams` (the notebooks' algorithm diagrams) and `pitfalls` (chapter 15's checks). The tools that walk the chapters
+are `course_lib.lab`.
 """

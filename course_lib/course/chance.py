@@ -3,7 +3,7 @@
 A mechanism check (an identity, a mask, a gradient equality, the course's own engine) is required: the claims cell
 raises when it fails, so it must not fail by the luck of a seed. Each mechanism's `ClaimSpec.chance` computes, from
 the recorded seeds' numbers, the probability that its check fails on a new seed although what it checks is true, and
-says how; `course_lib.course.verdicts` prints it and a test holds it under `claims.CHANCE_LIMIT` (1%). The rules:
+says how; `course_lib.lab.verdicts` prints it and a test holds it under `claims.CHANCE_LIMIT` (1%). The rules:
 
 - `exact`: nothing random enters the check (a mask compared token by token, a gradient identity to float rounding);
 - `next_seed`: a measured number must clear a threshold. Under a normal model of the seeds, a new seed's value

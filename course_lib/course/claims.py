@@ -16,7 +16,7 @@ how often its check passed and never counted. A phenomenon that an inducer creat
 `induced`.
 
 A claim has two verdicts. This run's (`ClaimSpec.evaluate`) depends on the machine's floating-point kernels, since
-training lands elsewhere when they differ; the course-level one (`course.verdicts`) is decided on the recorded
+training lands elsewhere when they differ; the course-level one (`lab.verdicts`) is decided on the recorded
 seeds in `results/` and is the one the README, `docs/claims.md` and the notebooks' compared cells show. The claims
 cell prints both (`report`; its output is not compared by nbval) and raises if a required claim fails this run,
 which makes a chapter that stops reproducing its paper fail `pytest --nbval`.
@@ -78,7 +78,7 @@ class Chance:
 @dataclass(frozen=True)
 class Setting:
     """A chapter's designed setting outside its main run: its own results file and claims (ids with a `d` suffix),
-    decided by the same rule as the chapter's own (`course.verdicts`), and the pre-registration it follows. The
+    decided by the same rule as the chapter's own (`lab.verdicts`), and the pre-registration it follows. The
     chapter whose command records it declares it (`SETTINGS`); each claim is shown in the chapter its id names
     (`chapter_of`)."""
 
@@ -156,7 +156,7 @@ class ClaimSpec:
     """True when the phenomenon is created by an inducer of the experiment (a bonus, a planted signal)."""
     effects: tuple[tuple[str, float], ...] = ()
     """For a finding that compares arms: `(number key, margin)` of each paired difference (one per seed) that the
-    course-level verdict is decided on, over the recorded seeds (`course_lib.course.verdicts`). Empty: decided on the
+    course-level verdict is decided on, over the recorded seeds (`course_lib.lab.verdicts`). Empty: decided on the
     check passing on every recorded seed."""
     shown: tuple[tuple[str, str], ...] = ()
     """`(number key, label)` of numbers shown beside the verdict (mean and 95% t-interval over its seeds), deciding

@@ -20,16 +20,17 @@ import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from course_lib import chapters
 from course_lib.course.claims import ClaimSpec, evaluate_all
 from course_lib.overrides import as_dict
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "results"
 """Where the files live (repo root's `results/`); tests point it at a temporary folder."""
-MODULES = chapters.modules()
-"""Chapter key -> module under `course_lib.chapters`, found from the package's files (`chapters.modules`)."""
 CONFIRMATIONS = {
     "ch07_confirmation": "--seeds 10 11 12 13 14 15 16 17 18 19",
     "ch15_confirmation": "--seeds 10 11 12 13 14",
@@ -54,12 +55,12 @@ def record_command(chapter: str, scale: str = "cpu") -> str:
     """The command that (re)creates a chapter's results file."""
     prefix = "COURSE_SCALE=gpu " if scale == "gpu" else ""
     if chapter in CONFIRMATIONS:  # a chapter's own setting on fresh seeds, after a margin was set
-        module = MODULES[chapter.split("_")[0]]
-        return f"{prefix}python -m course_lib.chapters.{module} --confirm {CONFIRMATIONS[chapter]} --record"
+        key = chapter.split("_")[0]
+        return f"{prefix}python -m course_lib.chapters {key} --confirm {CONFIRMATIONS[chapter]} --record"
     if chapter.endswith(("_design", "_design_pilot")):  # a designed setting (`course_lib.course.designs`)
         step = "--pilot" if chapter.endswith("_pilot") else "--decide"
-        return f"{prefix}python -m course_lib.course.designs {chapter.split('_')[0]} {step} --record"
-    return f"{prefix}python -m course_lib.chapters.{MODULES.get(chapter, chapter)} --seeds 0 1 2 3 4 --record"
+        return f"{prefix}python -m course_lib.lab.design_runs {chapter.split('_')[0]} {step} --record"
+    return f"{prefix}python -m course_lib.chapters {chapter} --seeds 0 1 2 3 4 --record"
 
 
 Curves = Mapping[str, Sequence[tuple[float, float]]]
@@ -376,7 +377,7 @@ def claims_table(
     """A Markdown table: claim, its kind (`claims.KINDS`, induced or not), the paper's number, the miniature's test,
     this run's headline value, its range over the recorded seeds (`recorded` is `load(chapter)`, or None), and this
     run's verdict (none for the ids in `unmeasured`, whose arms the run did not train; the course-level verdict is
-    `course_lib.course.verdicts`')."""
+    `course_lib.lab.verdicts`')."""
     lines = [
         "| claim | kind | paper | miniature's test (margin) | this run | recorded seeds | this run's verdict |",
         "|---|---|---|---|---|---|---|",
@@ -479,3 +480,30 @@ def rederive(chapter: str, specs: Sequence[ClaimSpec], derive: Callable[[dict], 
         made = make_record(int(seed), specs, numbers, record["minutes"], curves or None)
         rewritten.append({**made, "provenance": record["provenance"]})
     return write(chapter, rewritten)
+
+
+def panels(
+    chapter: str,
+    arms: Mapping[str, str],
+    panels: Sequence[tuple[str, str]],
+    this_run: Mapping[str, Sequence[Mapping]] | None = None,
+    title: str = "",
+    x_label: str = "RL iteration",
+) -> Figure:
+    """A `grid` with one panel per `(history key, y-axis label)`: for each arm (`label -> curve prefix`), the
+    recorded seeds' mean and min-max band (`load_curves(chapter, f"{prefix}/{key}")`) and, for the
+    arms in `this_run` (`label -> history`), this session's run as a dashed line of the same colour."""
+    from course_lib.diagnostics.plots import curves_with_bands, grid, legend_outside
+
+    fig, axes = grid(len(panels))
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        series = {arm: load_curves(chapter, f"{prefix}/{key}") for arm, prefix in arms.items()}
+        curves_with_bands(series, ax, x_label=x_label, y_label=label)
+        colours = {arm: line.get_color() for arm, line in zip(series, ax.get_lines(), strict=True)}
+        for arm, history in (this_run or {}).items():
+            points = [(row["iteration"], row[key]) for row in history if key in row]
+            ax.plot(*zip(*points, strict=True), linestyle="--", color=colours.get(arm), label=f"{arm}: this run")
+    if title:
+        fig.suptitle(title)
+    legend_outside(fig)
+    return fig

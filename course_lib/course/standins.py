@@ -58,7 +58,7 @@ tokenizer's size.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -66,6 +66,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
 
 from course_lib.envs.base import Episode
+from course_lib.tasks import demonstrators
 from course_lib.tokenizer import pieces  # noqa: F401  (re-exported: the pitfalls' `pieces`)
 
 PAD, IM_START, IM_END, BOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>"
@@ -128,19 +129,12 @@ def chat_template(bos: bool, strip_reasoning: bool = False) -> str:
 
 
 # Text of the environments ---------------------------------------------------------------------------------------
-def episode_sources() -> dict[str, Callable[[int, int], list[Episode]]]:
-    """Chapter -> `(count, seed) -> episodes` of its demonstrator played in its environment (`Chapter.demonstrator`:
-    chapters 00, 07 and 08), in chapter order."""
-    from course_lib import chapters  # the course's table of chapters: imports every chapter module
-
-    return {key: c.demonstrator for key, c in chapters.all().items() if c.demonstrator is not None}
-
-
-def environment_episodes(count: int, seed: int = 0, chapters: Sequence[str] | None = None) -> list[Episode]:
-    """`count` episodes per chapter of `chapters` (keys of `episode_sources()`, default all), chapter after chapter,
-    played by the chapters' own demonstrators in their training environments (deterministic for `seed`)."""
-    sources = episode_sources()
-    return [episode for chapter in chapters or sources for episode in sources[chapter](count, seed)]
+def environment_episodes(count: int, seed: int = 0, tasks: Sequence[str] | None = None) -> list[Episode]:
+    """`count` episodes per task of `tasks` (keys of `course_lib.tasks.demonstrators()`, default all: chapters 00, 07
+    and 08's), task after task, played by the tasks' own demonstrators in their training environments (deterministic
+    for `seed`)."""
+    sources = demonstrators()
+    return [episode for task in tasks or sources for episode in sources[task](count, seed)]
 
 
 def transcript(episode: Episode, separator: str = " ") -> str:
@@ -168,13 +162,13 @@ def render_text(episode: Episode, rendering: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _texts(count: int, seed: int) -> tuple[str, ...]:
-    sources = episode_sources()
-    per_chapter = -(-count // len(sources))
-    by_chapter = [environment_episodes(per_chapter, seed, (chapter,)) for chapter in sources]
-    # Round-robin over chapters, so that any prefix of the list holds every environment's text; each chapter's
-    # episodes cycle through the renderings.
+    sources = demonstrators()
+    per_task = -(-count // len(sources))
+    by_task = [environment_episodes(per_task, seed, (task,)) for task in sources]
+    # Round-robin over tasks, so that any prefix of the list holds every environment's text; each task's episodes
+    # cycle through the renderings.
     return tuple(
-        render_text(episodes[i], RENDERINGS[i % len(RENDERINGS)]) for i in range(per_chapter) for episodes in by_chapter
+        render_text(episodes[i], RENDERINGS[i % len(RENDERINGS)]) for i in range(per_task) for episodes in by_task
     )[:count]
 
 

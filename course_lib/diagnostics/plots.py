@@ -151,33 +151,6 @@ def arm_comparison(
     return _label_bars(ax, y_label, title)
 
 
-def recorded_panels(
-    chapter: str,
-    arms: Mapping[str, str],
-    panels: Sequence[tuple[str, str]],
-    this_run: Mapping[str, Sequence[Mapping]] | None = None,
-    title: str = "",
-    x_label: str = "RL iteration",
-) -> Figure:
-    """A `grid` with one panel per `(history key, y-axis label)`: for each arm (`label -> curve prefix`), the
-    recorded seeds' mean and min-max band (`recorded.load_curves(chapter, f"{prefix}/{key}")`) and, for the
-    arms in `this_run` (`label -> history`), this session's run as a dashed line of the same colour."""
-    from course_lib.course import recorded  # plots stays importable without the results folder
-
-    fig, axes = grid(len(panels))
-    for ax, (key, label) in zip(axes, panels, strict=True):
-        series = {arm: recorded.load_curves(chapter, f"{prefix}/{key}") for arm, prefix in arms.items()}
-        curves_with_bands(series, ax, x_label=x_label, y_label=label)
-        colours = {arm: line.get_color() for arm, line in zip(series, ax.get_lines(), strict=True)}
-        for arm, history in (this_run or {}).items():
-            points = [(row["iteration"], row[key]) for row in history if key in row]
-            ax.plot(*zip(*points, strict=True), linestyle="--", color=colours.get(arm), label=f"{arm}: this run")
-    if title:
-        fig.suptitle(title)
-    legend_outside(fig)
-    return fig
-
-
 def learning_curves(
     histories: Sequence[Sequence[dict]] | Sequence[dict],
     panels: Sequence[tuple[str, str]],

@@ -27,7 +27,7 @@ arpo, aepo, starpo_s or snr instead) through the course's `GRPOTrainer` subclass
     python -m course_lib.integrations.course_trl --chapter 07 --steps 2
 
 Chapter 05's task is single-turn, TRL's home ground: `native_trainer` lets TRL generate the completion and scores it
-with the chapter's environment in a reward function (the benchmark `python -m course_lib.course.bench trl` uses both).
+with the chapter's environment in a reward function (the benchmark `python -m course_lib.lab.bench trl` uses both).
 """
 
 from __future__ import annotations
@@ -292,16 +292,15 @@ def dataset_prompts(task: ToolTask, settings: TRLSettings) -> dict[str, int]:
 
 
 def rollout_trainer(
-    chapter: str,
+    task: ToolTask | str,
     settings: TRLSettings,
     model=None,
     tokenizer=None,
     keep: list[Trajectory] | None = None,
-    task: ToolTask | None = None,
 ) -> GRPOTrainer:
-    """`GRPOTrainer` on chapter `chapter`'s tool task (or `task`) through `course_rollout` (multi-turn, env tokens
-    masked); `keep` receives each step's trajectories."""
-    task = task or chapter_task(chapter)
+    """`GRPOTrainer` on a tool task (a `ToolTask`, or a chapter's key: `chapter_task`) through `course_rollout`
+    (multi-turn, env tokens masked); `keep` receives each step's trajectories."""
+    task = task if isinstance(task, ToolTask) else chapter_task(task)
     if model is None:
         model, tokenizer = data.load_base(task.base)
     prompts = dataset_prompts(task, settings)
@@ -312,10 +311,11 @@ def rollout_trainer(
     return _trainer(model, tokenizer, prompts, env_reward, settings, max_completion, rollout_func=rollout)
 
 
-def native_trainer(chapter: str, settings: TRLSettings, model=None, tokenizer=None) -> GRPOTrainer:
-    """`GRPOTrainer` generating by itself on a single-turn task (chapter 05's): the prompt is BOS and the question,
-    as the course tokenizes it; generation stops at the chapter's stop tags or after `max_turn_tokens`."""
-    task = chapter_task(chapter)
+def native_trainer(task: ToolTask | str, settings: TRLSettings, model=None, tokenizer=None) -> GRPOTrainer:
+    """`GRPOTrainer` generating by itself on a single-turn task (chapter 05's; a `ToolTask` or a chapter's key): the
+    prompt is BOS and the question, as the course tokenizes it; generation stops at the task's stop tags or after
+    `max_turn_tokens`."""
+    task = task if isinstance(task, ToolTask) else chapter_task(task)
     if model is None:
         model, tokenizer = data.load_base(task.base)
     seeds = dataset_prompts(task, settings)
@@ -411,7 +411,7 @@ def train(
         trainer = rollout_trainer(chapter, settings)
     else:
         task, model, tokenizer = checkpoint_task(model_path, chapter, env, settings, observation_role)
-        trainer = rollout_trainer(chapter, settings, model, tokenizer, task=task)
+        trainer = rollout_trainer(task, settings, model, tokenizer)
     quiet_train(trainer)
     print_steps(trainer)
     if settings.report_to or settings.save_steps:

@@ -49,14 +49,20 @@ METHODS: dict[str, dict] = {
 settings are `FilterConfig`'s defaults, the papers')."""
 
 
-def chapter_setup(chapter: str) -> tuple[ToolTask, GRPOConfig]:
-    """Chapter 07's or 08's training task (cpu preset) and its own method's loop configuration (`ToolTask.method`)."""
-    from course_lib import chapters  # imported here: the chapter modules pull in the whole course
+def chapter_setup(chapter: str | ToolTask) -> tuple[ToolTask, GRPOConfig]:
+    """A training task with a method of its own (chapter 07's or 08's, cpu preset, or such a `ToolTask` itself) and
+    that method's loop configuration (`ToolTask.method`)."""
+    if isinstance(chapter, ToolTask):
+        found = chapter
+    else:
+        from course_lib import chapters  # a command's `--chapter 08`: read from the chapters' index
 
-    owned = default_methods()
-    if chapter not in owned:
-        raise KeyError(f"the methods' route trains chapters {', '.join(owned)}, not {chapter!r}")
-    found = chapters.task(chapter)
+        owned = default_methods()
+        if chapter not in owned:
+            raise KeyError(f"the methods' route trains chapters {', '.join(owned)}, not {chapter!r}")
+        found = chapters.task(chapter)
+    if found.method is None:
+        raise KeyError(f"{found.label} has no method of its own: the methods' route trains a task that gives one")
     return found, found.method()
 
 
@@ -75,7 +81,7 @@ def method_config(course: GRPOConfig, method: str, settings: TRLSettings) -> GRP
 
 
 def method_trainer(
-    chapter: str,
+    chapter: str | ToolTask,
     method: str | None,
     settings: TRLSettings,
     model=None,
@@ -84,11 +90,11 @@ def method_trainer(
     course: GRPOConfig | None = None,
     callbacks: list | None = None,
 ) -> CourseMethodTrainer:
-    """`CourseMethodTrainer` on chapter `chapter`'s task with `method` (the chapter's own if None), or with the loop
-    configuration `course` as given; `keep` receives each step's episodes (`trl_rollouts`)."""
+    """`CourseMethodTrainer` on chapter `chapter`'s task (or that `ToolTask`) with `method` (the task's own if None), or
+    with the loop configuration `course` as given; `keep` receives each step's episodes (`trl_rollouts`)."""
     task, own = chapter_setup(chapter)
     if course is None:
-        course = method_config(own, method or default_methods()[chapter], settings)
+        course = method_config(own, method or task.method_name, settings)
     if model is None:
         model, tokenizer = data.load_base(task.base)
     prompts = dataset_prompts(task, settings)

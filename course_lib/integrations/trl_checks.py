@@ -29,6 +29,8 @@ from course_lib.engine.tree_rollout import sample_trees
 from course_lib.integrations import course_trl, trl_chapters
 from course_lib.models import token_logprobs
 from course_lib.rl import loop
+from course_lib.tasks import key_door_grid, two_hop_search
+from course_lib.tasks.tool_task import ToolTask
 
 LOSS_TOLERANCE = 1e-6
 """Largest loss difference (absolute) counted as equal: float32 sums in another order."""
@@ -50,13 +52,12 @@ def _generate(trainer) -> dict:
         )
 
 
-def _trainer(chapter: str, method: str, prompts: int, seed: int, base, keep: list, adjust=lambda course: course):
+def _trainer(task: ToolTask, method: str, prompts: int, seed: int, base, keep: list, adjust=lambda course: course):
     """A `CourseMethodTrainer` of `method` on a copy of `base`, its loop configuration passed through `adjust`."""
     settings = _settings(prompts, seed)
-    _, own = trl_chapters.chapter_setup(chapter)
-    course = adjust(trl_chapters.method_config(own, method, settings))
+    course = adjust(trl_chapters.method_config(task.method(), method, settings))
     model = copy.deepcopy(base[0])
-    trainer = trl_chapters.method_trainer(chapter, None, settings, model, base[1], keep=keep, course=course)
+    trainer = trl_chapters.method_trainer(task, None, settings, model, base[1], keep=keep, course=course)
     return trainer, model
 
 
@@ -92,13 +93,14 @@ def _advantage_mismatches(out: dict, rows, advantages: torch.Tensor) -> int:
     return wrong
 
 
-def gigpo_check(chapter: str, seed: int, base) -> dict[str, float]:
-    """GiGPO on chapter 07 (step mode) or 08 (trajectory mode, independent groups)."""
+def gigpo_check(task: ToolTask, seed: int, base) -> dict[str, float]:
+    """GiGPO on chapter 07's task (step mode) or 08's (trajectory mode, independent groups)."""
     kept: list = []
-    groups = (lambda course: dataclasses.replace(course, sampler="groups")) if chapter == "08" else (lambda c: c)
-    trainer, model = _trainer(chapter, "gigpo", 2 if chapter == "07" else 4, seed, base, kept, groups)
+    step = task.step_mode
+    groups = (lambda c: c) if step else (lambda course: dataclasses.replace(course, sampler="groups"))
+    trainer, model = _trainer(task, "gigpo", 2 if step else 4, seed, base, kept, groups)
     out = _generate(trainer)
-    rows = [row for episode in kept for row in episode.rows] if chapter == "07" else kept
+    rows = [row for episode in kept for row in episode.rows] if step else kept
     batch = collate(rows, base[1].pad_token_id)
     advantages, _ = loop.gigpo(batch, trainer.course)
     wrong = _advantage_mismatches(out, rows, advantages) + _loss_mismatch(trainer, model, out, batch, advantages)
@@ -118,10 +120,10 @@ def tree_check(rule: str, seed: int, base) -> dict[str, float]:
     def two_globals(course):  # of a budget of 4 leaves, so that the tree has room to branch
         return dataclasses.replace(course, tree=dataclasses.replace(course.tree, global_samples=2))
 
-    trainer, model = _trainer("08", rule, TREE_PROMPTS, seed, base, kept, two_globals)
+    task = two_hop_search.tool_task()
+    trainer, model = _trainer(task, rule, TREE_PROMPTS, seed, base, kept, two_globals)
     _generate(trainer)
     leaves, stats = kept
-    task, _ = trl_chapters.chapter_setup("08")
     engine = RolloutEngine(model, base[1], dataclasses.replace(task.sampling, snapshot_envs=True))
     prompts = list(trainer.train_dataset["prompt"])[:TREE_PROMPTS]
     seeds = [course_trl.dataset_prompts(task, _settings(TREE_PROMPTS, seed))[p] for p in prompts]
@@ -152,7 +154,7 @@ def filter_check(method: str, seed: int, base) -> dict[str, float]:
             filter=dataclasses.replace(course.filter, keep_fraction=0.5),
         )
 
-    trainer, model = _trainer("08", "grpo", 4, seed, base, kept, filtered)
+    trainer, model = _trainer(two_hop_search.tool_task(), "grpo", 4, seed, base, kept, filtered)
     out = _generate(trainer)
     batch = collate(kept, base[1].pad_token_id)
     keep = loop.resolve("batch_filter", trainer.course.batch_filter)(batch, trainer.course)
@@ -166,12 +168,11 @@ def filter_check(method: str, seed: int, base) -> dict[str, float]:
 
 def method_checks(seed: int) -> dict[str, float]:
     """Every check above on one seed: per check its rows and mismatches, and the totals (`mismatches`, `rows`)."""
-    task07, _ = trl_chapters.chapter_setup("07")
-    task08, _ = trl_chapters.chapter_setup("08")
-    ch07, ch08 = data.load_base(task07.base), data.load_base(task08.base)
+    grid, search = key_door_grid.tool_task(), two_hop_search.tool_task()
+    ch07, ch08 = data.load_base(grid.base), data.load_base(search.base)
     checks = {
-        "gigpo_step": gigpo_check("07", seed, ch07),
-        "gigpo_trajectory": gigpo_check("08", seed, ch08),
+        "gigpo_step": gigpo_check(grid, seed, ch07),
+        "gigpo_trajectory": gigpo_check(search, seed, ch08),
         "arpo_tree": tree_check("arpo", seed, ch08),
         "aepo_tree": tree_check("aepo", seed, ch08),
         "starpo_s": filter_check("starpo_s", seed, ch08),

@@ -34,7 +34,7 @@ from course_lib.tokenizer import encode
 LOGITS_PER_FORWARD = 512 * 49_152
 """The most logits (tokens x vocabulary) one forward of a checkpoint's warm start or update holds: 512 tokens of
 SmolLM2's vocabulary, where one LoRA update on 32 x 110 tokens peaks at 2.92 GB against 11.18 GB for the whole batch
-(`python -m course_lib.course.bench update`). A small vocabulary (a stand-in's 600 tokens) gets a budget that holds
+(`python -m course_lib.lab.bench update`). A small vocabulary (a stand-in's 600 tokens) gets a budget that holds
 any of the course's batches, so it runs in one pass as before."""
 
 

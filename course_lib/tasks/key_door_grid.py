@@ -18,6 +18,7 @@ from course_lib.envs.base import Episode, distinct_seeds
 from course_lib.envs.key_door import ACTIONS, expert_action
 from course_lib.rl.train import GiGPOConfig, GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
+from course_lib.tasks.tool_task import ToolTask
 
 ENV_NAME = "key_door"
 BASE_NAME = "ch07_base"
@@ -184,3 +185,13 @@ def demonstrator_episodes(count: int, seed: int) -> list[Episode]:
     config = KeyDoorConfig()
     seeds = demonstration_seeds(count, seed)
     return key_door.demonstrator_episodes(seeds, seed, config.size, config.max_steps, config.expert_noise, STOP)
+
+
+def tool_task() -> ToolTask:
+    """The key-and-door task in step mode with GiGPO's loop, chapter 07's (TRL's methods route trains it)."""
+    config = KeyDoorConfig()
+    return ToolTask(
+        config.env_name, config.base, config.sampling, EnvFactory("train", config),
+        method=lambda: dataclasses.replace(config.grpo, advantage="gigpo"), method_name="gigpo", step_mode=True,
+        chapter="ch07",
+    )  # fmt: skip

@@ -20,6 +20,7 @@ from course_lib.envs.base import Episode
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
 from course_lib.tasks import bases
+from course_lib.tasks.tool_task import ToolTask, held_out_on_test
 from course_lib.tokenizer import build_tokenizer, is_word_level
 
 ENV_NAME = "tool_arithmetic"
@@ -210,3 +211,11 @@ def demonstrator_episodes(count: int, seed: int) -> list[Episode]:
     text)."""
     config = ArithmeticConfig()
     return arithmetic.demonstrator_episodes(count, seed, config.tool_share, config.direct_correct)
+
+
+def tool_task() -> ToolTask:
+    """The arithmetic tool task at the cpu preset, chapter 00's (TRL, verl, the golden run and the benchmarks train on
+    it; chapter 13 trains it through TRL)."""
+    return ToolTask(
+        ENV_NAME, BASE_NAME, preset("cpu").sampling, make_env, held_out_on_test(test_seeds, make_env), chapter="ch00"
+    )

@@ -40,11 +40,12 @@ from course_lib.diagnostics import reasoning_mutual_information
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.engine.tree_rollout import TreeConfig, turn_entropy
 from course_lib.envs import two_hop_qa
-from course_lib.envs.base import Episode
+from course_lib.envs.base import Episode, distinct_seeds
 from course_lib.envs.two_hop_qa import Question, TwoHopQAEnv, demonstrator_actions, vocabulary
 from course_lib.rl.train import GRPOConfig, evaluate_policy
 from course_lib.rl.warm_start import SFTConfig
 from course_lib.tasks import bases
+from course_lib.tasks.tool_task import ToolTask
 
 ENV_NAME = "two_hop_qa"
 BASE_NAME = "ch08_base"
@@ -275,6 +276,21 @@ def demonstrator_episodes(count: int, seed: int) -> list[Episode]:
     config = SearchConfig()
     env = make_env("train", config)
     return two_hop_qa.demonstrator_episodes(env, demonstration_seeds(count, seed), seed, config.precise_share)
+
+
+def tool_task() -> ToolTask:
+    """The two-hop search task at the cpu preset with ARPO's loop, chapter 08's (TRL's methods route and verl train
+    it; chapters 11 and 12 train on it too)."""
+    config = preset("cpu")
+    split_env = functools.partial(make_env, config=config)
+
+    def held_out(split: str, count: int) -> list[int]:
+        return test_seeds(count, config) if split == "test" else distinct_seeds(lambda: split_env(split), count)
+
+    return ToolTask(
+        config.env_name, config.base, config.sampling, split_env, held_out,
+        method=lambda: dataclasses.replace(config.grpo, sampler="tree"), method_name="arpo", chapter="ch08",
+    )  # fmt: skip
 
 
 # The MI monitor of chapter 12's stop with rollback (also on TRL and verl) --------------------------------------------

@@ -25,7 +25,7 @@ course_trl.grpo_config = dr_grpo_config  # the adapter builds TRL's config throu
 course_config.seed_everything(SEED)
 model, tokenizer = data.load_base(ch00.BASE_NAME, course_config.device())
 trl_model = copy.deepcopy(model)
-trainer = course_trl.rollout_trainer(ch13.CHAPTER, cfg.trl, trl_model, tokenizer)
+trainer = course_trl.rollout_trainer(tool_arithmetic.tool_task(), cfg.trl, trl_model, tokenizer)
 print(f"TRL's scale_rewards: {trainer.args.scale_rewards!r}")
 course_trl.quiet_train(trainer)
 trl_model.eval()

@@ -88,7 +88,7 @@ def test_write_task_set_round_trips_through_load_tasks(tmp_path):
 
 
 def test_importing_data_loads_no_chapter():
-    """`course_lib.data` imports no chapter module (the chapters import it; only `course.build` maps a chapter
+    """`course_lib.data` imports no chapter module (the chapters import it; only `lab.build` maps a chapter
     to its builder), checked in a fresh interpreter."""
     import subprocess
     import sys
@@ -104,7 +104,7 @@ def test_build_table_names_every_chapter_with_data():
     import pkgutil
 
     from course_lib import chapters
-    from course_lib.course import build
+    from course_lib.lab import build
 
     modules = [m.name for m in pkgutil.iter_modules(chapters.__path__) if m.name[:2] == "ch" and m.name[2:4].isdigit()]
     found = {
@@ -120,7 +120,7 @@ def test_data_command_line_keeps_its_commands(capsys):
     import subprocess
     import sys
 
-    from course_lib.course import build
+    from course_lib.lab import build
 
     help_text = subprocess.run(
         [sys.executable, "-m", "course_lib.data", "build", "--help"],
@@ -143,7 +143,7 @@ def assert_command_exists(command: str) -> None:
     import shlex
     import subprocess
 
-    from course_lib.course import build
+    from course_lib.lab import build
 
     words = shlex.split(command)
     while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):  # environment assignments in front

@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 from course_lib import machine
-from course_lib.course import golden, recorded
+from course_lib.course import recorded
+from course_lib.lab import golden
 
 
 def test_golden_keeps_the_same_machine_description():
@@ -31,7 +32,7 @@ def test_results_provenance_does_not_import_the_golden_run_or_any_chapter():
         "import json, sys\n"
         "from course_lib.course import recorded\n"
         "record = recorded.provenance()\n"
-        "names = [n for n in sys.modules if n == 'course_lib.course.golden' or n.startswith('course_lib.chapters.')\n"
+        "names = [n for n in sys.modules if n == 'course_lib.lab.golden' or n.startswith('course_lib.chapters.')\n"
         "         or n == 'course_lib.engine.rollout']\n"
         "print(json.dumps({'cpu': record['cpu'], 'imported': names}))\n"
     )

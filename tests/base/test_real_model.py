@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from course_lib import data, real_models
-from course_lib.course import build
+from course_lib.lab import build
 from course_lib.rl import checkpoint
 
 

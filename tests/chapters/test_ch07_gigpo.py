@@ -100,7 +100,7 @@ def test_claim_numbers_and_verdicts_on_hand_made_results():
 
 def test_confirmation_prints_the_fresh_seeds_lead_alone(monkeypatch, capsys):
     """`--confirm` (without `--record`): each seed's own numbers, and the lead's t-interval over the seeds it ran and
-    nothing else (C7.1's verdict pools them with the chapter's seeds: `course_lib.course.verdicts`)."""
+    nothing else (C7.1's verdict pools them with the chapter's seeds: `course_lib.lab.verdicts`)."""
     leads = {10: 0.08, 11: 0.02, 12: 0.05}
 
     def fake_run(seed):

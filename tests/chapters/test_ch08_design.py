@@ -9,6 +9,7 @@ import random
 import pytest
 import torch
 
+from course_lib import chapters
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.chapters import ch08_design as design
 from course_lib.course import designs
@@ -105,7 +106,7 @@ def test_claim_check_can_fail():
 
 
 def test_design_is_registered_and_planned_as_pre_registered():
-    d = designs.load("ch08")
+    d = chapters.design("ch08")
     assert d is design.DESIGN and d.claim.kind == "finding" and d.claim.id == "C8.3d"
     assert (d.effect_key, d.margin, d.scaled_effect) == ("arpo_minus_grpo", -0.02, 0.03)
     assert d.claim.effects[1] == ("train_calls_saved", 0.0)

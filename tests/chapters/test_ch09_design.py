@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
+from course_lib import chapters
 from course_lib.algos.filters import top_groups_by_reward_std
 from course_lib.chapters import ch09_design as design
-from course_lib.course import designs
 
 
 def test_optimizer_steps_by_hand():
@@ -96,7 +96,7 @@ def test_the_claim_can_fail():
 
 
 def test_design_is_registered_with_disjoint_pilot_seeds():
-    loaded = designs.load("ch09")
+    loaded = chapters.design("ch09")
     assert loaded is design.DESIGN
     assert loaded.effect_key == "starpo_s_minus_starpo" and loaded.scaled_effect == design.SCALED_EFFECT
     assert loaded.deciding_seeds(3) == [20, 21, 22]  # seeds 0-2 ran chapter 09's main arms

@@ -1,7 +1,7 @@
 """Chapter 10's designed setting (C10.3d): the configuration it pre-registered and a check that can fail."""
 
+from course_lib import chapters
 from course_lib.chapters import ch10_design, ch10_ragen2
-from course_lib.course import designs
 
 
 def test_the_arms_differ_only_in_the_filter_at_the_papers_entropy_coefficient():
@@ -17,7 +17,7 @@ def test_the_arms_differ_only_in_the_filter_at_the_papers_entropy_coefficient():
 
 
 def test_the_design_is_registered_and_decides_on_unseen_seeds():
-    design = designs.find("ch10")
+    design = chapters.design("ch10")
     assert design is ch10_design.DESIGN
     assert design.effect_key == "snr_success_gain" and design.scaled_effect == 0.06
     assert set(design.deciding_seeds(design.max_seeds)).isdisjoint({0, 1, 2, *design.pilot_seeds})

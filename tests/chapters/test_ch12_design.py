@@ -1,7 +1,7 @@
 """Chapter 12's designed setting (C12.1d): the configuration it pre-registered and a check that can fail."""
 
+from course_lib import chapters
 from course_lib.chapters import ch12_capstone, ch12_design
-from course_lib.course import designs
 
 
 def test_only_the_learning_rate_differs_from_the_chapter():
@@ -15,7 +15,7 @@ def test_only_the_learning_rate_differs_from_the_chapter():
 
 
 def test_the_design_is_registered_and_its_claim_can_fail():
-    design = designs.find("ch12")
+    design = chapters.design("ch12")
     assert design is ch12_design.DESIGN and design.effect_key == "combined_minus_aepo"
     assert design.claim.evaluate({"combined_minus_aepo": 0.2}).passed
     assert not design.claim.evaluate({"combined_minus_aepo": -0.01}).passed

@@ -33,7 +33,7 @@ def test_the_course_chapters_are_its_notebooks():
 def test_load_gives_the_chapter_its_module_describes_itself_with(monkeypatch):
     chapter = chapters.load("07")
     assert chapter.id == "ch07" and chapter.checkpoint and chapters.load("ch07") is chapter
-    assert [key for key, found in chapters.all().items() if found.checkpoint] == [
+    assert [key for key, found in chapters.index().items() if found.checkpoint] == [
         "ch00",
         "ch04",
         "ch06",
@@ -47,31 +47,31 @@ def test_load_gives_the_chapter_its_module_describes_itself_with(monkeypatch):
 
 def test_a_new_chapter_module_reaches_every_table_of_the_course(monkeypatch):
     """A chapter is described once: a module with its `Chapter` (and `build_data`) is found by the data build, the
-    leakage audit, the golden run, the stand-ins' tokenizer text, the tool tasks and verl's export, with no other
-    file edited (the course's own chapters reach them the same way)."""
+    leakage audit, the golden run, the tool tasks, verl's export and the chapters' command, with no other file
+    edited (the course's own chapters reach them the same way). A new chapter is its module, its notebook and its
+    test: three files."""
     import sys
     import types
 
     from course_lib import envs
     from course_lib.chapters import skeleton
-    from course_lib.course import build, golden, standins
-    from course_lib.course import leakage as audit
+    from course_lib.course import leakage
     from course_lib.engine.rollout import SamplingConfig
     from course_lib.integrations import course_verl as verl
+    from course_lib.lab import audit, build, golden
     from course_lib.tasks.tool_task import ToolTask, held_out_on_test
 
     def make_env(split: str = "train"):
         return envs.make("tool_arithmetic", split=split)
 
-    split = audit.SplitAudit("ch99", "test", 4, 4)
+    split = leakage.SplitAudit("ch99", "test", 4, 4)
     module = types.ModuleType("course_lib.chapters.ch99_new_line")
     module.build_data = lambda data_dir, seed=0, progress=True, scale="cpu": None
     module.CHAPTER = skeleton.Chapter(
         "ch99", "Chapter 99", run=lambda seed: {}, claim_numbers=lambda results: {}, claims=(),
         task=lambda: ToolTask("tool_arithmetic", "ch00_base", SamplingConfig(), make_env,
                               held_out_on_test(lambda count: list(range(count)), make_env)),
-        audit=lambda: [split], demonstrator=lambda count, seed: [[("user", f"episode {i}")] for i in range(count)],
-        golden=lambda: {"ch99 case": lambda: 1},
+        audit=lambda: [split], golden=lambda: {"ch99 case": lambda: 1},
     )  # fmt: skip
     monkeypatch.setitem(sys.modules, module.__name__, module)
     found = {**chapters.modules(), "ch99": "ch99_new_line"}
@@ -82,7 +82,7 @@ def test_a_new_chapter_module_reaches_every_table_of_the_course(monkeypatch):
         assert build.builders()["ch99"] == "course_lib.chapters.ch99_new_line"
         assert audit.audits()["ch99"]() == [split]
         assert golden.cases()["ch99 case"]() == 1
-        assert standins.episode_sources()["ch99"](2, 0) == [[("user", "episode 0")], [("user", "episode 1")]]
+        assert chapters.module("ch99") is module and chapters.index()["ch99"] is module.CHAPTER
         assert chapters.tool_tasks()["ch99"].chapter == "ch99"
         exported = verl.chapter_tasks("99")
         assert exported.chapter == "ch99" and exported.held_out_seeds("test", 3) == [0, 1, 2]
@@ -100,8 +100,8 @@ def test_without_an_optional_package_its_chapter_is_left_out_and_said_why():
     code = (
         "import sys; sys.modules['trl'] = None\n"  # `import trl` then fails as if it were not installed
         "from course_lib import chapters\n"
-        "from course_lib.course import leakage as audit\n"
-        "print(sorted(chapters.all()) == sorted(set(chapters.modules()) - {'ch13'}), chapters.unavailable())\n"
+        "from course_lib.lab import audit\n"
+        "print(sorted(chapters.index()) == sorted(set(chapters.modules()) - {'ch13'}), chapters.unavailable())\n"
         "print(audit.audits()['ch13']()[0].lines())\n"
         "print(sorted(chapters.tool_tasks()))\n"
     )

@@ -11,9 +11,10 @@ import torch
 
 from course_lib import chapters
 from course_lib.chapters import ch01_rap as ch01
-from course_lib.course import leakage as audit
-from course_lib.course.recorded import MODULES
+from course_lib.chapters import modules
+from course_lib.course import leakage
 from course_lib.envs.base import TextEnv, distinct_seeds
+from course_lib.lab import audit
 from course_lib.rl.train import GRPOConfig, policy_iteration
 from course_lib.tasks import blocks_planning, lake_reasoning
 
@@ -40,18 +41,18 @@ EXPECTED_OVERLAPS = {
     # seeds 0-7) on the RL draws' maps; 22 held-out first prompts were in the demonstrations; 58 of their 126
     # layouts were the demonstrations' and 35 (ch10: 22) the RL draws'. The audit counted 0: it compared maps.
 }
-STATES = audit.STATES
-LAYOUTS, FIRST_PROMPTS = audit.LAYOUTS, audit.FIRST_PROMPTS
+STATES = leakage.STATES
+LAYOUTS, FIRST_PROMPTS = leakage.LAYOUTS, leakage.FIRST_PROMPTS
 LOOKUPS = "hop lookups of held-out questions (sub-problems)"
 
 
 @pytest.fixture(scope="module")
-def audits() -> list[audit.SplitAudit]:
+def audits() -> list[leakage.SplitAudit]:
     return [split for run in audit.audits().values() for split in run()]
 
 
 def test_committed_evaluations_have_no_repeated_problems_and_only_the_disclosed_overlaps(audits):
-    assert {a.chapter for a in audits} == set(MODULES)
+    assert {a.chapter for a in audits} == set(modules())
     skipped = {a.chapter for a in audits if a.skipped}
     # the appendix (without trl) and the pitfalls lab (no held-out split) may be skipped
     assert skipped <= {"ch13", "ch15", "ch16"}, skipped
@@ -94,7 +95,7 @@ def test_committed_evaluations_have_no_repeated_problems_and_only_the_disclosed_
     for chapter in ("ch08", "ch11", "ch12"):
         for against in against_both:
             assert found[(chapter, "test", against, LOOKUPS)] == 0
-    assert audit.totals(audits) == (len(MODULES) - len(skipped), 0, sum(EXPECTED_OVERLAPS.values()))
+    assert audit.totals(audits) == (len(modules()) - len(skipped), 0, sum(EXPECTED_OVERLAPS.values()))
 
 
 def test_audit_prints_the_summary_line_last(capsys):
@@ -106,13 +107,13 @@ def test_audit_prints_the_summary_line_last(capsys):
 
 def test_summary_names_leaked_states_per_chapter_and_skipped_splits():
     states = [
-        audit.Overlap("RL training draws", STATES, 0, 9),
-        audit.Overlap("warm-start demonstrations", STATES, 2, 9),
+        leakage.Overlap("RL training draws", STATES, 0, 9),
+        leakage.Overlap("warm-start demonstrations", STATES, 2, 9),
     ]
     audits = [
-        audit.SplitAudit("ch05", "test", 4, 4, [audit.Overlap("RL training draws", "problems", 1, 4, "inherent")]),
-        audit.SplitAudit("ch07", "test", 4, 4, states),
-        audit.SplitAudit("ch13", "test", 0, 0, skipped="trl is not installed"),
+        leakage.SplitAudit("ch05", "test", 4, 4, [leakage.Overlap("RL training draws", "problems", 1, 4, "inherent")]),
+        leakage.SplitAudit("ch07", "test", 4, 4, states),
+        leakage.SplitAudit("ch13", "test", 0, 0, skipped="trl is not installed"),
     ]
     assert audit.summary(audits) == (
         "audit: chapters=2 duplicates=0 overlaps=3 leaked_states=2 (ch07=2) skipped=ch13 test"
@@ -132,16 +133,16 @@ def test_run_seeds_are_every_seed_recorded_in_the_chapters_results_files(tmp_pat
     monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
     for name, seeds in (("ch07", [0, 1]), ("ch07_confirmation", [10, 11]), ("ch08", [5])):
         (tmp_path / f"{name}.json").write_text(json.dumps({"chapter": name, "seeds": {str(s): {} for s in seeds}}))
-    assert audit.run_seeds("ch07") == (0, 1, 10, 11)
-    assert audit.run_seeds("ch08") == (5,)
-    assert audit.run_seeds("ch09") == audit.RUN_SEEDS  # nothing recorded: the default seeds
+    assert leakage.run_seeds("ch07") == (0, 1, 10, 11)
+    assert leakage.run_seeds("ch08") == (5,)
+    assert leakage.run_seeds("ch09") == leakage.RUN_SEEDS  # nothing recorded: the default seeds
 
 
 def test_question_lookups_hold_both_forms_of_hop_one_and_both_candidates_hop_two():
     from course_lib.envs.two_hop_qa import all_questions
 
     question = next(q for q in all_questions() if q.ambiguous)
-    lookups = audit.question_lookups([question])
+    lookups = leakage.question_lookups([question])
     (precise, role), (bridge, attribute) = question.hop_lookups()
     assert lookups == {(precise, role), (question.name, role), *((p, attribute) for p in question.candidates)}
     assert (bridge, attribute) in lookups and len(question.candidates) == 2
@@ -149,9 +150,9 @@ def test_question_lookups_hold_both_forms_of_hop_one_and_both_candidates_hop_two
 
 def test_lake_observations_are_every_state_of_a_map_and_leave_the_start_out():
     lake = ((0, 0), (3, 3), ((1, 1), (2, 2)))
-    seen = audit.lake_observations([lake])
+    seen = leakage.lake_observations([lake])
     assert len(seen) == 16 - 1 - 2 and "you r1 c1 goal r4 c4 holes r2 c2 r3 c3" in seen
-    assert audit.lake_observations([((0, 1), (3, 3), ((1, 1), (2, 2)))]) == seen
+    assert leakage.lake_observations([((0, 1), (3, 3), ((1, 1), (2, 2)))]) == seen
 
 
 def test_episode_observations_are_what_the_environment_showed():
@@ -168,7 +169,7 @@ def test_episode_observations_are_what_the_environment_showed():
             observation, *_ = env.step(turn_text(think.split(), move.replace("<answer>", "").strip()))
             if not env.done:
                 shown.add(observation)
-    assert audit.episode_observations(texts) == shown
+    assert leakage.episode_observations(texts) == shown
 
 
 # distinct_seeds on a toy environment with a known problem space -----------------------------------
@@ -215,10 +216,10 @@ def test_chapter_test_seeds_give_distinct_problems():
     from course_lib.envs.function_calling import FunctionCallingEnv
 
     seeds = ch05.test_seeds(200, "test")
-    keys = audit.problem_keys(lambda: FunctionCallingEnv("test"), seeds)
+    keys = leakage.problem_keys(lambda: FunctionCallingEnv("test"), seeds)
     assert len(set(keys)) == 200
     # The first 200 seeds of this split repeat queries: the helper is what makes them distinct
-    assert len(set(audit.problem_keys(lambda: FunctionCallingEnv("test"), range(200)))) < 200
+    assert len(set(leakage.problem_keys(lambda: FunctionCallingEnv("test"), range(200)))) < 200
 
 
 def test_chapter01_samples_distinct_test_problems_and_refuses_more_than_the_pool():
@@ -238,20 +239,20 @@ def test_committed_chapter01_test_rows_are_what_the_build_writes():
 
 # Overlap counting on toy examples with a known answer ----------------------------------------------
 def test_count_overlap_counts_distinct_held_out_items_found_in_the_reference():
-    assert audit.count_overlap(["a", "b", "b", "c"], {"b", "c", "d"}) == 2
-    assert audit.count_overlap(["a"], ["b"]) == 0
+    assert leakage.count_overlap(["a", "b", "b", "c"], {"b", "c", "d"}) == 2
+    assert leakage.count_overlap(["a"], ["b"]) == 0
 
 
 def test_path_subproblems_are_the_states_strictly_inside_optimal_plans():
     # a and b on the table, goal a on b: pick-up a, stack a b; the one state in between holds a
-    assert audit.path_subproblems("a | b | hand empty", "b a") == {("b | hand a", "b a")}
+    assert leakage.path_subproblems("a | b | hand empty", "b a") == {("b | hand a", "b a")}
     # b on a, goal both on the table: unstack b a, put-down b; in between the hand holds b
-    assert audit.path_subproblems("a b | hand empty", "a | b") == {("a | hand b", "a | b")}
+    assert leakage.path_subproblems("a b | hand empty", "a | b") == {("a | hand b", "a | b")}
 
 
 def test_corpus_pairs_read_state_and_goal_back_from_prompts():
     rows = [("goal b a state a | b | hand empty act", "pick-up a eval good")]
-    assert audit.corpus_pairs(rows, "act") == {("a | b | hand empty", "b a")}
+    assert leakage.corpus_pairs(rows, "act") == {("a | b | hand empty", "b a")}
 
 
 def test_ch05_demonstration_texts_reproduce_the_warm_start_examples():
@@ -285,4 +286,4 @@ def test_grpo_task_seeds_are_the_seeds_training_resets_with():
             with pytest.raises(Captured) as caught:
                 policy_iteration(model, Engine(), [], config, seed, iteration, torch.Generator(), None)
             drawn += list(dict.fromkeys(caught.value.args[0]))
-    assert drawn == audit.grpo_task_seeds(config.iterations, config.prompts_per_iteration, (0, 2))
+    assert drawn == leakage.grpo_task_seeds(config.iterations, config.prompts_per_iteration, (0, 2))

@@ -7,8 +7,8 @@ import re
 
 import torch
 
-from course_lib.course import bench
 from course_lib.engine.hf_decoder import make_decoder
+from course_lib.lab import bench
 from course_lib.models import build_model
 from course_lib.tasks import tool_arithmetic
 

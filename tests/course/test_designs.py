@@ -8,9 +8,11 @@ import types
 import numpy as np
 import pytest
 
-from course_lib.course import chance, designs, recorded, verdicts
+from course_lib import chapters
+from course_lib.course import chance, designs, recorded
 from course_lib.course.claims import ClaimSpec, at_least
 from course_lib.diagnostics import stats
+from course_lib.lab import design_runs, verdicts
 
 
 def test_seeds_needed_matches_the_formula_by_hand():
@@ -99,14 +101,15 @@ def fake_design(tmp_path, monkeypatch):
     module = types.ModuleType("fake_design_module")
     module.DESIGN = design
     monkeypatch.setitem(sys.modules, "fake_design_module", module)
-    monkeypatch.setitem(designs.MODULES, "ch08", "fake_design_module")
+    found = {**chapters.designs(), "ch08": "fake_design_module"}
+    monkeypatch.setattr(chapters, "designs", lambda folder=None: found)
     return design
 
 
 def test_pilot_plan_and_decision_run_from_recorded_files(fake_design, capsys):
     with pytest.raises(recorded.ResultsMissing, match="--pilot --record"):
         designs.plan(fake_design)
-    designs.main(["ch08", "--pilot", "--record"])
+    design_runs.main(["ch08", "--pilot", "--record"])
     plan = designs.plan(fake_design)
     diffs = [fake_run(s)["a_minus_b"] for s in fake_design.pilot_seeds]
     sd = float(np.std(diffs, ddof=1))
@@ -115,14 +118,14 @@ def test_pilot_plan_and_decision_run_from_recorded_files(fake_design, capsys):
     assert plan.uncapped >= plan.seeds
     assert plan.sd_upper == pytest.approx(sd * math.sqrt(3 / stats.chi2_quantile(0.2, 3)))
     assert plan.uncapped_upper == designs.seeds_needed(plan.sd_upper, 0.02, maximum=10**6) >= plan.uncapped
-    designs.main(["ch08", "--decide", "--record", "--seeds", "0", "1"])
-    designs.main(["ch08", "--decide", "--record"])  # resumes: 0 and 1 are skipped
+    design_runs.main(["ch08", "--decide", "--record", "--seeds", "0", "1"])
+    design_runs.main(["ch08", "--decide", "--record"])  # resumes: 0 and 1 are skipped
     out = capsys.readouterr().out
     assert "seed 0: already recorded" in out
     numbers = designs.recorded_design_seeds(fake_design)
     assert len(numbers) == plan.seeds
     with pytest.raises(SystemExit):
-        designs.main(["ch08", "--decide", "--seeds", "100"])  # a pilot seed never decides
+        design_runs.main(["ch08", "--decide", "--seeds", "100"])  # a pilot seed never decides
     deciding_sd = float(np.std([n["a_minus_b"] for n in numbers], ddof=1))
     line = designs.hindsight(fake_design, plan, numbers)
     assert f"sd is {deciding_sd:.3f}" in line
@@ -132,29 +135,29 @@ def test_pilot_plan_and_decision_run_from_recorded_files(fake_design, capsys):
 def test_the_designed_claim_joins_the_chapter_verdicts(fake_design, capsys, tmp_path):
     real = recorded.ROOT / "results" / "ch08.json"  # the chapter's own records, beside the fake design's
     (tmp_path / "ch08.json").write_text(real.read_text())
-    assert designs.find("ch08") is fake_design
+    assert chapters.design("ch08") is fake_design
     assert fake_design.claim not in verdicts.chapter_specs("ch08")  # nothing recorded yet: not shown
-    designs.run_seeds(fake_design, fake_design.pilot_seeds, record=True, pilot=True)
-    designs.run_seeds(fake_design, range(6), record=True)
+    design_runs.run_seeds(fake_design, fake_design.pilot_seeds, record=True, pilot=True)
+    design_runs.run_seeds(fake_design, range(6), record=True)
     decided = verdicts.chapter_verdicts("ch08")
     assert decided[-1].id == "C99.1d"
     assert decided[-1].holds  # every seed's a - b is positive and the interval clears 0
     verdicts.print_chapter("ch08")
     assert "ch08_design.json" in capsys.readouterr().out
-    designs.show("ch08")
+    design_runs.show("ch08")
     shown = capsys.readouterr().out
     assert "pre-registered in docs/experiments/fake.md" in shown and "reproduced" in shown
 
 
 def test_a_design_whose_effect_points_the_other_way_is_not_reproduced(fake_design, monkeypatch, tmp_path):
     flipped = designs.Design("ch08", "doc.md", claim(), 0.02, lambda s: {"a_minus_b": -fake_run(s)["a_minus_b"]})
-    designs.run_seeds(flipped, range(6), record=True)
+    design_runs.run_seeds(flipped, range(6), record=True)
     verdict = verdicts.decide(flipped.claim, designs.recorded_design_seeds(flipped))
     assert not verdict.holds and verdict.status == "not reproduced at this scale"
     assert math.isfinite(verdict.effects[0].detectable)
 
 
-def test_find_returns_none_for_a_chapter_without_a_design():
-    assert designs.find("ch01") is None
+def test_a_chapter_without_a_design_has_none():
+    assert chapters.design("ch01") is None
     with pytest.raises(KeyError, match="registered"):
-        designs.load("ch01")
+        design_runs.load("ch01")

@@ -130,7 +130,7 @@ def test_claims_cell_ids_are_unique(path: Path):
 
 def readme_findings() -> dict[int, str]:
     """Chapter -> the README chapter map's "findings reproduced" cell (`2 of 2`, `none tested (...)`)."""
-    from course_lib.course import study_time, verdicts
+    from course_lib.lab import study_time, verdicts
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     rows = [row for table in study_time.tables(text) for row in table if verdicts.FINDINGS_COLUMN in row]
@@ -162,12 +162,12 @@ def test_readme_findings_column_matches_docs():
     lists exactly the ids the chapter modules declare (the ids live there, not in the README)."""
     import importlib
 
-    from course_lib.course import verdicts
-    from course_lib.course.recorded import MODULES
+    from course_lib.chapters import modules
+    from course_lib.lab import verdicts
 
     readme, tallies, docs = readme_findings(), docs_tallies(), docs_claim_ids()
-    assert set(readme) == set(tallies) == set(docs) == {int(key[2:]) for key in MODULES}, "every chapter, everywhere"
-    for key, name in MODULES.items():
+    assert set(readme) == set(tallies) == set(docs) == {int(key[2:]) for key in modules()}, "every chapter, everywhere"
+    for key, name in modules().items():
         module, chapter = importlib.import_module(f"course_lib.chapters.{name}"), int(key[2:])
         specs = (*module.CLAIMS, *(spec for setting in verdicts.settings(key) for spec in setting.claims))
         declared = {re.sub(r"[a-z]$", "", spec.id) for spec in specs}  # a designed setting's ids too (C0.5d)
@@ -185,7 +185,7 @@ def test_readme_findings_cell_reads_the_verdicts():
     """The README's cell, on verdicts made up for the purpose."""
     from types import SimpleNamespace
 
-    from course_lib.course import verdicts
+    from course_lib.lab import verdicts
 
     def verdict(kind, holds, decided=True):
         return SimpleNamespace(kind=kind, holds=holds, decided=decided)

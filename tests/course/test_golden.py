@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from course_lib.course import golden
+from course_lib.lab import golden
 
 
 def test_digests_see_a_one_ulp_change():
@@ -25,14 +25,14 @@ def test_differences_name_the_changed_cases(tmp_path, monkeypatch):
 
 
 def test_a_missing_record_says_how_to_make_it(tmp_path):
-    with pytest.raises(FileNotFoundError, match="python -m course_lib.course.golden --update"):
+    with pytest.raises(FileNotFoundError, match="python -m course_lib.lab.golden --update"):
         golden.recorded(tmp_path / "missing.json")
 
 
 def test_golden_run_is_bit_identical():
     """Chapter outputs were committed from this arithmetic. A failure here means the engine or the
     update now computes different bits: if that is deliberate, re-run every chapter's seeds, refresh
-    the notebooks and record the new digests with `python -m course_lib.course.golden --update`."""
+    the notebooks and record the new digests with `python -m course_lib.lab.golden --update`."""
     stored = golden.recorded()
     if stored["machine"] != golden.machine():
         pytest.skip(f"digests recorded on {stored['machine']}; this machine rounds differently")

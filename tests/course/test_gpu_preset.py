@@ -21,7 +21,7 @@ from transformers import AutoConfig
 
 from course_lib import course_config, data, models
 from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.course import build
+from course_lib.lab import build
 from course_lib.rl import warm_start
 from course_lib.tasks import tool_arithmetic
 
@@ -222,9 +222,9 @@ def test_every_builder_builds_its_gpu_preset_model(chapter, tmp_path, monkeypatc
 
 
 def test_the_prepared_gpu_run_runs_chapters_under_the_gpu_preset_and_summarises(monkeypatch, tmp_path, capsys):
-    """`python -m course_lib.course.gpu_preset` (the script for a machine with a GPU), on the tiny gpu preset: chapter
+    """`python -m course_lib.lab.gpu_preset` (the script for a machine with a GPU), on the tiny gpu preset: chapter
     00's command in its own process, its verdicts read back, and a chapter the budget leaves no time for reported."""
-    from course_lib.course import gpu_preset
+    from course_lib.lab import gpu_preset
 
     _tiny_gpu_env(monkeypatch, tmp_path)
     assert gpu_preset.main(["--chapters", "00", "--budget-minutes", "5"]) == 0
@@ -250,7 +250,7 @@ def test_pretrained_mode_runs_chapter00_on_a_checkpoint_under_the_gpu_preset(sta
     """`--model <folder>` on the tiny gpu preset: chapter 00's command in its own process on the stand-in (LoRA warm
     start in the chat format, RL, claims), its minutes, warm start and verdicts in the summary, its last lines
     printed; nothing recorded."""
-    from course_lib.course import gpu_preset
+    from course_lib.lab import gpu_preset
 
     _tiny_gpu_env(monkeypatch, tmp_path / "gpu")
     monkeypatch.chdir(tmp_path)  # a `results/` written by mistake would land here
@@ -281,7 +281,7 @@ def _fake_chapter(calls: list):
 
 
 def test_pretrained_mode_passes_the_folder_offline_and_reads_the_warm_start(standin, monkeypatch, capsys):
-    from course_lib.course import gpu_preset
+    from course_lib.lab import gpu_preset
 
     calls: list = []
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -312,7 +312,7 @@ def test_pretrained_mode_passes_the_folder_offline_and_reads_the_warm_start(stan
     ],
 )
 def test_pretrained_mode_refuses_what_it_cannot_do(standin, argv, message, capsys):
-    from course_lib.course import gpu_preset
+    from course_lib.lab import gpu_preset
 
     with pytest.raises(SystemExit):
         gpu_preset.main(["--model", str(standin), *argv])
@@ -320,7 +320,7 @@ def test_pretrained_mode_refuses_what_it_cannot_do(standin, argv, message, capsy
 
 
 def test_full_finetune_needs_a_model(capsys):
-    from course_lib.course import gpu_preset
+    from course_lib.lab import gpu_preset
 
     with pytest.raises(SystemExit):
         gpu_preset.main(["--full-finetune"])
@@ -330,7 +330,7 @@ def test_full_finetune_needs_a_model(capsys):
 def test_a_hub_id_is_read_from_the_cache_and_never_downloaded(standin, tmp_path, capsys):
     """A hub id resolves to its snapshot in the Hugging Face cache (laid out here as `huggingface_hub` writes it);
     one not there is an error that says the course does not download, and names the download command."""
-    from course_lib.course import gpu_preset
+    from course_lib.lab import gpu_preset
 
     commit = "0123456789abcdef0123456789abcdef01234567"
     repo = tmp_path / "hub" / "models--course--standin"
@@ -353,7 +353,7 @@ def test_the_real_model_records_under_its_name(standin, monkeypatch, capsys):
     """`--model smollm2 --record`: the chapters get the name (resolved again from its checked cache) and `--record`,
     and write `results/gpu/<chapter>_smollm2.json`; any other checkpoint's run is still refused a record."""
     from course_lib import real_models
-    from course_lib.course import gpu_preset
+    from course_lib.lab import gpu_preset
 
     calls: list = []
     monkeypatch.setattr(real_models, "path", lambda name: standin.resolve())

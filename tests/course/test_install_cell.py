@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.course.notebooks import INSTALL_CELL
+from course_lib.lab.notebooks import INSTALL_CELL
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -21,7 +21,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 def test_every_notebook_opens_with_the_install_cell_and_it_prints_nothing_here(path):
     cells = nbformat.read(path, as_version=4).cells
     first = next(cell for cell in cells if cell.cell_type == "code")
-    assert first.source == INSTALL_CELL, "the first code cell is course_lib.course.notebooks.INSTALL_CELL"
+    assert first.source == INSTALL_CELL, "the first code cell is course_lib.lab.notebooks.INSTALL_CELL"
     assert first.outputs == [], "where the course is installed the cell does nothing"
 
 

@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 from nbconvert import HTMLExporter
 
-from course_lib.course import notebooks
+from course_lib.lab import notebooks
 
 
 def test_html_pages_load_a_local_mathjax(tmp_path):

@@ -36,7 +36,7 @@ def test_committed_outputs_are_clean(path):
     code = [c for c in load(path)["cells"] if c["cell_type"] == "code"]
     counts = [c["execution_count"] for c in code]
     assert None not in counts and counts == sorted(counts), (
-        "execute top to bottom with course_lib.course.notebooks refresh"
+        "execute top to bottom with course_lib.lab.notebooks refresh"
     )
     for cell in code:
         for output in cell["outputs"]:
@@ -105,7 +105,7 @@ def test_takeaways_are_generated_from_results_and_committed_as_generated(path):
     agrees with each claim's course-level verdict."""
     import ast
 
-    from course_lib.course import verdicts
+    from course_lib.lab import verdicts
 
     cells = [
         c for c in load(path)["cells"] if c["cell_type"] == "code" and "verdicts.takeaways(" in "".join(c["source"])
@@ -215,7 +215,7 @@ def test_implement_it_cells_run_the_check(path):
 def test_each_chapters_minutes_come_from_one_record():
     """One source for a chapter's minutes (CI's nbval run, `results/minutes.json`): the README's chapter map and each
     title cell's **Time.** sentence show that number, identically (`notebooks minutes --sync` writes both)."""
-    from course_lib.course import notebooks
+    from course_lib.lab import notebooks
 
     minutes = notebooks.recorded_minutes()
     assert set(minutes) == {path.name[:2] for path in NOTEBOOKS}
@@ -224,9 +224,9 @@ def test_each_chapters_minutes_come_from_one_record():
         assert notebooks.time_sentence(minutes[path.name[:2]]) in title, f"{path.stem}: run `notebooks minutes --sync`"
     readme = (NOTEBOOKS[0].parent.parent / "README.md").read_text()
     assert notebooks.readme_minutes(readme, minutes) == readme, (
-        "run `python -m course_lib.course.notebooks minutes --sync`"
+        "run `python -m course_lib.lab.notebooks minutes --sync`"
     )
-    from course_lib.course.study_time import tables
+    from course_lib.lab.study_time import tables
 
     shown = {
         row["#"]: row[notebooks.MINUTES_COLUMN] for t in tables(readme) for row in t if notebooks.MINUTES_COLUMN in row
@@ -235,7 +235,7 @@ def test_each_chapters_minutes_come_from_one_record():
 
 
 def test_minutes_are_read_from_a_junit_report(tmp_path, monkeypatch):
-    from course_lib.course import notebooks
+    from course_lib.lab import notebooks
 
     report = tmp_path / "junit.xml"
     report.write_text(
@@ -254,7 +254,7 @@ def test_minutes_are_read_from_a_junit_report(tmp_path, monkeypatch):
 
 
 def test_a_new_notebook_is_added_to_the_minutes_without_touching_the_others(tmp_path, monkeypatch):
-    from course_lib.course import notebooks
+    from course_lib.lab import notebooks
 
     record = {"minutes": {"00": 0.3}, "total": 0.3, "measured": {"git_commit": "abc"}}
     monkeypatch.setattr(notebooks, "MINUTES", tmp_path / "minutes.json")

@@ -7,19 +7,19 @@ tests fail by design (the message names the command to run)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 
 import pytest
 
+from course_lib import chapters
 from course_lib.course import recorded
 from course_lib.course.claims import NOT_REPRODUCED, ClaimSpec
 
-CHAPTERS = sorted(recorded.MODULES)
+CHAPTERS = sorted(chapters.modules())
 
 
 def chapter_module(key: str):
-    return importlib.import_module(f"course_lib.chapters.{recorded.MODULES[key]}")
+    return chapters.module(key)
 
 
 @pytest.mark.parametrize("key", CHAPTERS)
@@ -80,11 +80,11 @@ def test_write_merges_by_seed_and_load_reads_back(tmp_results):
 
 
 def test_load_names_the_command_when_missing_or_corrupt(tmp_results):
-    with pytest.raises(recorded.ResultsMissing, match="ch04_torl --seeds 0 1 2 3 4 --record"):
+    with pytest.raises(recorded.ResultsMissing, match="python -m course_lib.chapters ch04 --seeds 0 1 2 3 4 --record"):
         recorded.load("ch04")
     tmp_results.mkdir()
     (tmp_results / "ch04.json").write_text('{"seeds": {"0": ')
-    with pytest.raises(recorded.ResultsMissing, match="not readable JSON.*ch04_torl"):
+    with pytest.raises(recorded.ResultsMissing, match="not readable JSON.*chapters ch04"):
         recorded.load("ch04")
     (tmp_results / "ch04.json").write_text(json.dumps({"chapter": "ch04"}))
     with pytest.raises(recorded.ResultsMissing, match="no `seeds`"):
@@ -199,7 +199,7 @@ def test_a_gpu_run_records_beside_the_cpu_records_never_over_them(tmp_results, m
     assert recorded.load("ch09")["seeds"]["0"]["numbers"]["gain"] == 0.2  # notebooks read the cpu records
     loaded = recorded.load("ch09", "gpu")["seeds"]["0"]
     assert loaded["numbers"]["gain"] == 0.3 and loaded["provenance"]["scale"] == "gpu"
-    with pytest.raises(recorded.ResultsMissing, match="COURSE_SCALE=gpu python -m course_lib.chapters.ch04_torl"):
+    with pytest.raises(recorded.ResultsMissing, match="COURSE_SCALE=gpu python -m course_lib.chapters ch04"):
         recorded.load("ch04", "gpu")
 
 

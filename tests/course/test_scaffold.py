@@ -1,4 +1,4 @@
-"""`python -m course_lib.course.scaffold`: a new chapter on an environment of yours, written outside the course, runs
+"""`python -m course_lib.lab.scaffold`: a new chapter on an environment of yours, written outside the course, runs
 as a course chapter does (overrides, tracking, resume), and its own test and notebook stub are what the course asks."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from course_lib import models
 from course_lib.chapters import skeleton
-from course_lib.course import scaffold
 from course_lib.envs.template import vocabulary
+from course_lib.lab import scaffold
 from course_lib.tokenizer import build_tokenizer
 
 TINY = ["grpo.iterations=2", "grpo.prompts_per_iteration=2", "grpo.group_size=4", "grpo.eval_every=1", "eval_tasks=4"]

@@ -1,4 +1,4 @@
-"""The student edition (`python -m course_lib.course.notebooks student-edition`): it leaves out the expected outcomes,
+"""The student edition (`python -m course_lib.lab.notebooks student-edition`): it leaves out the expected outcomes,
 the concept questions' answers, the solution links and the pointers to reference solutions, keeps every code cell,
 question and hint, and its checks grade a student's files: they fail on the stubs, pass on the library, and pass on
 an update a student wrote by hand."""
@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 import exercises
-from course_lib.course import student_edition
+from course_lib.lab import student_edition
 from exercises.checks import cases
 
 ROOT = Path(__file__).resolve().parents[2]

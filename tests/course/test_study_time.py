@@ -1,17 +1,17 @@
-"""The study time (`course.study_time`): the README's chapter map and docs/teaching.md show what the notebooks give.
+"""The study time (`lab.study_time`): the README's chapter map and docs/teaching.md show what the notebooks give.
 
 Fast: it reads the committed notebooks and `results/minutes.json`, nothing runs.
 """
 
 from __future__ import annotations
 
-from course_lib.course import study_time
-from course_lib.course.study_time import StudyTime
+from course_lib.lab import study_time
+from course_lib.lab.study_time import StudyTime
 
 
 def test_the_readme_and_teaching_md_agree_with_the_notebooks():
-    """Edit a notebook and forget `python -m course_lib.course.study_time --sync`, and this fails."""
-    assert study_time.drift() == [], "run `python -m course_lib.course.study_time --sync`"
+    """Edit a notebook and forget `python -m course_lib.lab.study_time --sync`, and this fails."""
+    assert study_time.drift() == [], "run `python -m course_lib.lab.study_time --sync`"
 
 
 def test_every_chapter_has_its_study_time_in_the_readme_and_in_teaching_md():

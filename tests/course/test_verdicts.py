@@ -7,9 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from course_lib.course import chance, recorded, verdicts
+from course_lib import chapters
+from course_lib.course import chance
 from course_lib.course.claims import CHANCE_LIMIT, NOT_REPRODUCED, ClaimSpec, at_least
 from course_lib.diagnostics import stats
+from course_lib.lab import verdicts
 
 
 def spec(kind="finding", effects=(), check=lambda n: n["x"] > 0, required=False) -> ClaimSpec:
@@ -84,7 +86,7 @@ def test_bootstrap_interval_is_seeded_and_stratified():
     assert stats.probability_of_improvement([1, 0, -1, 2]) == pytest.approx(0.625)
 
 
-@pytest.mark.parametrize("chapter", list(recorded.MODULES))
+@pytest.mark.parametrize("chapter", list(chapters.modules()))
 def test_every_chapter_tests_a_finding_and_requires_only_what_its_seeds_show(chapter):
     specs = verdicts.chapter_specs(chapter)
     if chapter in verdicts.APPENDICES:
@@ -191,7 +193,7 @@ def test_a_mechanism_says_how_it_could_fail_by_chance():
     assert verdicts.decide(exact, [{"x": 1.0}]).chance.probability == 0.0
 
 
-@pytest.mark.parametrize("chapter", list(recorded.MODULES))
+@pytest.mark.parametrize("chapter", list(chapters.modules()))
 def test_every_mechanism_cannot_fail_by_chance_on_its_recorded_seeds(chapter):
     """claims.md: a mechanism check is required only if it fails by chance with probability under 1% (computed from
     the recorded seeds); above that it is a finding or a description."""
@@ -215,7 +217,7 @@ def test_takeaways_fill_statuses_and_numbers_from_results():
 
 
 def test_generated_claims_tables_and_readme_match_results():
-    assert verdicts.drift() == [], "run `python -m course_lib.course.verdicts --write`"
+    assert verdicts.drift() == [], "run `python -m course_lib.lab.verdicts --write`"
 
 
 def test_a_difference_that_could_not_be_measured_is_counted_apart_and_never_holds():

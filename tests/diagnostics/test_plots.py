@@ -114,7 +114,7 @@ def test_recorded_panels_draw_recorded_bands_and_this_run(tmp_path, monkeypatch)
                                                curves={"a/acc": [(0, 0.1 * s), (10, 0.5 + 0.1 * s)]})
                            for s in range(3)])  # fmt: skip
     history = [{"iteration": 0, "acc": 0.0}, {"iteration": 5}, {"iteration": 10, "acc": 0.6}]
-    fig = plots.recorded_panels("ch09", {"arm A": "a"}, [("acc", "accuracy")], this_run={"arm A": history})
+    fig = recorded.panels("ch09", {"arm A": "a"}, [("acc", "accuracy")], this_run={"arm A": history})
     (ax,) = fig.axes
     recorded_line, this_line = ax.get_lines()
     np.testing.assert_allclose(recorded_line.get_ydata(), [0.1, 0.6])
@@ -122,7 +122,7 @@ def test_recorded_panels_draw_recorded_bands_and_this_run(tmp_path, monkeypatch)
     assert this_line.get_linestyle() == "--" and this_line.get_color() == recorded_line.get_color()
     assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 1
     with pytest.raises(KeyError, match="no recorded seed of ch09 has the curve 'b/acc'"):
-        plots.recorded_panels("ch09", {"arm B": "b"}, [("acc", "accuracy")])
+        recorded.panels("ch09", {"arm B": "b"}, [("acc", "accuracy")])
 
 
 def test_recorded_panels_put_one_legend_below_the_panels_not_on_the_data(tmp_path, monkeypatch):
@@ -135,7 +135,7 @@ def test_recorded_panels_put_one_legend_below_the_panels_not_on_the_data(tmp_pat
     spec = (ClaimSpec("C9.1", "x", "p", "gain", lambda n: n["gain"] > 0),)
     curves = {"a/acc": [(0, 0.1), (10, 0.5)], "a/len": [(0, 3.0), (10, 2.0)]}
     recorded.write("ch09", [recorded.make_record(s, spec, {"gain": 1.0}, 1.0, curves=curves) for s in range(2)])
-    fig = plots.recorded_panels("ch09", {"arm A": "a"}, [("acc", "accuracy"), ("len", "length")])
+    fig = recorded.panels("ch09", {"arm A": "a"}, [("acc", "accuracy"), ("len", "length")])
     assert all(ax.get_legend() is None for ax in fig.axes), "no legend inside a panel"
     (legend,) = fig.legends
     labels = [text.get_text() for text in legend.get_texts()]

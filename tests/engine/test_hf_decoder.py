@@ -190,8 +190,8 @@ def test_factory_chooses_the_lean_decoder_exactly_where_it_applies():
 
 
 def test_decoder_benchmark_prints_its_measurements(capsys):
-    """`python -m course_lib.course.bench decoder` runs end to end (its numbers are measurements, never asserted)."""
-    from course_lib.course import bench
+    """`python -m course_lib.lab.bench decoder` runs end to end (its numbers are measurements, never asserted)."""
+    from course_lib.lab import bench
 
     assert bench.main(["decoder", "--batch", "4", "--steps", "3", "--repeats", "2"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from course_lib import data
-from course_lib.course import bench
 from course_lib.engine.bookkeeping import expected_tokens
 from course_lib.engine.rollout import RolloutEngine
 from course_lib.envs.function_calling import answer_text
 from course_lib.integrations import course_trl
+from course_lib.lab import bench
 from course_lib.tokenizer import encode
 
 

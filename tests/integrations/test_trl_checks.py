@@ -9,19 +9,23 @@ import torch
 from course_lib import data
 from course_lib.chapters import ch13_scale_out as ch13
 from course_lib.course.claims import evaluate_all
-from course_lib.integrations import trl_chapters, trl_checks
+from course_lib.integrations import trl_checks
 from course_lib.integrations.trl_methods import CourseMethodTrainer
+from course_lib.tasks import key_door_grid, two_hop_search
+
+GRID, SEARCH = key_door_grid.tool_task(), two_hop_search.tool_task()
+"""Chapters 07's and 08's tasks with their own methods (GiGPO in step mode, ARPO's tree)."""
 
 
 @pytest.fixture(scope="module")
 def bases():
-    return {chapter: data.load_base(trl_chapters.chapter_setup(chapter)[0].base) for chapter in ("07", "08")}
+    return {"07": data.load_base(GRID.base), "08": data.load_base(SEARCH.base)}
 
 
 def test_every_method_matches_the_course_on_seed_0(bases):
     checks = {
-        "gigpo_step": trl_checks.gigpo_check("07", 0, bases["07"]),
-        "gigpo_trajectory": trl_checks.gigpo_check("08", 0, bases["08"]),
+        "gigpo_step": trl_checks.gigpo_check(GRID, 0, bases["07"]),
+        "gigpo_trajectory": trl_checks.gigpo_check(SEARCH, 0, bases["08"]),
         "arpo_tree": trl_checks.tree_check("arpo", 0, bases["08"]),
         "starpo_s": trl_checks.filter_check("starpo_s", 0, bases["08"]),
     }
@@ -48,7 +52,7 @@ def test_a_shifted_advantage_is_a_mismatch(bases, monkeypatch):
         output["advantages"][0, 0] += 1e-3
 
     perturbed(monkeypatch, shift)
-    assert trl_checks.gigpo_check("07", 0, bases["07"])["mismatches"] >= 1
+    assert trl_checks.gigpo_check(GRID, 0, bases["07"])["mismatches"] >= 1
 
 
 def test_a_dropped_row_is_a_mismatch(bases, monkeypatch):

@@ -1,7 +1,7 @@
 """The gpu preset's measurement run: each chapter's command under `COURSE_SCALE=gpu`, one after another, within a
 budget of minutes, with a summary of minutes and verdicts at the end.
 
-    python -m course_lib.course.gpu_preset --chapters 00 04 06 --budget-minutes 12 --record
+    python -m course_lib.lab.gpu_preset --chapters 00 04 06 --budget-minutes 12 --record
 
 This is the one prepared script to run on a machine with a GPU. Each chapter runs as its own process
 (`python -m course_lib.chapters.<module> --seeds 0 [--record]`), so a chapter that fails or runs out of time does
@@ -13,7 +13,7 @@ are recorded yet.
 
 The pretrained-model mode runs the chapters on a checkpoint of your own instead of the course's bases:
 
-    python -m course_lib.course.gpu_preset --model Qwen/Qwen2.5-0.5B-Instruct --chapters 00 07 --budget-minutes 12
+    python -m course_lib.lab.gpu_preset --model Qwen/Qwen2.5-0.5B-Instruct --chapters 00 07 --budget-minutes 12
 
 Each chapter's command gets `--model <folder>` under `COURSE_SCALE=gpu`: the checkpoint is warm-started (LoRA, or
 every weight with `--full-finetune`) on the chapter's demonstrations in its chat template, then RL, evaluation and
@@ -23,7 +23,7 @@ be in the Hugging Face cache of the machine (`hf download <id>` beforehand), or 
 chapters run with `HF_HUB_OFFLINE=1`. A checkpoint's run is printed, not recorded: `--record` is refused, except for
 the course's real model, whose records go to `results/gpu/<chapter>_smollm2.json`:
 
-    python -m course_lib.course.gpu_preset --model smollm2 --record --budget-minutes 12
+    python -m course_lib.lab.gpu_preset --model smollm2 --record --budget-minutes 12
 
 runs chapters 00, 04, 06, 07 and 08 on SmolLM2-135M-Instruct (`python -m course_lib.data build smollm2` first) with
 LoRA and micro-batched updates at the gpu presets' sizes, each chapter within what is left of the budget. Those sizes
@@ -48,7 +48,6 @@ from pathlib import Path
 
 from course_lib import chapters, real_models
 from course_lib.chapters import chapter_key
-from course_lib.course.recorded import MODULES
 
 SEED_LINE = re.compile(r"^seed (\d+) \(([\d.]+) min\)")
 CLAIM_LINE = re.compile(r"^\s+(C\d+\.\d+[a-z]?) (PASS|FAIL|not reproduced at this scale) ")
@@ -87,9 +86,9 @@ def parse(output: str, run: ChapterRun) -> ChapterRun:
 
 def model_chapters() -> list[str]:
     """The chapter keys whose run starts from `bases.base_for`, so `--model` replaces their base: the chapters
-    whose `Chapter` says `checkpoint=True` (`chapters.all()`, so a chapter wired later joins without an edit here).
+    whose `Chapter` says `checkpoint=True` (`chapters.index()`, so a chapter wired later joins without an edit here).
     Every chapter command accepts the flag (the skeleton's parser), but the others would ignore it."""
-    return [key for key, chapter in chapters.all().items() if chapter.checkpoint]
+    return [key for key, chapter in chapters.index().items() if chapter.checkpoint]
 
 
 def resolve_model(model: str, cache_dir: str | Path | None = None) -> Path:
@@ -132,7 +131,7 @@ def run_chapter(
     """`python -m course_lib.chapters.<module> --seeds ... [extra]` under the gpu preset, stopped after `timeout_s`
     (`extra`: `--model <folder>` and `--full-finetune` in the pretrained-model mode)."""
     key = chapter_key(chapter)
-    command = [sys.executable, "-m", f"course_lib.chapters.{MODULES[key]}", "--seeds", *map(str, seeds)]
+    command = [sys.executable, "-m", f"course_lib.chapters.{chapters.modules()[key]}", "--seeds", *map(str, seeds)]
     command += ["--record"] if record else []
     command += list(extra)
     start = time.perf_counter()
@@ -181,7 +180,7 @@ def run_all(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.course.gpu_preset", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_lib.lab.gpu_preset", description=__doc__.splitlines()[0])
     parser.add_argument("--chapters", nargs="+", help="default: every chapter (with --model: those that take one)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--budget-minutes", type=float, default=12.0)
@@ -200,11 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.model and args.record and args.model not in real_models.MODELS:
         parser.error("--record writes the course's own results; a checkpoint's run is printed, not recorded (the "
                      f"course's real models record: --model {' or '.join(real_models.MODELS)})")  # fmt: skip
-    allowed = model_chapters() if args.model else list(MODULES)
+    allowed = model_chapters() if args.model else list(chapters.modules())
     chosen = args.chapters or [key.removeprefix("ch") for key in allowed]
-    unknown = [c for c in chosen if not c.removeprefix("ch").isdigit() or chapter_key(c) not in MODULES]
+    unknown = [c for c in chosen if not c.removeprefix("ch").isdigit() or chapter_key(c) not in chapters.modules()]
     if unknown:
-        parser.error(f"unknown chapters {unknown}; choose from {sorted(MODULES)}")
+        parser.error(f"unknown chapters {unknown}; choose from {sorted(chapters.modules())}")
     without = [c for c in chosen if chapter_key(c) not in allowed]
     if without:
         parser.error(

@@ -22,16 +22,15 @@ The seeds of a chapter's confirmation (`results/<chapter>_confirmation.json`, fr
 restated) count toward its verdicts; a designed setting (`claims.Setting`, `course.designs`) is decided on its own
 file by the same rule. A record from a tree with uncommitted changes is flagged on its claim's line.
 
-    python -m course_lib.course.verdicts            # print every chapter's verdicts and the totals
-    python -m course_lib.course.verdicts --write    # regenerate docs/claims.md's tables, the README's findings cells
-    python -m course_lib.course.verdicts --check    # exit 1 if either has drifted from results/ (a test does this)
+    python -m course_lib.lab.verdicts            # print every chapter's verdicts and the totals
+    python -m course_lib.lab.verdicts --write    # regenerate docs/claims.md's tables, the README's findings cells
+    python -m course_lib.lab.verdicts --check    # exit 1 if either has drifted from results/ (a test does this)
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import math
 import re
 import sys
@@ -39,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_lib import chapters
 from course_lib.course import designs, recorded
 from course_lib.course.claims import NOT_REPRODUCED, TOLERANCE, Chance, ClaimSpec, Setting, at_least, chapter_of
 from course_lib.diagnostics import stats
@@ -243,12 +243,12 @@ def interval_text(values: Sequence[float]) -> str:
 
 
 def chapter_module(chapter: str):
-    return importlib.import_module(f"course_lib.chapters.{recorded.MODULES[chapter]}")
+    return chapters.module(chapter)
 
 
 def recorded_design(chapter: str) -> designs.Design | None:
-    """`chapter`'s designed setting when it has one with deciding seeds recorded (`course_lib.course.designs`)."""
-    design = designs.find(chapter)
+    """`chapter`'s designed setting when it has one with deciding seeds recorded (`chapters.design`)."""
+    design = chapters.design(chapter)
     return design if design is not None and designs.recorded_design_seeds(design) else None
 
 
@@ -257,7 +257,7 @@ def settings(chapter: str) -> list[Setting]:
     command records a setting declares it) narrowed to the claims whose ids name `chapter` (`claims.chapter_of`), and
     its `course_lib.course.designs` design."""
     found = []
-    for key in recorded.MODULES:
+    for key in chapters.modules():
         for setting in getattr(chapter_module(key), "SETTINGS", ()):
             own = tuple(spec for spec in setting.claims if chapter_of(spec.id) == chapter)
             if own and recorded.path(setting.results).exists():
@@ -459,7 +459,7 @@ def findings_cell(verdicts: Sequence[CourseVerdict]) -> str:
 def readme_claims(text: str) -> str:
     """The README with its chapter map's findings column (`FINDINGS_COLUMN`, found by its header) and the course
     total regenerated from `results/`."""
-    from course_lib.course.study_time import fill_column
+    from course_lib.lab.study_time import fill_column
 
     totals = {"finding": [0, 0, 0], "mechanism": [0, 0, 0]}
 
@@ -481,7 +481,7 @@ def readme_claims(text: str) -> str:
     total = (
         f"{TOTAL_START}\n**Findings reproduced over the course: {findings[0]} of the {findings[1]} papers' findings "
         f"tested**{undecided}; apart from them, {mechanisms[0]} of {mechanisms[1]} mechanism checks hold (generated "
-        f"by `python -m course_lib.course.verdicts --write` from `results/`: a finding is reproduced when, "
+        f"by `python -m course_lib.lab.verdicts --write` from `results/`: a finding is reproduced when, "
         f"over at least "
         f"{MIN_SEEDS} seeds, its 95% t-interval lies above zero and its mean reaches its margin).\n{TOTAL_END}"
     )
@@ -515,9 +515,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = drift()
         for name in stale:
-            print(f"{name} differs from results/: run `python -m course_lib.course.verdicts --write`")
+            print(f"{name} differs from results/: run `python -m course_lib.lab.verdicts --write`")
         return 1 if stale else 0
-    for chapter in recorded.MODULES:
+    for chapter in chapters.modules():
         print_chapter(chapter)
         print()
     return 0

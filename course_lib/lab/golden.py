@@ -12,8 +12,8 @@ three SFT steps of chapter 05's LoRA arms; it hashes token ids, log-probs, entro
 metrics and the updated weights. The digests are stored with the machine and library versions
 they were computed on, because other CPUs and BLAS builds round differently.
 
-    python -m course_lib.course.golden            # compare with tests/golden_run.json
-    python -m course_lib.course.golden --update   # after a deliberate change: then re-run every chapter's
+    python -m course_lib.lab.golden            # compare with tests/golden_run.json
+    python -m course_lib.lab.golden --update   # after a deliberate change: then re-run every chapter's
                                            # seeds and refresh the notebooks
 """
 
@@ -29,7 +29,6 @@ from pathlib import Path
 
 import torch
 
-from course_lib.engine.rollout import RolloutEngine
 from course_lib.machine import THREADS, machine  # callers use `golden.machine` too
 
 GOLDEN_FILE = Path(__file__).resolve().parents[2] / "tests" / "golden_run.json"
@@ -38,10 +37,6 @@ GOLDEN_FILE = Path(__file__).resolve().parents[2] / "tests" / "golden_run.json"
 def digest(value) -> str:
     """SHA-256 of `repr(value)`: Python floats print exactly, so equal digests mean equal bits."""
     return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
-
-
-def trajectory_values(trajectories) -> list:
-    return [(t.token_ids, t.loss_mask, t.logprobs, t.entropies, t.turn_ids, t.rewards) for t in trajectories]
 
 
 @contextmanager
@@ -54,39 +49,13 @@ def intra_op_threads(count: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def grpo_batch(model, tokenizer, sampling, make_env: Callable, seed: int) -> list:
-    """One GRPO-shaped batch (8 tasks x 8 samples: shared prompts are prefilled once), as `trajectory_values`."""
-    seeds = [i // 8 for i in range(64)]
-    generator = torch.Generator().manual_seed(seed)
-    engine = RolloutEngine(model, tokenizer, sampling)
-    return trajectory_values(engine.rollout([make_env() for _ in seeds], seeds, seeds, generator))
-
-
-def rollout_case(task) -> Callable[[], list]:
-    """The case `"chNN rollouts"` of a tool chapter: one GRPO batch (seed 0) of its committed base on its
-    training task (`ToolTask`)."""
-
-    def run():
-        from course_lib import data
-
-        model, tokenizer = data.load_base(task.base)
-        return grpo_batch(model, tokenizer, task.sampling, task.make_env, 0)
-
-    return run
-
-
-def untimed(metrics: list[dict]) -> list[dict]:
-    """Metrics without their `time_` entries (wall-clock times are not arithmetic)."""
-    return [{key: value for key, value in m.items() if not key.startswith("time_")} for m in metrics]
-
-
 def cases() -> dict[str, Callable[[], object]]:
     """Name -> a function computing the values to hash (each loads what it needs): every chapter's
     `Chapter.golden` cases, in chapter order."""
     from course_lib import chapters  # the course's table of chapters: imports every chapter module
 
     found: dict[str, Callable[[], object]] = {}
-    for chapter in chapters.all().values():
+    for chapter in chapters.index().values():
         if chapter.golden is not None:
             found.update(chapter.golden())
     return found
@@ -101,7 +70,7 @@ def digests() -> dict[str, str]:
 def recorded(path: Path = GOLDEN_FILE) -> dict:
     """The committed `{"machine": ..., "digests": ...}`."""
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run `python -m course_lib.course.golden --update` to record it")
+        raise FileNotFoundError(f"{path} is missing: run `python -m course_lib.lab.golden --update` to record it")
     return json.loads(path.read_text())
 
 
@@ -113,7 +82,7 @@ def differences(path: Path = GOLDEN_FILE) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.course.golden", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_lib.lab.golden", description=__doc__.splitlines()[0])
     parser.add_argument("--update", action="store_true", help="record this machine's digests")
     args = parser.parse_args(argv)
     if args.update:

@@ -1,11 +1,11 @@
-"""`python -m course_lib.course.scaffold`: write a new chapter to start from, on an environment of yours.
+"""`python -m course_lib.lab.scaffold`: write a new chapter to start from, on an environment of yours.
 
 A chapter is a module on the skeleton (`chapters/skeleton.py`: a config, `run(seed, config)`, the numbers its
 claims read, its claims, a command), a notebook that follows the course's template, and a test that runs it in
 seconds. The scaffold writes the three into a folder of yours (not into the course), for an environment registered
 by name, with GRPO and GiGPO as its two arms and two claims to replace with your paper's:
 
-    python -m course_lib.course.scaffold --number 20 --name my_line --env my_line --env-module my_package.my_env \
+    python -m course_lib.lab.scaffold --number 20 --name my_line --env my_line --env-module my_package.my_env \
         --base base --stop "</move>" --out my_fork       # --base as the chapter's command sees it, run from my_fork
     cd my_fork && python -m ch20_my_line --seeds 0 --set grpo.iterations=5      # the chapter's command
     python -m pytest test_ch20_my_line.py                                       # its test, in seconds
@@ -25,7 +25,7 @@ import json
 import re
 from pathlib import Path
 
-MODULE = '''"""Chapter {number}: {title} (scaffolded by `python -m course_lib.course.scaffold`).
+MODULE = '''"""Chapter {number}: {title} (scaffolded by `python -m course_lib.lab.scaffold`).
 
 GRPO and GiGPO trained from one base on `{env}`, evaluated on its test split. Replace the claims with your
 paper's findings, restated for the miniature, before you run the seeds that decide them.

@@ -1,10 +1,10 @@
 """Execute the course notebooks headless (the README's "run the course" command).
 
-    python -m course_lib.course.notebooks run --out build      # executed copies + HTML index under build/
-    python -m course_lib.course.notebooks refresh              # re-execute in place: the committed outputs
-    python -m course_lib.course.notebooks minutes .ci-junit.xml [--write]   # each notebook's minutes in CI's nbval run
-    python -m course_lib.course.notebooks student-edition --out DIR   # the edition without answers (student_edition)
-    python -m course_lib.course.notebooks minutes --sync       # README and title-cell minutes from the record
+    python -m course_lib.lab.notebooks run --out build      # executed copies + HTML index under build/
+    python -m course_lib.lab.notebooks refresh              # re-execute in place: the committed outputs
+    python -m course_lib.lab.notebooks minutes .ci-junit.xml [--write]   # each notebook's minutes in CI's nbval run
+    python -m course_lib.lab.notebooks student-edition --out DIR   # the edition without answers (student_edition)
+    python -m course_lib.lab.notebooks minutes --sync       # README and title-cell minutes from the record
 
 `refresh` is the only way committed outputs are produced: it forces the cpu preset, executes each
 notebook top to bottom in a fresh kernel, and strips volatile metadata so diffs stay small.
@@ -319,7 +319,7 @@ MINUTES_COLUMN = "CPU minutes"
 
 def readme_minutes(text: str, minutes: dict[str, float]) -> str:
     """The README's chapter map with its CPU-minutes column (`MINUTES_COLUMN`, found by its header) from `minutes`."""
-    from course_lib.course.study_time import fill_column
+    from course_lib.lab.study_time import fill_column
 
     return fill_column(
         text, MINUTES_COLUMN, lambda row: f"{minutes[row['#']]:.1f}" if row.get("#") in minutes else None
@@ -348,7 +348,7 @@ def sync_minutes() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.course.notebooks", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_lib.lab.notebooks", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run_parser = sub.add_parser("run", help="execute notebooks into an output folder with an HTML index")
     run_parser.add_argument("--out", type=Path, default=ROOT / "build")
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     edition_parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "student-edition":
-        from course_lib.course import student_edition
+        from course_lib.lab import student_edition
 
         student_edition.main(["--out", str(args.out)])
         return 0

@@ -15,9 +15,9 @@ column gets, in each row, the hours of the chapters its "#" or "chapters" cell n
 other generated columns use too); `docs/teaching.md`'s table of the parts and the README's total sentence are
 written between markers.
 
-    python -m course_lib.course.study_time            # the table, in hours
-    python -m course_lib.course.study_time --sync     # write the README's and docs/teaching.md's study times
-    python -m course_lib.course.study_time --check    # exit 1 if either has drifted from the notebooks (a test does)
+    python -m course_lib.lab.study_time            # the table, in hours
+    python -m course_lib.lab.study_time --sync     # write the README's and docs/teaching.md's study times
+    python -m course_lib.lab.study_time --check    # exit 1 if either has drifted from the notebooks (a test does)
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def shown(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.course.study_time", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_lib.lab.study_time", description=__doc__.splitlines()[0])
     parser.add_argument("--sync", action="store_true", help="write the README's and docs/teaching.md's study times")
     parser.add_argument("--check", action="store_true", help="exit 1 if the README or docs/teaching.md has drifted")
     args = parser.parse_args(argv)
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = drift()
         for path in stale:
-            command = "python -m course_lib.course.study_time --sync"
+            command = "python -m course_lib.lab.study_time --sync"
             print(f"{shown(path)} differs from the notebooks: run `{command}`")
         return 1 if stale else 0
     print(f"{'chapter':8}{'reading':>9}{'running':>9}{'exercises':>11}{'total':>8}   hours")

@@ -1,11 +1,11 @@
 """Benchmarks that print measurements (speed targets live here, never in timed tests).
 
-    python -m course_lib.course.bench rollout [--batch 64] [--group 8] [--repeats 7] [--tasks ch00 ch03 ...]
-    python -m course_lib.course.bench rollout --model smollm2 [--batch 32] [--group 8] [--repeats 3]
-    python -m course_lib.course.bench trl [--pairs 7]
-    python -m course_lib.course.bench decoder [--batch 64] [--steps 24] [--repeats 7]
-    python -m course_lib.course.bench roofline [--presets tiny tiny_wide] [--batch 64] [--repeats 7]
-    python -m course_lib.course.bench update --model smollm2 [--rows 32] [--tokens 110] [--budgets 0 1024 ...]
+    python -m course_lib.lab.bench rollout [--batch 64] [--group 8] [--repeats 7] [--tasks ch00 ch03 ...]
+    python -m course_lib.lab.bench rollout --model smollm2 [--batch 32] [--group 8] [--repeats 3]
+    python -m course_lib.lab.bench trl [--pairs 7]
+    python -m course_lib.lab.bench decoder [--batch 64] [--steps 24] [--repeats 7]
+    python -m course_lib.lab.bench roofline [--presets tiny tiny_wide] [--batch 64] [--repeats 7]
+    python -m course_lib.lab.bench update --model smollm2 [--rows 32] [--tokens 110] [--budgets 0 1024 ...]
 
 `rollout`:
 
@@ -168,7 +168,7 @@ def chat_task(model_name: str) -> tuple[torch.nn.Module, object, ToolTask]:
     chapter's sampling in the chat format as `--model` runs it (`checkpoint.chat_sampling`: budgets measured on the
     chapter's demonstrations in this tokenizer, observations in the tool role). No warm start: speed does not depend
     on the weights, and both sides sample the same untrained policy (its turns end at its end-of-turn token)."""
-    from course_lib.course import gpu_preset
+    from course_lib.lab import gpu_preset
     from course_lib.rl import checkpoint
 
     model, tokenizer = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
@@ -348,7 +348,7 @@ def bench_rollout(batch: int, group: int, repeats: int, task_names: Sequence[str
 
 
 def bench_real_rollout(model_name: str, batch: int, group: int, repeats: int, min_seconds: float = 0.2) -> float:
-    """`python -m course_lib.course.bench rollout --model smollm2`: the engine against `time_generate_chat` on the same
+    """`python -m course_lib.lab.bench rollout --model smollm2`: the engine against `time_generate_chat` on the same
     GRPO-shaped batch of chapter 00's episodes in the chat format, then both phases against this CPU's matmul
     throughput (the update micro-batched as a checkpoint's run does it, `checkpoint.micro_batch_tokens`)."""
     from course_lib.rl import checkpoint
@@ -476,7 +476,7 @@ def print_trl_pairs(label: str, trl_phases: list[dict], course_phases: list[dict
 
 
 def bench_trl(pairs: int, prompts: int = 16, group: int = 4, tool_prompts: int = 8, tool_group: int = 8) -> float:
-    """`python -m course_lib.course.bench trl`: chapter 05 single-turn (TRL generating), then chapter 00 multi-turn (TRL
+    """`python -m course_lib.lab.bench trl`: chapter 05 single-turn (TRL generating), then chapter 00 multi-turn (TRL
     through the course's `rollout_func`); returns chapter 05's median speedup."""
     from transformers.utils import logging as transformers_logging
 
@@ -756,7 +756,7 @@ def roofline_phases(
 
 
 def bench_roofline(presets: Sequence[str], batch: int, repeats: int, min_seconds: float = 0.2) -> list[float]:
-    """`python -m course_lib.course.bench roofline`: per model preset, generation's and the update's achieved FLOP/s
+    """`python -m course_lib.lab.bench roofline`: per model preset, generation's and the update's achieved FLOP/s
     against this CPU's matmul throughput at the same shapes; returns, and ends with, the first preset's two median
     fractions."""
     print(
@@ -785,7 +785,7 @@ def time_update(model_name: str, rows: int, tokens: int, budget: int, repeats: i
     warm-up) and this process's peak resident memory. Run once per process: the peak is the process's."""
     import resource
 
-    from course_lib.course import gpu_preset
+    from course_lib.lab import gpu_preset
     from course_lib.rl import checkpoint, loop, micro_batch
     from course_lib.rl.train import GRPOConfig
 
@@ -832,7 +832,7 @@ def bench_update(model_name: str, rows: int, tokens: int, budgets: Sequence[int]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.course.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_lib.lab.bench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     rollout = sub.add_parser("rollout", help="rollout engine vs turn-by-turn generate()")
     rollout.add_argument("--batch", type=int)

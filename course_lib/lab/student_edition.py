@@ -1,7 +1,7 @@
 """The student edition: the notebooks and the exercises without what an assignment hides.
 
-    python -m course_lib.course.notebooks student-edition --out DIR
-    python -m course_lib.course.student_edition --out DIR          # the same
+    python -m course_lib.lab.notebooks student-edition --out DIR
+    python -m course_lib.lab.student_edition --out DIR          # the same
 
 `DIR/notebooks/` holds every chapter with its expected outcomes, its concept questions' answers, its solution links
 and its pointers to reference solutions taken out (the questions, the hints and the checks stay); `DIR/exercises/`
