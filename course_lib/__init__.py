@@ -16,7 +16,7 @@ Its folders draw the layers. A module imports, at module level, only from its ow
   mode and ARPO's trees.
 - `diagnostics`: measures of rollouts and of the policy (RAGEN-2's mutual information), `diagnostics.stats`,
   `diagnostics.plots`, `diagnostics.tree_credit` and `diagnostics.tree_view`.
-- `rl`: the loop: `rl.warm_start`, `rl.train`, `rl.loop` (the four seams), `rl.critic`, `rl.micro_batch`,
+- `rl`: the loop: `rl.warm_start`, `rl.train`, `rl.seams` (the four seams), `rl.critic`, `rl.micro_batch`,
   `rl.checkpoint`, `rl.run_state`, `rl.tracking`.
 - `search`: RAP's and LATS's tree search over a world model or the environment.
 - `tasks`: the tasks several chapters share (a task's environment, settings, demonstrator and held-out evaluator:

@@ -1,7 +1,7 @@
 """Checks a config runs on construction: a ValueError that names the field, what it allows and what it got.
 
 Every config of the loop (`train.GRPOConfig`, `warm_start.SFTConfig`, `tree_rollout.TreeConfig`,
-`algos.filters.FilterConfig`, `train.GiGPOConfig`) refuses an impossible setting when it is made, not minutes
+`algos.filters.FilterConfig`, `algos.gigpo.GiGPOConfig`) refuses an impossible setting when it is made, not minutes
 into a run.
 """
 

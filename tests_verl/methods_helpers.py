@@ -13,9 +13,10 @@ from test_agent_loop import build_loop, dataset_rows
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, AgentLoopWorker
 from verl.workers.rollout.replica import TokenOutput
 
+from course_lib.algos.gigpo import GiGPOConfig
 from course_lib.engine.rollout import RolloutEngine
 from course_lib.integrations import course_verl, verl_gigpo
-from course_lib.rl.train import GiGPOConfig, GRPOConfig
+from course_lib.rl.train import GRPOConfig
 
 PROMPTS, GROUP = 2, 4
 

@@ -36,10 +36,11 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.trainer.ppo import core_algos, ray_trainer
 from verl.workers.rollout.replica import TokenOutput
 
+from course_lib.algos.gigpo import GiGPOConfig
 from course_lib.engine.rollout import RolloutEngine, collate, pad_id
 from course_lib.integrations import course_verl, verl_gigpo
-from course_lib.rl import loop
-from course_lib.rl.train import FilterConfig, GiGPOConfig, GRPOConfig
+from course_lib.rl import seams
+from course_lib.rl.train import FilterConfig, GRPOConfig
 
 pytestmark = pytest.mark.usefixtures("patched")
 
@@ -52,7 +53,7 @@ def test_gigpo_trajectory_mode_matches_the_course(ch07):
     seeds = [p for p in range(PROMPTS) for _ in range(GROUP)]
     envs = [make() for _ in seeds]
     trajectories = engine.rollout(envs, seeds, [s for s in seeds], torch.Generator().manual_seed(2))
-    course_adv, stats = loop.gigpo(collate(trajectories, pad_id(tokenizer)), course_config())
+    course_adv, stats = seams.gigpo(collate(trajectories, pad_id(tokenizer)), course_config())
     assert stats["step_group_size_mean"] > 1  # some states repeat: the step part is not all zero
     outputs = []
     for t in trajectories:
@@ -79,7 +80,7 @@ def test_gigpo_step_mode_matches_the_course(ch07_episodes, baseline):
     episodes, tokenizer = ch07_episodes
     rows = [row for episode in episodes for row in episode.rows]
     config = course_config(gigpo=GiGPOConfig(gamma=0.95, step_weight=1.0, episode_baseline=baseline))
-    course_adv, stats = loop.gigpo(collate(rows, pad_id(tokenizer)), config)
+    course_adv, stats = seams.gigpo(collate(rows, pad_id(tokenizer)), config)
     assert stats["step_group_size_mean"] > 1
     batch = step_batch(episodes, tokenizer)
     assert len(batch) == len(rows)
@@ -106,8 +107,8 @@ def test_group_filters_zero_the_mask_of_the_groups_the_course_drops(ch00, tmp_pa
         t.group_id = k // GROUP
     batch = collate(trajectories, pad_id(tokenizer))
     config = GRPOConfig(group_size=GROUP, batch_filter=name, filter=FilterConfig(**settings))
-    keep_course = loop.resolve("batch_filter", name)(batch, config)
-    course_adv = loop.grpo(batch.select(keep_course), config)[0]
+    keep_course = seams.resolve("batch_filter", name)(batch, config)
+    course_adv = seams.grpo(batch.select(keep_course), config)[0]
     verl_batch = replayed_batch(model, tokenizer, tmp_path, trajectories)
     verl_batch.non_tensor_batch["uid"] = np.array([f"uid-{t.group_id}" for t in trajectories], dtype=object)
     before = verl_batch.batch["response_mask"].clone()
@@ -150,7 +151,7 @@ def test_balanced_clip_loss_and_gradient_match_the_course():
     (grad,) = torch.autograd.grad(loss, logits)
     config = GRPOConfig(clip_low=0.2, clip_high=0.28, aggregation="token-mean")
     reference = logits.detach().clone().requires_grad_()
-    course_loss, stats = loop.entropy_balanced(reference, old, advantages, mask, config)
+    course_loss, stats = seams.entropy_balanced(reference, old, advantages, mask, config)
     (course_grad,) = torch.autograd.grad(course_loss, reference)
     ratio = torch.exp(logits.detach() - old)
     assert ((ratio > 1.28) & (advantages > 0) & mask.bool()).any()  # the balanced gradient acts somewhere
@@ -211,9 +212,9 @@ def test_a_filter_then_gigpo_in_step_mode_matches_the_course(ch07_episodes):
     rows = [row for episode in episodes for row in episode.rows]
     batch = collate(rows, pad_id(tokenizer))
     config = course_config(batch_filter="starpo_s", filter=FilterConfig(keep_fraction=0.5))
-    keep = loop.starpo_s(batch, config)
+    keep = seams.starpo_s(batch, config)
     assert 0 < int(keep.sum()) < len(rows)
-    kept_adv, _ = loop.gigpo(batch.select(keep), config)
+    kept_adv, _ = seams.gigpo(batch.select(keep), config)
     verl_batch = step_batch(episodes, tokenizer)
     algorithm = algorithm_config("x", **GIGPO, filter={"name": "starpo_s", "keep_fraction": 0.5})
     out = ray_trainer.compute_advantage(verl_batch, "course_gigpo", gamma=0.95, config=algorithm)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from course_lib.algos.step_rows import check_gamma, check_lengths, episode_rows
+from course_lib.validation import one_of, within
 
 
 def discounted_returns(step_rewards: Sequence[float], gamma: float) -> list[float]:
@@ -253,9 +254,35 @@ def step_group_stats(sizes: Sequence[int]) -> dict[str, float]:
     }
 
 
+EPISODE_BASELINES = ("pooled", "trajectory")
+"""`GiGPOConfig.episode_baseline` (`seams.gigpo` tests for "pooled" and reads anything else as "trajectory")."""
+
+
+@dataclass
+class GiGPOConfig:
+    """GiGPO's settings in the loop's config (`GRPOConfig.gigpo`); defaults from verl-agent's GiGPO scripts."""
+
+    gamma: float = 0.95
+    """Discount of the step returns (Eq. 5). With 1 and a terminal-only reward every step of an episode
+    has the same return, so the step advantage only re-ranks whole episodes."""
+    step_weight: float = 1.0
+    """omega in A = A^E + omega * A^S (Eq. 8)."""
+    episode_baseline: str = "pooled"
+    """`pooled`: the episode advantage's mean and std over every step row of the group (the official code's
+    default, with which the paper's numbers were produced); `trajectory`: over one score per episode (Eq. 3)."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse an unknown baseline (it would silently mean `trajectory`) and a discount outside [0, 1]."""
+        one_of("GiGPOConfig.episode_baseline", self.episode_baseline, EPISODE_BASELINES)
+        within("GiGPOConfig.gamma", self.gamma, 0.0, 1.0)
+
+
 @dataclass(frozen=True)
 class GiGPOSettings:
-    """What `token_advantages` reads: `train.GiGPOConfig`'s fields plus the two `GRPOConfig` fields GiGPO uses
+    """What `token_advantages` reads: `GiGPOConfig`'s fields plus the two `GRPOConfig` fields GiGPO uses
     (`scale_by_std`, `invalid_penalty`). verl's estimator builds them from its `algorithm` config
     (`integrations.verl_gigpo`)."""
 

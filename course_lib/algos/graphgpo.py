@@ -38,8 +38,38 @@ from collections import defaultdict, deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from course_lib.algos.gigpo import apply_invalid_action_penalty, episode_advantages, step_group_advantages, to_hashable
+from course_lib.algos.gigpo import (
+    EPISODE_BASELINES,
+    apply_invalid_action_penalty,
+    episode_advantages,
+    step_group_advantages,
+    to_hashable,
+)
 from course_lib.algos.step_rows import check_lengths, episode_rows
+from course_lib.validation import one_of, within
+
+
+@dataclass
+class GraphGPOConfig:
+    """GraphGPO's settings in the loop's config (`GRPOConfig.graphgpo`); the recipe's beta_G = 1 and pooled episode
+    part. The course sets omega to GiGPO's discount (chapter 17), so that the two differ only in their step return."""
+
+    omega: float = 0.95
+    """The per-hop decay of R^G = r omega^d(s') (the recipe reads it from `algorithm.gamma`: 0.1 on ALFWorld, 0.2 on
+    WebShop, 0.8 on Sokoban)."""
+    step_weight: float = 1.0
+    """beta_G in A = A^E + beta_G A^G."""
+    episode_baseline: str = "pooled"
+    """The episode part's baseline, as GiGPO's (`GiGPOConfig.episode_baseline`)."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse an omega outside [0, 1] and an unknown baseline."""
+        within("GraphGPOConfig.omega", self.omega, 0.0, 1.0)
+        one_of("GraphGPOConfig.episode_baseline", self.episode_baseline, EPISODE_BASELINES)
+
 
 SUCCESS = ("<graphgpo success sink>",)
 """The shared node every successful episode's last step leads to."""

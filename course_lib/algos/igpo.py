@@ -31,11 +31,41 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 from course_lib.algos.step_rows import check_gamma, check_lengths, episode_rows
+from course_lib.validation import one_of, within
 
 NORMALISATIONS = ("joint", "separate")
 GAINS = ("prob", "log_prob")
+
+
+@dataclass
+class IGPOConfig:
+    """IGPO's settings in the loop's config (`GRPOConfig.igpo`: this module's turn rewards and `rl.info_gain`'s
+    gains): the paper's defaults."""
+
+    gamma: float = 1.0
+    """Discount of the turn reward-to-go, A_t = r~_t + gamma A_{t+1} (1 in the paper's runs)."""
+    gain: str = "prob"
+    """`prob`: IG_t = p_t - p_{t-1} (the paper's); `log_prob`: the difference of mean log-probabilities."""
+    normalisation: str = "joint"
+    """`joint`: one pool of every turn reward of a group (the paper's); `separate`: gains and outcomes apart."""
+    answer_template: str = "<answer> {answer} </answer>"
+    """The action that states the gold answer, teacher-forced after each turn (only `{answer}`'s tokens scored)."""
+    answer_key: str = "answer"
+    """The key of the environment's `info` that holds the gold answer."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse an unknown gain or normalisation, a discount outside [0, 1] and a template without `{answer}`."""
+        one_of("IGPOConfig.gain", self.gain, GAINS)
+        one_of("IGPOConfig.normalisation", self.normalisation, NORMALISATIONS)
+        within("IGPOConfig.gamma", self.gamma, 0.0, 1.0)
+        if self.answer_template.count("{answer}") != 1:
+            raise ValueError(f"IGPOConfig.answer_template must hold {{answer}} once, got {self.answer_template!r}")
 
 
 def information_gains(mean_logprobs: Sequence[float], gain: str = "prob") -> list[float]:

@@ -33,7 +33,7 @@ from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
 from course_lib.engine.rollout import RolloutEngine
 from course_lib.envs.key_door import vocabulary
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import GRPOConfig
 from course_lib.tasks import bases, key_door_grid
 from course_lib.tasks.key_door_grid import (
@@ -130,7 +130,7 @@ def step_group_histogram(model, tokenizer, config: Chapter07Config, seed: int, v
     task_seeds = [10_000_000 + seed * 1_000 + p for p in range(grpo.prompts_per_iteration)]
     engine = RolloutEngine(model, tokenizer, config.sampling)
     generator = course_config.seed_everything(seed + 2)
-    episodes = loop.independent_groups(engine, made, task_seeds, grpo, generator).episodes
+    episodes = seams.independent_groups(engine, made, task_seeds, grpo, generator).episodes
     anchors = [anchor for episode in episodes for anchor in episode.anchors]
     group_ids = [episode.group_id for episode in episodes for _ in episode.anchors]
     counts = Counter(size_bin(size, grpo.group_size) for size in step_group_sizes(anchors, group_ids))

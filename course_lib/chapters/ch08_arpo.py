@@ -45,7 +45,7 @@ from course_lib.diagnostics.stats import interval
 from course_lib.diagnostics.tree_credit import prefix_gradient_gap, shared_prefixes, token_weights
 from course_lib.engine.rollout import Trajectory
 from course_lib.engine.tree_rollout import TreeConfig, TreeNode, TreeStats, sample_trees
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import GRPOConfig, train_grpo
 from course_lib.tasks import bases, two_hop_search
 from course_lib.tasks.two_hop_search import (
@@ -182,7 +182,7 @@ def sample_both(model, tokenizer, config: Chapter08Config, seed: int) -> dict:
                 out["tree"] = {"trajectories": rows, "stats": tree}
             counts = tree.counts(grpo.group_size, len(task_seeds))
         else:
-            rows, counts = loop.independent_groups(engine, made, task_seeds, grpo, generator).rows, {}
+            rows, counts = seams.independent_groups(engine, made, task_seeds, grpo, generator).rows, {}
             out["groups"] = {"trajectories": rows}
         groups = [[t.total_reward for t in rows if t.group_id == g] for g in range(len(task_seeds))]
         written = sum(sum(t.loss_mask[t.branch_position or 0 :]) for t in rows)

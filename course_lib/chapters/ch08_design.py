@@ -42,7 +42,7 @@ from course_lib.course.designs import Design
 from course_lib.engine.rollout import RolloutEngine, Trajectory
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.two_hop_qa import KB, TOOL, Question, vocabulary
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import GRPOConfig, policy_iteration
 from course_lib.tasks import bases, two_hop_search
 
@@ -132,26 +132,26 @@ def executed_calls(trajectories: Sequence[Trajectory], fork_steps: Sequence[int]
     )
 
 
-def counted_groups(engine, envs, task_seeds, config: GRPOConfig, generator) -> loop.Rollouts:
-    """GRPO's sampler (`loop.independent_groups`), its executed tool calls added to the stats."""
-    out = loop.independent_groups(engine, envs, task_seeds, config, generator)
+def counted_groups(engine, envs, task_seeds, config: GRPOConfig, generator) -> seams.Rollouts:
+    """GRPO's sampler (`seams.independent_groups`), its executed tool calls added to the stats."""
+    out = seams.independent_groups(engine, envs, task_seeds, config, generator)
     out.stats = {**out.stats, "executed_calls": float(executed_calls(out.rows, [0] * len(out.rows)))}
     return out
 
 
-def counted_tree(engine, envs, task_seeds, config: GRPOConfig, generator) -> loop.Rollouts:
-    """ARPO's sampler (`loop.tree_groups`), its executed tool calls (shared prefixes counted once) added."""
+def counted_tree(engine, envs, task_seeds, config: GRPOConfig, generator) -> seams.Rollouts:
+    """ARPO's sampler (`seams.tree_groups`), its executed tool calls (shared prefixes counted once) added."""
     rows, tree = sample_trees(engine, envs, task_seeds, config.group_size, config.tree, generator)
     stats = {
         **tree.counts(config.group_size, len(task_seeds)),
         "executed_calls": float(executed_calls(rows, tree.fork_steps)),
     }
-    return loop.Rollouts(rows=rows, episodes=rows, stats=stats)
+    return seams.Rollouts(rows=rows, episodes=rows, stats=stats)
 
 
 SAMPLERS = {"grpo": "ch08_design_groups", "arpo": "ch08_design_tree"}
-loop.register("sampler", SAMPLERS["grpo"], counted_groups)
-loop.register("sampler", SAMPLERS["arpo"], counted_tree)
+seams.register("sampler", SAMPLERS["grpo"], counted_groups)
+seams.register("sampler", SAMPLERS["arpo"], counted_tree)
 
 
 # One seed --------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from course_lib.course.designs import Design
 from course_lib.diagnostics import collapse, group_reward_std, reasoning_mutual_information, rollout_stats
 from course_lib.engine.rollout import RolloutEngine, Trajectory, collate
 from course_lib.models import token_logprobs
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import GRPOConfig
 from course_lib.tasks import lake_reasoning
 
@@ -118,10 +118,10 @@ def minibatch_iteration(
     `mini_batch_rows` kept episodes, the old log-probs those of sampling (so the clip acts from the second step on).
     Returns the batch's rollout statistics, `reward_std`, `kept_rows`, `steps`, `grad_norm` (largest over the
     steps) and `clip_fraction` (of the last step)."""
-    sample = loop.resolve("sampler", config.sampler)
-    estimate = loop.resolve("advantage", config.advantage)
-    keep_rows = loop.resolve("batch_filter", config.batch_filter)
-    policy_loss = loop.resolve("policy_loss", config.policy_loss)
+    sample = seams.resolve("sampler", config.sampler)
+    estimate = seams.resolve("advantage", config.advantage)
+    keep_rows = seams.resolve("batch_filter", config.batch_filter)
+    policy_loss = seams.resolve("policy_loss", config.policy_loss)
     start = time.perf_counter()
     prompts = config.prompts_per_iteration
     task_seeds = [seed * 1_000_003 + iteration * prompts + p for p in range(prompts)]

@@ -37,7 +37,7 @@ from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import collapse
 from course_lib.diagnostics.collapse import eval_curve
 from course_lib.engine.rollout import Trajectory
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.critic import Critic, CriticConfig, build_critic
 from course_lib.rl.train import GRPOConfig, train_grpo
 from course_lib.tasks import bases, lake_reasoning
@@ -181,7 +181,7 @@ def train(
     if grpo.advantage == CRITIC:
         course_config.seed_everything(seed + 7)
         critic = Critic(build_critic(tokenizer, config.critic_preset, MAX_POSITIONS), config.critic)
-        loop.register("advantage", CRITIC, critic.advantages)
+        seams.register("advantage", CRITIC, critic.advantages)
     course_config.seed_everything(seed)
     evaluator = evaluator or HeldOutEvaluator(tokenizer, config, seed + 1)
     return train_grpo(model, tokenizer, lambda: make_env("train"), config.sampling, grpo, seed, evaluate=evaluator)

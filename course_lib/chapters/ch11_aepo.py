@@ -48,7 +48,7 @@ from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import pre_monitor, sample_trees
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.tasks import bases, two_hop_search
 
@@ -206,9 +206,9 @@ def gradient_check(model, base, tokenizer, config: Chapter11Config, seed: int) -
     engine = RolloutEngine(base, tokenizer, config.task.sampling)
     seeds = [CHECK_SEED + 1_000 * seed + p for p in range(config.check_prompts)]
     made = [make_env("train", config) for _ in range(len(seeds) * grpo.group_size)]
-    rows = loop.independent_groups(engine, made, seeds, grpo, torch.Generator().manual_seed(seed + 7)).rows
+    rows = seams.independent_groups(engine, made, seeds, grpo, torch.Generator().manual_seed(seed + 7)).rows
     batch = collate(rows, tokenizer.pad_token_id)
-    advantages, _ = loop.grpo(batch, grpo)
+    advantages, _ = seams.grpo(batch, grpo)
     current = copy.deepcopy(model).double()
     logits = current(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
     chosen = torch.log_softmax(logits, dim=-1).gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)

@@ -205,7 +205,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "trajectory mode, bit for bit), ARPO's and AEPO's tree leaves, StarPO-S's and the SNR filter's kept groups, "
         "and the loss and gradient on them (0 mismatched rows, and the trees branched)",
         "GiGPO (2505.10978), ARPO (2507.19849), AEPO (2510.14545), RAGEN (2504.20073), RAGEN-2: the course's loop "
-        "(`course_lib.rl.loop`) against `trl_methods.CourseMethodTrainer`",
+        "(`course_lib.rl.seams`) against `trl_methods.CourseMethodTrainer`",
         "methods_mismatches",
         lambda n: (
             n["methods_mismatches"] == 0 and n["methods_arpo_tree_branches"] + n["methods_aepo_tree_branches"] > 0

@@ -38,7 +38,7 @@ from course_lib.course import chance, leakage, pitfalls, recorded, standins
 from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.engine.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
 from course_lib.models import token_logprobs
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.checkpoint import chat_sampling
 from course_lib.rl.train import GRPOConfig, observation_and_policy_mask, train_grpo
 from course_lib.tasks import tool_arithmetic
@@ -159,11 +159,11 @@ def template_pitfall(config: Chapter15Config, seed: int) -> dict:
 
 # 3, 4 --------------------------------------------------------------------------------------------------------
 def alignment_pitfall(batch: RolloutBatch, config: Chapter15Config) -> dict:
-    """Pitfall 3 on a real batch: GRPO's advantages (`loop.grpo`) under the engine's loss mask (fixed) and under the
+    """Pitfall 3 on a real batch: GRPO's advantages (`seams.grpo`) under the engine's loss mask (fixed) and under the
     mask shifted one token later (broken, `pitfalls.shifted_right`). `first_tokens` counts the actions' first tokens
     (the tag that decides: `<tool_call>` or `<answer>`), which the shifted mask leaves without advantage."""
     grpo = dataclasses.replace(GRPOConfig(), group_size=config.group_size)
-    advantages, _ = loop.grpo(batch, grpo)
+    advantages, _ = seams.grpo(batch, grpo)
     shifted = pitfalls.shifted_right(batch.loss_mask)
     starts = batch.loss_mask * (1 - torch.nn.functional.pad(batch.loss_mask, (1, 0))[:, :-1])
     return {
@@ -239,7 +239,7 @@ def group_pitfall(engine: RolloutEngine, config: Chapter15Config, seed: int) -> 
             batch.rewards, batch.group_ids, config.max_zero_std_share, on_flag="return"
         )
         if name == "broken":
-            advantages, _ = loop.grpo(batch, dataclasses.replace(GRPOConfig(), group_size=size))
+            advantages, _ = seams.grpo(batch, dataclasses.replace(GRPOConfig(), group_size=size))
             out["zero_gradient"] = zero_group_gradient(engine.model, batch, advantages)
     return out
 
@@ -268,7 +268,7 @@ def staleness_pitfall(model: torch.nn.Module, batch: RolloutBatch, config: Chapt
     are fresh (fixed), the last's are `stale_updates - 1` updates old (broken)."""
     model = copy.deepcopy(model)
     grpo = dataclasses.replace(GRPOConfig(), group_size=config.group_size)
-    advantages, _ = loop.grpo(batch, grpo)
+    advantages, _ = seams.grpo(batch, grpo)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.course_learning_rate, weight_decay=0.0)
     stats, checks = [], []
     model.train()

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib import course_config
-from course_lib.algos.gigpo import gigpo_advantages
-from course_lib.algos.graphgpo import graphgpo_advantages
+from course_lib.algos.gigpo import GiGPOConfig, gigpo_advantages
+from course_lib.algos.graphgpo import GraphGPOConfig, graphgpo_advantages
 from course_lib.algos.step_rows import episode_rows
 from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage, recorded
@@ -43,7 +43,7 @@ from course_lib.diagnostics.stats import interval
 from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.key_door import ACTIONS, KeyDoorEnv, expert_action
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.info_gain import gold_mean_logprobs, gold_tokens, prefix_lengths
 from course_lib.rl.train import GRPOConfig, train_grpo
 from course_lib.tasks import bases, key_door_grid, two_hop_search
@@ -86,10 +86,14 @@ def grid_arm(config: Chapter17Config, arm: str) -> GRPOConfig:
     """`grpo`, `gigpo` (chapter 07's arms) or `graphgpo` (GiGPO's configuration with the graph's step return)."""
     grpo = config.grid.grpo
     if arm == "graphgpo":
-        return dataclasses.replace(
-            grpo, advantage="graphgpo", gigpo=dataclasses.replace(grpo.gigpo, gamma=config.omega)
-        )
+        return dataclasses.replace(grpo, advantage="graphgpo", graphgpo=like_gigpo(grpo.gigpo, config.omega))
     return dataclasses.replace(grpo, advantage=arm)
+
+
+def like_gigpo(gigpo: GiGPOConfig, omega: float) -> GraphGPOConfig:
+    """GraphGPO's settings matched to GiGPO's: omega in place of gamma, the same step weight and episode baseline,
+    so that the two differ only in their step return."""
+    return GraphGPOConfig(omega=omega, step_weight=gigpo.step_weight, episode_baseline=gigpo.episode_baseline)
 
 
 GRID_ARMS = ("grpo", "gigpo", "graphgpo")
@@ -104,8 +108,8 @@ def step_table(model, tokenizer, config: Chapter17Config, seed: int) -> dict[str
     task_seeds = [30_000_000 + seed * 1_000 + p for p in range(grpo.prompts_per_iteration)]
     engine = RolloutEngine(model, tokenizer, g.sampling)
     generator = course_config.seed_everything(seed + 5)
-    rows = loop.independent_groups(engine, made, task_seeds, grpo, generator).rows
-    return loop.step_columns(collate(rows, tokenizer.pad_token_id))
+    rows = seams.independent_groups(engine, made, task_seeds, grpo, generator).rows
+    return seams.step_columns(collate(rows, tokenizer.pad_token_id))
 
 
 def demonstrated_table(config: Chapter17Config, seed: int, noise: float = 0.3) -> dict[str, list]:
@@ -233,7 +237,7 @@ def policy_tokens(model, tokenizer, config: Chapter17Config, seed: int) -> dict[
         if arm == "tree_grpo":
             rows, _ = sample_trees(engine, made, questions, grpo.group_size, grpo.tree, generator)
         else:
-            rows = loop.independent_groups(engine, made, questions, grpo, generator).rows
+            rows = seams.independent_groups(engine, made, questions, grpo, generator).rows
         out[arm] = float(sum(sum(t.loss_mask[t.branch_position or 0 :]) for t in rows))
     return out
 
@@ -248,9 +252,9 @@ def information_numbers(model, tokenizer, config: Chapter17Config, seed: int) ->
     questions = [50_000_000 + seed * 1_000 + p for p in range(grpo.prompts_per_iteration)]
     engine = RolloutEngine(model, tokenizer, s.sampling)
     generator = course_config.seed_everything(seed + 9)
-    rollouts = loop.information_gain_groups(engine, made, questions, grpo, generator)
-    batch = collate(rollouts.rows, tokenizer.pad_token_id)
-    _, stats = loop.igpo(batch, grpo)
+    rollouts = seams.information_gain_groups(engine, made, questions, grpo, generator)
+    batch = collate(rollouts.rows, tokenizer.pad_token_id, rollouts.step_extras)
+    _, stats = seams.igpo(batch, grpo)
     gaps = []
     for t in rollouts.rows[:16]:
         if len(t.rewards) < 2:
@@ -523,9 +527,10 @@ def sweep_arm(config: key_door_grid.KeyDoorConfig, method: str, cell: Cell) -> G
     if method not in GRID_ARMS:
         raise KeyError(f"unknown method {method!r}; choose from {GRID_ARMS}")
     grpo = config.grpo
+    gigpo = dataclasses.replace(grpo.gigpo, gamma=cell.gamma)
     return dataclasses.replace(
-        grpo, advantage=method, anchor_source="state", eval_every=grpo.iterations,
-        gigpo=dataclasses.replace(grpo.gigpo, gamma=cell.gamma),
+        grpo, advantage=method, anchor_source="state", eval_every=grpo.iterations, gigpo=gigpo,
+        graphgpo=like_gigpo(gigpo, cell.gamma),
     )  # fmt: skip
 
 

@@ -177,13 +177,15 @@ class RolloutBatch:
     step_group: torch.Tensor  # [K] long
     step_reward: torch.Tensor  # [K] float, the environment's reward for step k
     step_valid: torch.Tensor  # [K] bool, `info["valid"]` of step k (True when the env does not say)
-    step_turn_reward: torch.Tensor  # [K] float, a turn reward a sampler wrote to `info["turn_reward"]` (IGPO), else 0
     step_anchors: list = field(default_factory=list)  # K anchors (hashable; not tensors)
+    step_extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Per-step numbers a sampler wrote into its steps' infos for its estimator (IGPO's `turn_reward`), by info key,
+    `[K]` float each (0 where an info lacks it): a method adds a key here, not a field."""
 
     def to(self, device: torch.device | str) -> RolloutBatch:
-        return RolloutBatch(
-            **{name: value.to(device) if torch.is_tensor(value) else value for name, value in vars(self).items()}
-        )
+        moved = {name: value.to(device) if torch.is_tensor(value) else value for name, value in vars(self).items()}
+        moved["step_extras"] = {key: value.to(device) for key, value in self.step_extras.items()}
+        return RolloutBatch(**moved)
 
     def select(self, keep: torch.Tensor) -> RolloutBatch:
         """The rows where `keep` `[B]` (bool) is True, with their steps (a batch filter's output)."""
@@ -194,7 +196,9 @@ class RolloutBatch:
         per_row = {name: getattr(self, name)[rows] for name in ROW_FIELDS}
         per_step = {name: getattr(self, name)[steps] for name in STEP_FIELDS}
         per_step["step_row"] = new_row[self.step_row[steps]]
-        return RolloutBatch(**per_row, **per_step, step_anchors=[self.step_anchors[k] for k in steps.tolist()])
+        extras = {key: value[steps] for key, value in self.step_extras.items()}
+        anchors = [self.step_anchors[k] for k in steps.tolist()]
+        return RolloutBatch(**per_row, **per_step, step_anchors=anchors, step_extras=extras)
 
 
 ROW_FIELDS = (
@@ -202,7 +206,7 @@ ROW_FIELDS = (
     "traj_ids", "tree_ids",
 )  # fmt: skip
 STEP_FIELDS = (
-    "step_row", "step_turn", "step_index", "step_traj", "step_group", "step_reward", "step_valid", "step_turn_reward",
+    "step_row", "step_turn", "step_index", "step_traj", "step_group", "step_reward", "step_valid",
 )  # fmt: skip
 
 
@@ -222,21 +226,22 @@ def tree_roots(trajectories: Sequence[Trajectory]) -> list[int]:
     return [root if trajectories[root].traj_id is None else trajectories[root].traj_id for root in roots]
 
 
-def collate(trajectories: Sequence[Trajectory], pad_id: int) -> RolloutBatch:
-    """Stack rows (whole episodes, or step-mode rows) into a right-padded `RolloutBatch`."""
+def collate(trajectories: Sequence[Trajectory], pad_id: int, extras: Sequence[str] = ()) -> RolloutBatch:
+    """Stack rows (whole episodes, or step-mode rows) into a right-padded `RolloutBatch`, with the per-step numbers
+    the infos hold under each key of `extras` (`RolloutBatch.step_extras`)."""
     length = max(len(t.token_ids) for t in trajectories)
 
     def pad(rows: list[list], value, dtype) -> torch.Tensor:
         return torch.tensor([row + [value] * (length - len(row)) for row in rows], dtype=dtype)
 
     traj_ids = [row if t.traj_id is None else t.traj_id for row, t in enumerate(trajectories)]
-    steps = []  # (row, turn, index within the episode, reward, valid, anchor, turn reward)
+    steps = []  # (row, turn, index within the episode, reward, valid, anchor, extras)
     for row, t in enumerate(trajectories):
         for turn, (reward, info) in enumerate(zip(t.rewards, t.infos, strict=True)):
             index = turn if t.traj_id is None else t.step_index + turn
             anchor = t.anchors[turn] if turn < len(t.anchors) else None
-            bonus = float(info.get("turn_reward", 0.0))
-            steps.append((row, turn, index, reward, bool(info.get("valid", True)), anchor, bonus))
+            numbers = [float(info.get(key, 0.0)) for key in extras]
+            steps.append((row, turn, index, reward, bool(info.get("valid", True)), anchor, numbers))
 
     def column(position: int, dtype) -> torch.Tensor:
         return torch.tensor([step[position] for step in steps], dtype=dtype)
@@ -264,8 +269,10 @@ def collate(trajectories: Sequence[Trajectory], pad_id: int) -> RolloutBatch:
         step_group=group_ids[step_row] if steps else torch.zeros(0, dtype=torch.long),
         step_reward=column(3, torch.float),
         step_valid=column(4, torch.bool),
-        step_turn_reward=column(6, torch.float),
         step_anchors=[step[5] for step in steps],
+        step_extras={
+            key: torch.tensor([step[6][i] for step in steps], dtype=torch.float) for i, key in enumerate(extras)
+        },
     )
 
 

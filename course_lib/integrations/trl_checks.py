@@ -2,7 +2,7 @@
 
 Each check builds a `CourseMethodTrainer` (`trl_methods`) on a small batch, lets TRL generate and score it the way a
 training step starts (`_generate_and_score_completions`), and compares what TRL will train on with what the course's
-loop computes from the very same episodes (`course_lib.rl.loop`, `tree_rollout.sample_trees`):
+loop computes from the very same episodes (`course_lib.rl.seams`, `tree_rollout.sample_trees`):
 
 - GiGPO, step mode (chapter 07): every step row's advantages, bit for bit, and TRL's loss and gradient;
 - GiGPO, trajectory mode (chapter 08): each step's advantage on its action tokens, bit for bit, and loss and gradient;
@@ -28,7 +28,7 @@ from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import sample_trees
 from course_lib.integrations import course_trl, trl_chapters
 from course_lib.models import token_logprobs
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.tasks import key_door_grid, two_hop_search
 from course_lib.tasks.tool_task import ToolTask
 
@@ -71,7 +71,7 @@ def loss_gaps(trainer, model, out: dict, batch, advantages: torch.Tensor) -> tup
     """How far TRL's loss on `out` is from the course's clipped token mean on `batch` with `advantages`: the absolute
     difference of the values and the largest gradient difference relative to the largest course gradient entry."""
     logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
-    expected, _ = loop.clipped(logprobs, batch.old_logprobs, advantages, batch.loss_mask, trainer.course)
+    expected, _ = seams.clipped(logprobs, batch.old_logprobs, advantages, batch.loss_mask, trainer.course)
     ours = trainer._compute_loss(model, out)
     value_gap = abs(float(ours.detach()) - float(expected.detach()))
     theirs = _gradient(model, expected)
@@ -102,7 +102,7 @@ def gigpo_check(task: ToolTask, seed: int, base) -> dict[str, float]:
     out = _generate(trainer)
     rows = [row for episode in kept for row in episode.rows] if step else kept
     batch = collate(rows, base[1].pad_token_id)
-    advantages, _ = loop.gigpo(batch, trainer.course)
+    advantages, _ = seams.gigpo(batch, trainer.course)
     wrong = _advantage_mismatches(out, rows, advantages) + _loss_mismatch(trainer, model, out, batch, advantages)
     return {"rows": float(len(rows)), "mismatches": float(wrong)}
 
@@ -157,11 +157,11 @@ def filter_check(method: str, seed: int, base) -> dict[str, float]:
     trainer, model = _trainer(two_hop_search.tool_task(), "grpo", 4, seed, base, kept, filtered)
     out = _generate(trainer)
     batch = collate(kept, base[1].pad_token_id)
-    keep = loop.resolve("batch_filter", trainer.course.batch_filter)(batch, trainer.course)
+    keep = seams.resolve("batch_filter", trainer.course.batch_filter)(batch, trainer.course)
     wrong = int((out["tool_mask"].bool().any(1) != keep).sum())
     if bool(keep.any()):
         selected = batch.select(keep)
-        advantages, _ = loop.grpo(selected, trainer.course)
+        advantages, _ = seams.grpo(selected, trainer.course)
         wrong += _loss_mismatch(trainer, model, out, selected, advantages)
     return {"rows": float(len(kept)), "mismatches": float(wrong), "kept": float(keep.sum())}
 

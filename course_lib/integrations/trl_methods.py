@@ -1,5 +1,6 @@
 """The course's methods inside TRL's `GRPOTrainer` (trl 1.16.0): GiGPO (trajectory and step mode), the StarPO-S and
-SNR group filters, and AEPO's entropy-balanced clip, each computed by the course's own functions (`course_lib.rl.loop`).
+SNR group filters, and AEPO's entropy-balanced clip, each computed by the course's own functions
+(`course_lib.rl.seams`).
 
 `CourseMethodTrainer` is a `GRPOTrainer` that takes the course's `train.GRPOConfig` (`course`) and overrides three
 methods, each the smallest place TRL 1.16 leaves for it:
@@ -8,10 +9,10 @@ methods, each the smallest place TRL 1.16 leaves for it:
   computed inline from the reward functions' scalars (GRPO, std + 1e-4), and it merges every extra field of the
   `rollout_func` into the inputs it was given, so after `super()` returns the override finds the rows that
   `trl_rollouts` forwarded (`course_rows`). It rebuilds the course's `RolloutBatch` in TRL's completion layout with
-  `rollout.collate`, applies the course's batch filter (`loop.starpo_s`, `loop.snr_top_p`: dropped groups get a zero
+  `rollout.collate`, applies the course's batch filter (`seams.starpo_s`, `seams.snr_top_p`: dropped groups get a zero
   loss mask, `tool_mask`, and `num_items_in_batch`, the normaliser of TRL's "dapo" token mean, is recounted, so the
   loss is the course's token mean over the kept tokens), and replaces TRL's advantages with the course estimator's
-  on the kept rows (`loop.grpo`: the course's eps 1e-6; `loop.gigpo`: per token, `[B, T]`, which TRL's loss
+  on the kept rows (`seams.grpo`: the course's eps 1e-6; `seams.gigpo`: per token, `[B, T]`, which TRL's loss
   accepts). In step mode (one row per environment step, as verl-agent trains GiGPO) TRL's one completion per slot
   cannot hold an episode, so the override rebuilds every batch tensor from all step rows of the episodes
   (`step_layout`). The old log-probs become the sampler's (`RolloutBatch.old_logprobs`), as in the course's loop.
@@ -35,7 +36,7 @@ from course_lib.algos.aepo import DUAL_CLIP
 from course_lib.engine.rollout import RolloutBatch, collate
 from course_lib.integrations.course_trl import GRPOTrainer
 from course_lib.integrations.trl_rollouts import row_trajectory
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import GRPOConfig
 
 POLICY_LOSSES = {"clipped": None, "entropy_balanced": DUAL_CLIP}
@@ -121,7 +122,7 @@ def step_layout(rows: list[dict], pad_id: int, device) -> dict[str, torch.Tensor
 
 class CourseMethodTrainer(GRPOTrainer):
     """`GRPOTrainer` whose advantages, batch filter and policy loss are the course's (`course`, a
-    `train.GRPOConfig`, read through `loop.resolve`); its `rollout_func` must forward `course_rows`
+    `train.GRPOConfig`, read through `seams.resolve`); its `rollout_func` must forward `course_rows`
     (`trl_rollouts`). The module docstring says which methods are overridden and why."""
 
     def __init__(self, *args, course: GRPOConfig, **kwargs):
@@ -150,11 +151,11 @@ class CourseMethodTrainer(GRPOTrainer):
         completion_mask = output["completion_mask"]
         tool_mask = output.get("tool_mask", torch.ones_like(completion_mask))
         batch = completion_batch(rows, pad_id, completion_mask.shape[1]).to(device)
-        keep = loop.resolve("batch_filter", course.batch_filter)(batch, course)
+        keep = seams.resolve("batch_filter", course.batch_filter)(batch, course)
         advantages = torch.zeros_like(batch.loss_mask)  # [B, T]; 0 on dropped rows
         if bool(keep.any()):
             kept = batch if bool(keep.all()) else batch.select(keep)
-            values, stats = loop.resolve("advantage", course.advantage)(kept, course)
+            values, stats = seams.resolve("advantage", course.advantage)(kept, course)
             advantages[keep] = values[:, None].expand_as(kept.loss_mask) if values.dim() == 1 else values
             for name, value in stats.items():
                 self._metrics[mode][f"course/{name}"].append(float(value))

@@ -9,7 +9,7 @@ response tokens are each step's action. `CourseEnvAgentLoop` already returns the
 built-in `gdpo` estimator is handed that dict, so `verl_patch.install` wraps `compute_advantage` to pass it to the
 estimator registered here as `ESTIMATOR` ("course_gigpo") as well.
 
-Two row layouts, the two modes of `course_lib.rl.loop.gigpo`:
+Two row layouts, the two modes of `course_lib.rl.seams.gigpo`:
 
 - **trajectory mode**: a row is a whole episode. Its columns `env_steps`, `step_rewards`, `step_valid`, `anchors`
   and `action_spans` (`[start, end)` of each step's action within the response) give its steps; step k's
@@ -20,7 +20,7 @@ Two row layouts, the two modes of `course_lib.rl.loop.gigpo`:
   `step_offset` (its index within the episode) and `episode_reward` (the episode's total, verl-agent's row score).
 
 The arithmetic is the course's own: `algos.gigpo.token_advantages` on the flat step table, the combination step
-`loop.gigpo` calls too (`gigpo_advantages`, the per-step values spread over the action tokens in float32, A^E +
+`seams.gigpo` calls too (`gigpo_advantages`, the per-step values spread over the action tokens in float32, A^E +
 omega A^S); also its step-mode detail: with the pooled episode baseline and groups of several episodes the episode
 part is GRPO's group-normalised episode reward over the step rows (`algos.grpo.group_advantages`). Nothing here
 imports verl.
@@ -143,7 +143,7 @@ def gigpo_token_advantages(
             episodes_per_group.setdefault(group, set()).add(episode)
     episode = None
     if pooled and step_mode and any(len(e) > 1 for e in episodes_per_group.values()):
-        # loop.gigpo's step-mode branch: GRPO on the step rows' episode rewards (minus each row's penalty)
+        # seams.gigpo's step-mode branch: GRPO on the step rows' episode rewards (minus each row's penalty)
         rewards = torch.tensor([float(r) for r in non_tensor_batch["episode_reward"]], dtype=torch.float)
         if settings.invalid_penalty:
             invalid = torch.zeros(len(groups))

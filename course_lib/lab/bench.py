@@ -786,7 +786,7 @@ def time_update(model_name: str, rows: int, tokens: int, budget: int, repeats: i
     import resource
 
     from course_lib.lab import gpu_preset
-    from course_lib.rl import checkpoint, loop, micro_batch
+    from course_lib.rl import checkpoint, micro_batch, seams
     from course_lib.rl.train import GRPOConfig
 
     torch.manual_seed(0)
@@ -805,7 +805,7 @@ def time_update(model_name: str, rows: int, tokens: int, budget: int, repeats: i
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
 
     def loss_of(logprobs, entropy):
-        return loop.clipped(logprobs, old, advantages, mask, config)
+        return seams.clipped(logprobs, old, advantages, mask, config)
 
     seconds = []
     for _ in range(repeats + 1):

@@ -7,7 +7,7 @@ the policy's size with a one-label token-classification head (`LlamaForTokenClas
 position. As in verl, the value of a policy token is the head's output at the position before it, the state
 from which that token was chosen.
 
-`Critic.advantages(batch, config)` is an advantage estimator for the RL loop (`loop.register("advantage",
+`Critic.advantages(batch, config)` is an advantage estimator for the RL loop (`seams.register("advantage",
 name, critic.advantages)`): it computes the values of the batch with the current critic, GAE advantages and
 returns over the policy tokens (`algos.ppo.masked_gae`), whitens the advantages over those tokens (verl's
 `compute_gae_advantage_return`), then trains the critic towards the returns (`algos.ppo.value_loss`) for

@@ -3,8 +3,8 @@
 For every episode, the gold answer is teacher-forced after its prompt and after each turn's tool response, all
 in one batched forward pass of the policy that sampled the batch (no gradient), and the mean log-probability of
 the answer's own tokens is read (`algos.igpo`: p_t is its exponential). `annotate` writes each turn's reward into
-its `info["turn_reward"]`, which the batch carries as `step_turn_reward`: the information gain IG_t for every turn
-but the last, the outcome for the last. The `igpo` sampler (`rl.loop`) calls it after sampling.
+its `info["turn_reward"]`, which the batch carries in `step_extras["turn_reward"]`: the information gain IG_t for
+every turn but the last, the outcome for the last. The `igpo` sampler (`rl.seams`) calls it after sampling.
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ def episode_logprobs(model, tokenizer, trajectories: Sequence[Trajectory], templ
 
 
 def annotate(model, tokenizer, trajectories: Sequence[Trajectory], config) -> list[list[float]]:
-    """Write IGPO's turn rewards into each step's `info["turn_reward"]` (`config`: a `train.IGPOConfig`) and return
-    each episode's gold mean log-probabilities (`episode_logprobs`)."""
+    """Write IGPO's turn rewards into each step's `info["turn_reward"]` (`config`: an `algos.igpo.IGPOConfig`) and
+    return each episode's gold mean log-probabilities (`episode_logprobs`)."""
     logprobs = episode_logprobs(model, tokenizer, trajectories, config.answer_template, config.answer_key)
     for trajectory, values in zip(trajectories, logprobs):
         if not trajectory.rewards:

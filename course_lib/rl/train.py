@@ -3,7 +3,7 @@
 `train_grpo` repeats `policy_iteration`: sample
 (the sampler seam), estimate advantages (the estimator seam), keep some rows (the batch-filter
 seam), take policy-gradient steps on the policy tokens (the loss seam), and record metrics with the
-time spent in each phase. The seams are chosen by name in `GRPOConfig` (see `course_lib.rl.loop`); the
+time spent in each phase. The seams are chosen by name in `GRPOConfig` (see `course_lib.rl.seams`); the
 defaults are GRPO in trajectory mode, chapter 00's algorithm.
 """
 
@@ -21,14 +21,16 @@ from tqdm import tqdm
 
 from course_lib.algos.aepo import entropy_aware_advantages
 from course_lib.algos.filters import FilterConfig
+from course_lib.algos.gigpo import GiGPOConfig
+from course_lib.algos.graphgpo import GraphGPOConfig
 from course_lib.algos.grpo import AGGREGATIONS, kl_k3, masked_aggregate
-from course_lib.algos.igpo import GAINS, NORMALISATIONS
+from course_lib.algos.igpo import IGPOConfig
 from course_lib.diagnostics import group_reward_std, rollout_stats
 from course_lib.engine.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
 from course_lib.engine.tree_rollout import TreeConfig
 from course_lib.envs.base import TextEnv
 from course_lib.models import reference_policy, token_logprobs
-from course_lib.rl import loop, micro_batch, run_state
+from course_lib.rl import micro_batch, run_state, seams
 from course_lib.validation import at_least, one_of, within
 
 ROLLOUT_MODES = ("trajectory", "step")
@@ -38,8 +40,6 @@ ENTROPY_SCOPES = ("policy", "reasoning")
 """`GRPOConfig.entropy_scope`."""
 ENTROPY_ROWS = ("all", "zero_variance")
 """`GRPOConfig.entropy_rows`."""
-EPISODE_BASELINES = ("pooled", "trajectory")
-"""`GiGPOConfig.episode_baseline` (`loop.gigpo` tests for "pooled" and reads anything else as "trajectory")."""
 
 
 def stored_logprob_error(model: torch.nn.Module, trajectories: Sequence[Trajectory], pad_id: int) -> float:
@@ -60,55 +60,6 @@ def stored_logprob_error(model: torch.nn.Module, trajectories: Sequence[Trajecto
         stored = torch.tensor([t.logprobs[k] for k in policy])
         error = max(error, float((stored - recomputed[row, policy]).abs().max()))  # position k scores token k
     return error
-
-
-@dataclass
-class GiGPOConfig:
-    """GiGPO's step-level credit (`algos.gigpo`); defaults from verl-agent's GiGPO scripts."""
-
-    gamma: float = 0.95
-    """Discount of the step returns (Eq. 5). With 1 and a terminal-only reward every step of an episode
-    has the same return, so the step advantage only re-ranks whole episodes."""
-    step_weight: float = 1.0
-    """omega in A = A^E + omega * A^S (Eq. 8)."""
-    episode_baseline: str = "pooled"
-    """`pooled`: the episode advantage's mean and std over every step row of the group (the official code's
-    default, with which the paper's numbers were produced); `trajectory`: over one score per episode (Eq. 3)."""
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        """Refuse an unknown baseline (it would silently mean `trajectory`) and a discount outside [0, 1]."""
-        one_of("GiGPOConfig.episode_baseline", self.episode_baseline, EPISODE_BASELINES)
-        within("GiGPOConfig.gamma", self.gamma, 0.0, 1.0)
-
-
-@dataclass
-class IGPOConfig:
-    """IGPO's information-gain turn rewards (`algos.igpo`, `rl.info_gain`): the paper's defaults."""
-
-    gamma: float = 1.0
-    """Discount of the turn reward-to-go, A_t = r~_t + gamma A_{t+1} (1 in the paper's runs)."""
-    gain: str = "prob"
-    """`prob`: IG_t = p_t - p_{t-1} (the paper's); `log_prob`: the difference of mean log-probabilities."""
-    normalisation: str = "joint"
-    """`joint`: one pool of every turn reward of a group (the paper's); `separate`: gains and outcomes apart."""
-    answer_template: str = "<answer> {answer} </answer>"
-    """The action that states the gold answer, teacher-forced after each turn (only `{answer}`'s tokens scored)."""
-    answer_key: str = "answer"
-    """The key of the environment's `info` that holds the gold answer."""
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        """Refuse an unknown gain or normalisation, a discount outside [0, 1] and a template without `{answer}`."""
-        one_of("IGPOConfig.gain", self.gain, GAINS)
-        one_of("IGPOConfig.normalisation", self.normalisation, NORMALISATIONS)
-        within("IGPOConfig.gamma", self.gamma, 0.0, 1.0)
-        if self.answer_template.count("{answer}") != 1:
-            raise ValueError(f"IGPOConfig.answer_template must hold {{answer}} once, got {self.answer_template!r}")
 
 
 @dataclass
@@ -162,10 +113,10 @@ class GRPOConfig:
     eval_every: int = 10
     """Run the evaluation callback every this many iterations (and at the start and end)."""
     sampler: str = "groups"
-    """The sampler seam (`loop.SEAMS["sampler"]`): `groups` samples `group_size` episodes per task."""
+    """The sampler seam (`seams.SEAMS["sampler"]`): `groups` samples `group_size` episodes per task."""
     advantage: str = "grpo"
-    """The advantage-estimator seam: `grpo`, `gigpo`, `graphgpo` (omega from `gigpo.gamma`, as the recipe reads it
-    from `algorithm.gamma`), `tree_grpo` (with the `tree` sampler) or `igpo` (with the `igpo` sampler)."""
+    """The advantage-estimator seam: `grpo`, `gigpo`, `graphgpo`, `tree_grpo` (with the `tree` sampler) or `igpo`
+    (with the `igpo` sampler); each method's settings are its field below, defined beside its equations in `algos`."""
     batch_filter: str = "none"
     """The batch-filter seam: `none` trains on every row; `starpo_s` and `snr_top_p` keep whole groups by their
     reward spread (`filter`). A batch with no row kept is not trained on (`skipped_update` 1)."""
@@ -186,13 +137,15 @@ class GRPOConfig:
     """Subtracted per invalid action from the episode score of its row (and, for GiGPO, from its step
     return), step-local and after discounting, as verl-agent's invalid-action penalty (0.1 there)."""
     gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)
-    """GiGPO's settings (used when `advantage="gigpo"`)."""
+    """GiGPO's settings (`algos.gigpo`; used when `advantage="gigpo"`)."""
+    graphgpo: GraphGPOConfig = field(default_factory=GraphGPOConfig)
+    """GraphGPO's settings (`algos.graphgpo`: omega, beta_G; used when `advantage="graphgpo"`)."""
     tree: TreeConfig = field(default_factory=TreeConfig)
     """ARPO's tree sampler's settings (used when `sampler="tree"`; `group_size` is its budget M)."""
     filter: FilterConfig = field(default_factory=FilterConfig)
     """The batch filters' settings (used when `batch_filter` is `starpo_s` or `snr_top_p`)."""
     igpo: IGPOConfig = field(default_factory=IGPOConfig)
-    """IGPO's settings (used by the `igpo` sampler and estimator)."""
+    """IGPO's settings (`algos.igpo`; used by the `igpo` sampler and estimator)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -203,7 +156,7 @@ class GRPOConfig:
         Runs on construction (and `dataclasses.replace`) and again when `train_grpo` starts, for a config changed
         in place. The nested `tree` and `filter` settings are checked here too. The four seam names are not: a
         method may register its function after the config is made (chapter 09's critic does), so `train_grpo`
-        resolves them before its first rollout, with `loop.resolve`'s error listing what is registered."""
+        resolves them before its first rollout, with `seams.resolve`'s error listing what is registered."""
         at_least("GRPOConfig.iterations", self.iterations, 0)
         at_least("GRPOConfig.prompts_per_iteration", self.prompts_per_iteration, 1)
         at_least("GRPOConfig.group_size", self.group_size, 1)
@@ -221,7 +174,7 @@ class GRPOConfig:
         at_least("GRPOConfig.eval_every", self.eval_every, 1)
         for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
             if not isinstance(getattr(self, seam), str) or not getattr(self, seam):
-                raise ValueError(f"GRPOConfig.{seam} must be a registered name (loop.SEAMS[{seam!r}])")
+                raise ValueError(f"GRPOConfig.{seam} must be a registered name (seams.SEAMS[{seam!r}])")
         one_of("GRPOConfig.rollout_mode", self.rollout_mode, ROLLOUT_MODES)
         at_least("GRPOConfig.history_window", self.history_window, 0)
         from course_lib.engine.step_mode import ANCHOR_SOURCES  # here: importing the loop loads no step-mode code
@@ -229,6 +182,7 @@ class GRPOConfig:
         one_of("GRPOConfig.anchor_source", self.anchor_source, ANCHOR_SOURCES)
         at_least("GRPOConfig.invalid_penalty", self.invalid_penalty, 0.0)
         self.gigpo.validate()
+        self.graphgpo.validate()
         self.tree.validate()
         self.filter.validate()
         self.igpo.validate()
@@ -282,7 +236,7 @@ def train_grpo(
     """
     config.validate()  # again: a config may have been changed in place since it was made
     for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
-        loop.resolve(seam, getattr(config, seam))  # an unknown name fails here, not after the first evaluation
+        seams.resolve(seam, getattr(config, seam))  # an unknown name fails here, not after the first evaluation
     if checkpoint_dir is None and _checkpointing:  # a chapter command's --checkpoint-dir: this run's own folder
         checkpoint_dir, resume, given = _checkpointing[-1](config)
         settings = given if settings is None else settings
@@ -424,7 +378,7 @@ def policy_iteration(
     generator: torch.Generator,
     optimizer: torch.optim.Optimizer,
 ) -> dict[str, float]:
-    """One sample-filter-estimate-update iteration through the four seams of `config` (`course_lib.rl.loop`);
+    """One sample-filter-estimate-update iteration through the four seams of `config` (`course_lib.rl.seams`);
     returns its metrics and phase timings (seconds).
 
     `clip_fraction` and `ratio_mean` are those of the last update; with `updates_per_batch > 1` the
@@ -434,10 +388,10 @@ def policy_iteration(
         raise ValueError(f"entropy_scope must be 'policy' or 'reasoning', got {config.entropy_scope!r}")
     if config.entropy_rows not in ("all", "zero_variance"):
         raise ValueError(f"entropy_rows must be 'all' or 'zero_variance', got {config.entropy_rows!r}")
-    sample = loop.resolve("sampler", config.sampler)
-    estimate = loop.resolve("advantage", config.advantage)
-    keep_rows = loop.resolve("batch_filter", config.batch_filter)
-    policy_loss = loop.resolve("policy_loss", config.policy_loss)
+    sample = seams.resolve("sampler", config.sampler)
+    estimate = seams.resolve("advantage", config.advantage)
+    keep_rows = seams.resolve("batch_filter", config.batch_filter)
+    policy_loss = seams.resolve("policy_loss", config.policy_loss)
     device = next(model.parameters()).device
     start = time.perf_counter()
     prompts = config.prompts_per_iteration
@@ -447,7 +401,7 @@ def policy_iteration(
     rollouts = sample(engine, envs, task_seeds, config, generator)
     rolled = time.perf_counter()
 
-    batch = collate(rollouts.rows, engine.tokenizer.pad_token_id).to(device)
+    batch = collate(rollouts.rows, engine.tokenizer.pad_token_id, rollouts.step_extras).to(device)
     keep = keep_rows(batch, config)
     sampled = {**rollout_stats(rollouts.episodes), "reward_std": group_reward_std(rollouts.episodes), **rollouts.stats}
     if config.batch_filter != "none":

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from course_lib import course_config, envs
+from course_lib.algos.gigpo import GiGPOConfig
 from course_lib.engine.rollout import SamplingConfig
 from course_lib.envs import key_door
 from course_lib.envs.base import Episode, distinct_seeds
 from course_lib.envs.key_door import ACTIONS, expert_action
-from course_lib.rl.train import GiGPOConfig, GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
 from course_lib.tasks.tool_task import ToolTask
 

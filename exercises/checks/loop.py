@@ -36,19 +36,19 @@ def _sampled() -> tuple:
 
 def library_grpo_update(model, rows, pad_id, config, optimizer, temperature=1.0) -> float:
     """The library's update: `policy_iteration` itself, with a sampler that hands it `rows`."""
-    from course_lib.rl import loop
-    from course_lib.rl.loop import Rollouts
+    from course_lib.rl import seams
+    from course_lib.rl.seams import Rollouts
     from course_lib.rl.train import policy_iteration
 
     config = dataclasses.replace(config, sampler="exercise_rows", advantage="grpo", policy_loss="clipped")
     engine = SimpleNamespace(
         tokenizer=SimpleNamespace(pad_token_id=pad_id), config=SimpleNamespace(temperature=temperature)
     )
-    loop.register("sampler", "exercise_rows", lambda *_: Rollouts(rows=list(rows), episodes=list(rows)))
+    seams.register("sampler", "exercise_rows", lambda *_: Rollouts(rows=list(rows), episodes=list(rows)))
     try:
         return policy_iteration(model, engine, [], config, 0, 0, None, optimizer)["loss"]
     finally:  # leave the loop's seams as the course registered them
-        del loop.SEAMS["sampler"]["exercise_rows"]
+        del seams.SEAMS["sampler"]["exercise_rows"]
 
 
 def _both(fn, **changes) -> tuple:

@@ -7,7 +7,7 @@ from course_lib import course_config, data
 from course_lib.algos.gigpo import discounted_returns, step_group_advantages
 from course_lib.chapters import ch07_gigpo as ch07
 from course_lib.engine.rollout import RolloutEngine
-from course_lib.rl import loop
+from course_lib.rl import seams
 
 SEED = 0
 cfg = ch07.preset("cpu")
@@ -20,7 +20,7 @@ factory = ch07.EnvFactory("train", cfg, "full")
 made = [factory() for _ in range(grpo.prompts_per_iteration * grpo.group_size)]
 tasks = [10_000_000 + p for p in range(grpo.prompts_per_iteration)]
 engine = RolloutEngine(model, tokenizer, cfg.sampling)
-episodes = loop.independent_groups(engine, made, tasks, grpo, course_config.seed_everything(SEED + 2)).episodes
+episodes = seams.independent_groups(engine, made, tasks, grpo, course_config.seed_everything(SEED + 2)).episodes
 print(f"{len(episodes)} episodes, {sum(e.total_reward > 0 for e in episodes)} reach the goal")
 
 # The aliased text names the agent's cell, and the key, door and goal where they were at reset: within a task

@@ -10,12 +10,12 @@ from course_lib import data
 from course_lib.chapters import ch09_ragen as ch09
 from course_lib.chapters import ch10_ragen2 as ch10
 from course_lib.course import recorded
-from course_lib.rl import loop
+from course_lib.rl import seams
 
 SEED, ITERATIONS = 0, 20
 cfg = ch10.preset("cpu")
 model, tokenizer = data.load_base(ch10.BASE_NAME, "cpu")
-loop.register("advantage", "zero", lambda batch, config: (torch.zeros(batch.input_ids.shape[0]), {}))
+seams.register("advantage", "zero", lambda batch, config: (torch.zeros(batch.input_ids.shape[0]), {}))
 grpo = dataclasses.replace(cfg.grpo, advantage="zero", iterations=ITERATIONS)
 history = ch10.train(copy.deepcopy(model), tokenizer, dataclasses.replace(cfg, grpo=grpo), SEED, "entropy")
 print(f"seed {SEED}, held-out at iterations 0/10/20 (128 maps; MI from 64 first reasonings)")

@@ -7,7 +7,7 @@ import dataclasses
 from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
 from course_lib.chapters import ch10_ragen2 as ch10
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import train_grpo
 
 SEED, ITERATIONS = 0, 10
@@ -19,13 +19,13 @@ counts = []
 
 def both(batch, grpo):
     """Keep what the linear filter keeps (training is chapter 10's `grpo_snr`); count what the softmax form would."""
-    keep = loop.snr_top_p(batch, grpo)
-    softmax = loop.snr_top_p(batch, dataclasses.replace(grpo, filter=published))
+    keep = seams.snr_top_p(batch, grpo)
+    softmax = seams.snr_top_p(batch, dataclasses.replace(grpo, filter=published))
     counts.append((int(keep.sum()) // grpo.group_size, int(softmax.sum()) // grpo.group_size))
     return keep
 
 
-loop.register("batch_filter", "both", both)
+seams.register("batch_filter", "both", both)
 grpo = dataclasses.replace(ch10.arm_config(cfg, "grpo_snr"), batch_filter="both", iterations=ITERATIONS)
 course_config.seed_everything(SEED)
 train_grpo(copy.deepcopy(model), tokenizer, lambda: ch10.make_env("train"), cfg.sampling, grpo, SEED)

@@ -9,7 +9,7 @@ from course_lib import course_config, data
 from course_lib.algos import aepo
 from course_lib.algos.grpo import masked_aggregate
 from course_lib.chapters import ch11_aepo as ch11
-from course_lib.rl import loop
+from course_lib.rl import seams
 
 SEED = 0
 COUNTS = {"updates": 0, "above": 0, "dropped": 0}
@@ -24,7 +24,7 @@ def entropy_gated(logprobs, old_logprobs, advantages, loss_mask, cfg):
     mask = loss_mask.bool()
     surprisal = -old_logprobs.detach()
     gate = surprisal > surprisal[mask].median()
-    _, stats = loop.entropy_balanced(logprobs, old_logprobs, advantages, loss_mask, cfg)  # the seam's own stats
+    _, stats = seams.entropy_balanced(logprobs, old_logprobs, advantages, loss_mask, cfg)  # the seam's own stats
     COUNTS["updates"] += 1
     COUNTS["above"] += int((above & mask).sum())
     COUNTS["dropped"] += int((above & ~gate & mask).sum())
@@ -32,7 +32,7 @@ def entropy_gated(logprobs, old_logprobs, advantages, loss_mask, cfg):
     return masked_aggregate(torch.where(gate, balanced, hard), loss_mask, cfg.aggregation), stats
 
 
-loop.register("policy_loss", "entropy_gated", entropy_gated)
+seams.register("policy_loss", "entropy_gated", entropy_gated)
 ch11.ARMS["aepo_gated"] = {**ch11.ARMS["aepo"], "policy_loss": "entropy_gated"}
 
 cfg = ch11.preset("cpu")

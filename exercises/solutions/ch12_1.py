@@ -9,7 +9,7 @@ import torch
 
 from course_lib import course_config, data
 from course_lib.chapters import ch12_capstone as ch12
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import train_grpo
 
 SEED = 0
@@ -37,7 +37,7 @@ class MIGate:
 def gated_run(drop: float) -> tuple[float, list[dict]]:
     """AEPO under the entropy bonus with the gate at (1 - drop) x the base's monitor MI, from the base."""
     gate = MIGate((1 - drop) * base_stats["monitor_mi"])
-    loop.register("batch_filter", "mi_gate", gate.batch_filter)
+    seams.register("batch_filter", "mi_gate", gate.batch_filter)
     grpo = dataclasses.replace(ch12.arm_config(cfg, "aepo_bonus"), batch_filter="mi_gate", eval_every=cfg.monitor_every)
     model = copy.deepcopy(base)
     course_config.seed_everything(SEED)

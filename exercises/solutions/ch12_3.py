@@ -10,7 +10,7 @@ from course_lib import course_config, data
 from course_lib.algos.filters import group_reward_std
 from course_lib.chapters import ch12_capstone as ch12
 from course_lib.course import recorded
-from course_lib.rl import loop
+from course_lib.rl import seams
 
 
 def nonzero_std(batch, grpo):
@@ -20,7 +20,7 @@ def nonzero_std(batch, grpo):
     return torch.tensor([int(g) in informative for g in batch.group_ids.tolist()], device=batch.input_ids.device)
 
 
-loop.register("batch_filter", "nonzero_std", nonzero_std)
+seams.register("batch_filter", "nonzero_std", nonzero_std)
 ch12.ARMS["aepo_dapo"] = {**ch12.AEPO, "batch_filter": "nonzero_std"}
 
 SEED = 0

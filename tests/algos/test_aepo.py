@@ -140,15 +140,15 @@ def test_top_branch_share_by_hand():
 
 
 def test_the_loss_seam_matches_the_hard_clip_in_value():
-    from course_lib.rl import loop
+    from course_lib.rl import seams
     from course_lib.rl.train import GRPOConfig
 
     generator = torch.Generator().manual_seed(1)
     logprobs, old = torch.randn(3, 5, generator=generator) * 0.4, torch.zeros(3, 5)
     advantages, mask = torch.tensor([1.0, -1.0, 0.5]), torch.ones(3, 5)
     config = GRPOConfig(clip_low=0.2, clip_high=0.28)
-    balanced, stats = loop.resolve("policy_loss", "entropy_balanced")(logprobs, old, advantages, mask, config)
-    hard, hard_stats = loop.resolve("policy_loss", "clipped")(logprobs, old, advantages, mask, config)
+    balanced, stats = seams.resolve("policy_loss", "entropy_balanced")(logprobs, old, advantages, mask, config)
+    hard, hard_stats = seams.resolve("policy_loss", "clipped")(logprobs, old, advantages, mask, config)
     assert balanced.item() == pytest.approx(hard.item(), abs=1e-6), "no dual clip acts at these ratios"
     above = (torch.exp(logprobs) > 1.28) & (advantages[:, None] > 0)
     below = (torch.exp(logprobs) < 0.8) & (advantages[:, None] < 0)

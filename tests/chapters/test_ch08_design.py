@@ -15,7 +15,7 @@ from course_lib.chapters import ch08_design as design
 from course_lib.course import designs
 from course_lib.engine.rollout import RolloutEngine, Trajectory
 from course_lib.envs.two_hop_qa import KB, question_pool
-from course_lib.rl import loop
+from course_lib.rl import seams
 
 
 def ambiguous_question():
@@ -131,14 +131,15 @@ def test_counted_samplers_on_the_base():
     grpo = dataclasses.replace(design.arm_config("arpo"), prompts_per_iteration=2)
     seeds = [ch08.VARIANCE_SEED + p for p in range(2)]
     envs = [ch08.make_env("train", config) for _ in range(2 * grpo.group_size)]
-    tree = loop.resolve("sampler", design.SAMPLERS["arpo"])(engine, envs, seeds, grpo, torch.Generator().manual_seed(0))
+    sample = seams.resolve("sampler", design.SAMPLERS["arpo"])
+    tree = sample(engine, envs, seeds, grpo, torch.Generator().manual_seed(0))
     every = sum(sum("tool_result" in i for i in t.infos) for t in tree.rows)
     assert len(tree.rows) == 2 * grpo.group_size
     assert tree.stats["executed_calls"] <= every
     if tree.stats["tree_branches"]:
         assert tree.stats["executed_calls"] < every  # a branch shares at least its first call
     envs = [ch08.make_env("train", config) for _ in range(2 * grpo.group_size)]
-    groups = loop.resolve("sampler", design.SAMPLERS["grpo"])(engine, envs, seeds, grpo, torch.Generator())
+    groups = seams.resolve("sampler", design.SAMPLERS["grpo"])(engine, envs, seeds, grpo, torch.Generator())
     assert groups.stats["executed_calls"] == sum(sum("tool_result" in i for i in t.infos) for t in groups.rows)
 
 

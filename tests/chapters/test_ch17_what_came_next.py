@@ -11,7 +11,7 @@ import pytest
 from course_lib import data
 from course_lib.algos.gigpo import step_group_sizes
 from course_lib.chapters import ch17_what_came_next as ch
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.tasks import two_hop_search
 
 
@@ -19,7 +19,8 @@ def test_arms_share_their_chapters_budgets_and_differ_where_the_method_does():
     config = ch.preset("cpu")
     grid = {arm: ch.grid_arm(config, arm) for arm in ch.GRID_ARMS}
     assert [grid[arm].advantage for arm in ch.GRID_ARMS] == ["grpo", "gigpo", "graphgpo"]
-    assert grid["graphgpo"].gigpo.gamma == grid["gigpo"].gigpo.gamma == config.omega == 0.95
+    assert grid["graphgpo"].graphgpo.omega == grid["gigpo"].gigpo.gamma == config.omega == 0.95
+    assert grid["graphgpo"].graphgpo.step_weight == grid["gigpo"].gigpo.step_weight
     assert len({(c.iterations, c.prompts_per_iteration, c.group_size, c.learning_rate) for c in grid.values()}) == 1
     search = {arm: ch.search_arm(config, arm) for arm in ch.SEARCH_ARMS}
     assert (search["tree_grpo"].sampler, search["tree_grpo"].advantage, search["tree_grpo"].group_size) == (
@@ -34,6 +35,7 @@ def test_arms_share_their_chapters_budgets_and_differ_where_the_method_does():
     sweep = {method: ch.sweep_arm(config.grid, method, ch.Cell(gamma=1.0)) for method in ch.GRID_ARMS}
     assert [sweep[method].advantage for method in ch.GRID_ARMS] == ["grpo", "gigpo", "graphgpo"]
     assert all(c.anchor_source == "state" and c.gigpo.gamma == 1.0 for c in sweep.values())
+    assert sweep["graphgpo"].graphgpo.omega == 1.0
     with pytest.raises(KeyError, match="unknown method"):
         ch.sweep_arm(config.grid, "arpo", ch.Cell())
 
@@ -114,4 +116,4 @@ def test_a_short_run_measures_every_claim_number():
     assert 0 < numbers["tree_budget_share"] < 0.5 and numbers["quarter_budget_share"] == pytest.approx(0.25, abs=0.1)
     curves = ch.curves(results)
     assert "grid_graphgpo/eval_success" in curves and "search_igpo/eval_success" in curves
-    assert "igpo" in loop.SEAMS["sampler"] and "graphgpo" in loop.SEAMS["advantage"]
+    assert "igpo" in seams.SEAMS["sampler"] and "graphgpo" in seams.SEAMS["advantage"]

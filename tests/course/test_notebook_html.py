@@ -71,14 +71,14 @@ def test_the_site_links_pages_that_exist_and_no_notebook_file(tmp_path):
 
 
 def test_a_chapter_link_to_the_implementing_file_opens_its_copy_in_the_site(tmp_path):
-    """Lessons link the file that implements a method (`../course_lib/rl/loop.py`): the site holds the library's and the
-    exercises' Python files under `code/` and re-points such links there; other repository files stay unlinked."""
-    assert notebooks.site_page("course_lib/rl/loop.py") == "code/course_lib/rl/loop.py"
+    """Lessons link the file that implements a method (`../course_lib/rl/seams.py`): the site holds the library's and
+    the exercises' Python files under `code/` and re-points such links there; other repository files stay unlinked."""
+    assert notebooks.site_page("course_lib/rl/seams.py") == "code/course_lib/rl/seams.py"
     assert notebooks.site_page("exercises/measure.py") == "code/exercises/measure.py"
     assert notebooks.site_page("tests/rl/test_loop.py") is None and notebooks.site_page("LICENSE") is None
-    page = '<a href="../course_lib/algos/gigpo.py">x</a> <a href="../course_lib/rl/loop.py#L3">y</a>'
+    page = '<a href="../course_lib/algos/gigpo.py">x</a> <a href="../course_lib/rl/seams.py#L3">y</a>'
     rewritten = notebooks.rewrite_links(page, "notebooks/07_x.ipynb", "07_x.html")
-    assert rewritten == '<a href="code/course_lib/algos/gigpo.py">x</a> <a href="code/course_lib/rl/loop.py#L3">y</a>'
+    assert rewritten == '<a href="code/course_lib/algos/gigpo.py">x</a> <a href="code/course_lib/rl/seams.py#L3">y</a>'
     notebooks.copy_sources(tmp_path)
     assert (tmp_path / "code/course_lib/algos/gigpo.py").read_text() == (
         notebooks.ROOT / "course_lib/algos/gigpo.py"

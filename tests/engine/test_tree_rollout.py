@@ -13,7 +13,7 @@ from course_lib import envs
 from course_lib.engine.bookkeeping import alignment_errors
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.engine.tree_rollout import TreeConfig, branch_points, sample_trees, turn_entropy
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import GRPOConfig
 
 GROUP, TASKS = 6, 3
@@ -79,7 +79,7 @@ def test_with_the_whole_budget_global_the_sampler_is_grpos(warm_model, tokenizer
     engine = RolloutEngine(warm_model, tokenizer, SamplingConfig(snapshot_envs=True))
     made = [envs.make("tool_arithmetic") for _ in range(GROUP * TASKS)]
     config = GRPOConfig(group_size=GROUP)
-    independent = loop.independent_groups(engine, made, [10, 11, 12], config, torch.Generator().manual_seed(0))
+    independent = seams.independent_groups(engine, made, [10, 11, 12], config, torch.Generator().manual_seed(0))
     assert [t.token_ids for t in trajectories] == [t.token_ids for t in independent.rows]
     assert stats.nodes == [] and not any(stats.refill)
 
@@ -114,7 +114,7 @@ def test_bad_settings_are_refused(warm_model, tokenizer):
         tree(warm_model, tokenizer, global_samples=GROUP + 1)
     engine = RolloutEngine(warm_model, tokenizer, SamplingConfig(snapshot_envs=True))
     with pytest.raises(ValueError, match="trajectory"):
-        loop.tree_groups(engine, [], [0], GRPOConfig(rollout_mode="step"), None)
+        seams.tree_groups(engine, [], [0], GRPOConfig(rollout_mode="step"), None)
 
 
 def test_the_loop_trains_on_a_tree_and_logs_what_it_did(warm_model, tokenizer):

@@ -1,6 +1,6 @@
 """The survey's methods under TRL's `GRPOTrainer` (`course_lib.integrations.trl_methods`, `trl_rollouts`,
 `trl_chapters`, `trl_monitor`): on the same episodes, TRL's batch, advantages, loss and gradients are the course's
-(`course_lib.rl.loop`, `tree_rollout`, `diagnostics.MIStop`), and the chapter 07 and 08 commands train."""
+(`course_lib.rl.seams`, `tree_rollout`, `diagnostics.MIStop`), and the chapter 07 and 08 commands train."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from course_lib.integrations import course_trl, trl_chapters, trl_checks
 from course_lib.integrations.trl_methods import CourseMethodTrainer
 from course_lib.integrations.trl_monitor import MIRollback
 from course_lib.models import token_logprobs
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.tasks import two_hop_search
 
 
@@ -83,7 +83,7 @@ def assert_rows_match(out: dict, rows, max_diff: dict) -> None:
 
 def test_gigpo_step_mode_rebuilds_the_step_rows_and_gives_the_course_advantages_and_loss(ch07):
     """Chapter 07 in step mode: TRL's batch is every step row of the episodes (not one per episode), its advantages
-    are `loop.gigpo` on the course's step-mode `RolloutBatch` (the pooled GRPO episode part included) and its loss is
+    are `seams.gigpo` on the course's step-mode `RolloutBatch` (the pooled GRPO episode part included) and its loss is
     the course's clipped token mean on them."""
     model, tokenizer = copy.deepcopy(ch07[0]), ch07[1]
     episodes: list = []
@@ -95,17 +95,17 @@ def test_gigpo_step_mode_rebuilds_the_step_rows_and_gives_the_course_advantages_
     assert_rows_match(out, rows, diff)
     batch = collate(rows, tokenizer.pad_token_id)
     course = trainer.course
-    advantages, _ = loop.gigpo(batch, course)
+    advantages, _ = seams.gigpo(batch, course)
     for i, row in enumerate(rows):
         start, length = row.prefix_length(0), len(row.token_ids) - row.prefix_length(0)
         assert torch.equal(out["advantages"][i, :length], advantages[i, start : start + length])  # bit for bit
     assert out["num_items_in_batch"] == batch.loss_mask.sum()
     # GiGPO's step part acts on these episodes (the advantages are not GRPO's alone) ...
-    grpo = loop.grpo(batch, course)[0][:, None] * batch.loss_mask
+    grpo = seams.grpo(batch, course)[0][:, None] * batch.loss_mask
     assert not torch.equal(advantages, grpo)
     # ... and with omega 0 they are GRPO's, exactly: the episode part is GRPO's own arithmetic.
     no_step = dataclasses.replace(course, gigpo=dataclasses.replace(course.gigpo, step_weight=0.0))
-    assert torch.equal(loop.gigpo(batch, no_step)[0], grpo)
+    assert torch.equal(seams.gigpo(batch, no_step)[0], grpo)
     value_gap, gradient_gap = compare_losses(trainer, model, out, batch, advantages)
     print(f"step-mode GiGPO: {len(rows)} rows, loss diff {value_gap:.2e}, relative gradient diff {gradient_gap:.2e}, "
           f"sampling log-prob diff {diff['logprobs']:.2e}")  # fmt: skip
@@ -114,7 +114,7 @@ def test_gigpo_step_mode_rebuilds_the_step_rows_and_gives_the_course_advantages_
 def test_one_trl_step_of_step_mode_gigpo_is_the_courses_update(ch07):
     """A whole TRL training step on chapter 07's step-mode GiGPO (TRL's sampler and shuffle, the training-mode
     normaliser, the gradient-norm clip) hands AdamW the gradient of the course's update on the same episodes
-    (`loop.gigpo`, `loop.clipped`, norm clipped at `max_grad_norm`); both AdamWs have the same settings (lr, betas,
+    (`seams.gigpo`, `seams.clipped`, norm clipped at `max_grad_norm`); both AdamWs have the same settings (lr, betas,
     eps, no weight decay). Weights are not compared: AdamW's first step is lr x sign(gradient), so rounding noise on a
     near-zero gradient entry flips a whole step."""
     model, tokenizer = copy.deepcopy(ch07[0]), ch07[1]
@@ -132,9 +132,9 @@ def test_one_trl_step_of_step_mode_gigpo_is_the_courses_update(ch07):
     course_trl.quiet_train(trainer)
     course = trainer.course
     batch = collate([row for episode in episodes for row in episode.rows], tokenizer.pad_token_id)
-    advantages, _ = loop.gigpo(batch, course)
+    advantages, _ = seams.gigpo(batch, course)
     logprobs, _ = token_logprobs(start, batch.input_ids, batch.attention_mask)
-    loss, _ = loop.clipped(logprobs, batch.old_logprobs, advantages, batch.loss_mask, course)
+    loss, _ = seams.clipped(logprobs, batch.old_logprobs, advantages, batch.loss_mask, course)
     loss.backward()
     norm = float(torch.nn.utils.clip_grad_norm_(start.parameters(), course.max_grad_norm))
     logged = next(row for row in trainer.state.log_history if "grad_norm" in row)["grad_norm"]
@@ -159,7 +159,7 @@ def test_gigpo_trajectory_mode_puts_each_steps_advantage_on_its_action_tokens(ch
     diff: dict = {}
     assert_rows_match(out, trajectories, diff)
     batch = collate(trajectories, tokenizer.pad_token_id)
-    advantages, _ = loop.gigpo(batch, course)
+    advantages, _ = seams.gigpo(batch, course)
     assert advantages.abs().sum() > 0
     for i, row in enumerate(trajectories):
         start = row.prefix_length(0)
@@ -220,12 +220,12 @@ def test_the_group_filters_train_on_the_kept_groups_with_the_courses_loss(method
     trainer, out, trajectories, model, tokenizer = filter_case(ch08, method, keep_fraction=0.5)
     course = trainer.course
     batch = collate(trajectories, tokenizer.pad_token_id)
-    keep = loop.resolve("batch_filter", course.batch_filter)(batch, course)
+    keep = seams.resolve("batch_filter", course.batch_filter)(batch, course)
     assert 0 < int(keep.sum()) < len(keep)  # some groups dropped, some kept
     assert torch.equal(out["tool_mask"].bool().any(1), keep)
     kept = batch.select(keep)
     assert out["num_items_in_batch"] == kept.loss_mask.sum()
-    advantages, _ = loop.grpo(kept, course)
+    advantages, _ = seams.grpo(kept, course)
     value_gap, gradient_gap = compare_losses(trainer, model, out, kept, advantages)
     print(f"{method}: kept {int(keep.sum())}/{len(keep)} rows, "
           f"diff {value_gap:.2e}, relative gradient diff {gradient_gap:.2e}")  # fmt: skip
@@ -240,7 +240,7 @@ def test_a_batch_that_keeps_nothing_is_not_trained_on(ch08):
         calls.append(1)
         return torch.full((batch.input_ids.shape[0],), len(calls) == 1, dtype=torch.bool)
 
-    loop.register("batch_filter", "trl_test_first_only", first_only)
+    seams.register("batch_filter", "trl_test_first_only", first_only)
     try:
         model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
         s = settings(prompts=4, steps=2, seed=1)
@@ -255,7 +255,7 @@ def test_a_batch_that_keeps_nothing_is_not_trained_on(ch08):
         trainer = trl_chapters.method_trainer("08", None, s, model, tokenizer, course=course, callbacks=[Keep()])
         course_trl.quiet_train(trainer)
     finally:
-        del loop.SEAMS["batch_filter"]["trl_test_first_only"]
+        del seams.SEAMS["batch_filter"]["trl_test_first_only"]
     assert len(snapshots) == 2
     assert any(not torch.equal(start[k], snapshots[0][k]) for k in start)  # the first step trained
     assert all(torch.equal(snapshots[0][k], snapshots[1][k]) for k in start)  # the second changed nothing
@@ -263,7 +263,7 @@ def test_a_batch_that_keeps_nothing_is_not_trained_on(ch08):
 
 def test_aepos_balanced_clip_has_the_courses_value_and_gradient(ch08):
     """On the same log-probs, old log-probs, per-token advantages and masks (ratios spread over every clip region),
-    TRL's loss with the balanced-clip term has `loop.entropy_balanced`'s value and gradient; TRL's hard clip alone
+    TRL's loss with the balanced-clip term has `seams.entropy_balanced`'s value and gradient; TRL's hard clip alone
     has the value but not the gradient (the term is what makes them equal)."""
     model, tokenizer = copy.deepcopy(ch08[0]), ch08[1]
     s = settings()
@@ -288,7 +288,7 @@ def test_aepos_balanced_clip_has_the_courses_value_and_gradient(ch08):
         model, torch.cat([out["prompt_ids"], out["completion_ids"]], 1),
         torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_ids"].shape[1],
     )[0]  # fmt: skip
-    expected, stats = loop.entropy_balanced(logps, out["old_per_token_logps"], out["advantages"], mask, course)
+    expected, stats = seams.entropy_balanced(logps, out["old_per_token_logps"], out["advantages"], mask, course)
     g_expected = gradient(model, expected)
     assert stats["upper_clip_fraction"] > 0.05 and stats["clip_fraction"] > stats["upper_clip_fraction"]
     ours, hard, expected = float(ours.detach()), float(hard.detach()), float(expected.detach())

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from course_lib import data
+from course_lib.algos.gigpo import GiGPOConfig
 from course_lib.chapters import ch07_gigpo as ch07
 from course_lib.chapters import ch08_arpo as ch08
 from course_lib.diagnostics import MIStop
@@ -20,8 +21,8 @@ from course_lib.engine import tree_rollout
 from course_lib.engine.rollout import RolloutEngine, collate, pad_id
 from course_lib.engine.step_mode import rollout_steps
 from course_lib.integrations import course_verl, verl_filters, verl_gigpo, verl_monitor, verl_trees
-from course_lib.rl import loop
-from course_lib.rl.train import FilterConfig, GiGPOConfig, GRPOConfig
+from course_lib.rl import seams
+from course_lib.rl.train import FilterConfig, GRPOConfig
 from course_lib.tasks import two_hop_search
 
 PROMPTS, GROUP = 2, 4
@@ -55,7 +56,7 @@ def test_gigpo_step_rows_match_the_course(ch07_run, baseline):
         group_size=GROUP, advantage="gigpo", invalid_penalty=0.1,
         gigpo=GiGPOConfig(gamma=0.95, step_weight=1.0, episode_baseline=baseline),
     )  # fmt: skip
-    expected, stats = loop.gigpo(collate(rows, pad_id(tokenizer)), config)
+    expected, stats = seams.gigpo(collate(rows, pad_id(tokenizer)), config)
     assert stats["step_group_size_mean"] > 1
     step_rows = verl_gigpo.step_rows(episodes)
     mask, nontensor = columns(step_rows, 8)
@@ -91,7 +92,7 @@ def test_group_filter_verdicts_match_the_course(ch07_run, name, settings):
     rows = [row for episode in episodes for row in episode.rows]
     batch = collate(rows, pad_id(tokenizer))
     config = GRPOConfig(group_size=GROUP, batch_filter=name, filter=FilterConfig(**settings))
-    expected = loop.resolve("batch_filter", name)(batch, config)
+    expected = seams.resolve("batch_filter", name)(batch, config)
     step_rows = verl_gigpo.step_rows(episodes)
     mask, nontensor = columns(step_rows, 8)
     nontensor["uid"] = nontensor["uid_hint"]

@@ -9,7 +9,7 @@ import torch
 
 from course_lib import envs
 from course_lib.engine.rollout import SamplingConfig, Trajectory, collate
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.critic import Critic, CriticConfig, build_critic, masked_whiten, terminal_rewards, token_values
 from course_lib.rl.train import GRPOConfig, train_grpo
 
@@ -79,7 +79,7 @@ def test_the_critic_learns_the_returns(critic_model, batch):
 
 def test_a_critic_drives_the_loop_as_an_estimator(monkeypatch, warm_model, tokenizer):
     critic = Critic(build_critic(tokenizer, "micro", max_positions=64))
-    monkeypatch.setitem(loop.SEAMS["advantage"], "gae", critic.advantages)
+    monkeypatch.setitem(seams.SEAMS["advantage"], "gae", critic.advantages)
     config = GRPOConfig(iterations=2, prompts_per_iteration=2, group_size=2, advantage="gae")
     sampling = SamplingConfig(max_turn_tokens=8, max_total_tokens=40)
     history = train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), sampling, config, seed=0)

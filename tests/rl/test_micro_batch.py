@@ -12,7 +12,7 @@ import torch
 from course_lib.algos.aepo import entropy_aware_advantages
 from course_lib.algos.grpo import kl_k3, masked_aggregate
 from course_lib.models import add_lora, build_model, reference_policy
-from course_lib.rl import loop, micro_batch
+from course_lib.rl import micro_batch, seams
 from course_lib.rl.train import GRPOConfig
 from course_lib.rl.warm_start import SFTConfig, supervised_warm_start
 from course_lib.tokenizer import build_tokenizer
@@ -101,7 +101,7 @@ def test_the_update_loss_gets_the_whole_batchs_gradient(setting, budget):
 
     def loss_of(logprobs, entropy):
         weighted = entropy_aware_advantages(advantages, entropy, loss_mask, 0.2)
-        loss, stats = loop.clipped(logprobs, old, weighted, loss_mask, config)
+        loss, stats = seams.clipped(logprobs, old, weighted, loss_mask, config)
         loss = loss - 0.01 * masked_aggregate(entropy, loss_mask, "token-mean")
         with torch.no_grad(), reference_policy(model) as reference:
             ref, _ = micro_batch.logprobs_and_entropy(reference, ids, attention, 1.0, budget)
@@ -120,7 +120,7 @@ def test_float32_micro_batches_round_within_1e6(setting, aggregation):
     config = GRPOConfig(aggregation=aggregation)
 
     def loss_of(logprobs, entropy):
-        return loop.clipped(logprobs, old, advantages, loss_mask, config)
+        return seams.clipped(logprobs, old, advantages, loss_mask, config)
 
     assert_same_gradient(gradients(model, ids, attention, loss_of, 0), gradients(model, ids, attention, loss_of, 20))
 
@@ -216,7 +216,7 @@ def test_gradient_checkpointing_gives_the_same_gradient(setting, budget):
     model, ids, attention, loss_mask, old, advantages = setting
 
     def loss_of(logprobs, entropy):
-        return loop.clipped(logprobs, old, advantages, loss_mask, GRPOConfig())
+        return seams.clipped(logprobs, old, advantages, loss_mask, GRPOConfig())
 
     plain = gradients(model, ids, attention, loss_of, budget)
     assert_same_gradient(plain, option_gradients(model, ids, attention, loss_of, budget, True, "none"))
@@ -229,7 +229,7 @@ def test_bf16_autocast_points_the_gradient_the_same_way(setting):
 
     def loss_of(logprobs, entropy):
         assert logprobs.dtype == torch.float32, "bf16 logits are scored in float32"
-        return loop.clipped(logprobs, old, advantages, loss_mask, GRPOConfig())
+        return seams.clipped(logprobs, old, advantages, loss_mask, GRPOConfig())
 
     plain = torch.cat([g.flatten() for g in gradients(model, ids, attention, loss_of, 0).values()])
     mixed = torch.cat(

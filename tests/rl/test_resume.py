@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from course_lib.algos.filters import FilterConfig
+from course_lib.algos.gigpo import GiGPOConfig
 from course_lib.engine.tree_rollout import TreeConfig
-from course_lib.rl.train import GiGPOConfig, GRPOConfig
+from course_lib.rl.train import GRPOConfig
 from course_lib.rl.warm_start import SFTConfig
 
 

@@ -10,7 +10,7 @@ import torch
 from course_lib import envs
 from course_lib.engine.rollout import SamplingConfig, collate
 from course_lib.models import add_lora
-from course_lib.rl import loop, train
+from course_lib.rl import seams, train
 from course_lib.rl.train import GRPOConfig, train_grpo
 from course_lib.rl.warm_start import SFTConfig, supervised_warm_start
 from course_lib.tokenizer import encode
@@ -75,16 +75,16 @@ def _losses_masks(monkeypatch, model, tokenizer, mask_observations: bool):
     """Run one GRPO iteration, recording the trajectories it collated and the loss mask its loss received."""
     seen: dict = {}
 
-    def recording_collate(trajectories, pad_id):
+    def recording_collate(trajectories, pad_id, extras=()):
         seen["trajectories"] = list(trajectories)
-        return collate(trajectories, pad_id)
+        return collate(trajectories, pad_id, extras)
 
     def recording_loss(logprobs, old_logprobs, advantages, loss_mask, config):
         seen["mask"] = loss_mask.detach().clone()
-        return loop.clipped(logprobs, old_logprobs, advantages, loss_mask, config)
+        return seams.clipped(logprobs, old_logprobs, advantages, loss_mask, config)
 
     monkeypatch.setattr(train, "collate", recording_collate)
-    monkeypatch.setitem(loop.SEAMS["policy_loss"], "clipped", recording_loss)
+    monkeypatch.setitem(seams.SEAMS["policy_loss"], "clipped", recording_loss)
     config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=4, mask_observations=mask_observations)
     train_grpo(model, tokenizer, make_env, SAMPLING, config, seed=0)
     return seen["trajectories"], seen["mask"]

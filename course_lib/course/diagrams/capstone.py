@@ -1,7 +1,7 @@
 """Chapter 12's diagram: the capstone's loop, the seam each part plugs into, and a worked example at each seam.
 
 The survey's combination (AEPO's tree and balanced clip, arXiv 2510.14545; RAGEN-2's SNR filter and mutual
-information, arXiv 2604.06268) is four registered functions in `course_lib.rl.loop.SEAMS` plus a monitor outside the
+information, arXiv 2604.06268) is four registered functions in `course_lib.rl.seams.SEAMS` plus a monitor outside the
 loop (`diagnostics.MIStop`). The diagram reads which entry each seam runs from the `combined` arm's configuration
 (chapter 12's `arm_config`) and computes, on a small batch of four groups of four episodes, what each seam does
 with the library's own functions: the sampler's branch probability with the consecutive-branch penalty, the SNR
@@ -20,7 +20,7 @@ from course_lib.algos import aepo
 from course_lib.algos.filters import group_reward_std, top_p_groups_by_reward_std
 from course_lib.algos.grpo import group_advantages
 from course_lib.course import recorded
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import GRPOConfig
 
 REWARDS = ((1.0, 1.0, 1.0, 1.0), (1.0, 0.0, 0.0, 0.0), (1.0, 1.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0))
@@ -40,7 +40,7 @@ def worked_example(
     first kept group, the worked token's loss and gradients under both clips, and the MI stop's threshold (`gate_drop`
     below the base's monitor MI, measured every `monitor_every` iterations)."""
     entries = {seam: getattr(grpo, seam) for seam in ("sampler", "batch_filter", "advantage", "policy_loss")}
-    functions = {seam: loop.resolve(seam, name).__name__ for seam, name in entries.items()}
+    functions = {seam: seams.resolve(seam, name).__name__ for seam, name in entries.items()}
     tree = grpo.tree
     branch = {
         rounds: aepo.branch_probability(0.0, 0.0, rounds, tree.alpha, tree.beta, tree.penalty_slope)

@@ -43,6 +43,8 @@ class Rollouts:
     episodes: list[Any]
     stats: dict[str, float] = field(default_factory=dict)
     """What the sampler did, for the training history (the tree sampler's branches and refills)."""
+    step_extras: tuple[str, ...] = ()
+    """The info keys whose per-step numbers the sampler wrote for its estimator (`RolloutBatch.step_extras`)."""
 
 
 # Samplers ----------------------------------------------------------------------------------------
@@ -90,6 +92,7 @@ def information_gain_groups(engine, envs, task_seeds: list[int], config: GRPOCon
         "igpo_mean_gain": sum(gains) / len(gains) if gains else 0.0,
         "igpo_equal_outcome_share": sum(len(v) == 1 for v in outcomes.values()) / max(len(outcomes), 1),
     }
+    rollouts.step_extras = (TURN_REWARD,)
     return rollouts
 
 
@@ -161,18 +164,18 @@ def gigpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[s
 
 def graphgpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
     """GraphGPO (`algos.graphgpo`): A = A^E + beta_G A^G per step, A^G from distances to success in each group's
-    graph of states; omega is `config.gigpo.gamma` and beta_G `config.gigpo.step_weight`. The episode part is
-    GiGPO's (in step mode with the pooled baseline, GRPO's own advantage on the step rows, as `gigpo`), so with no
-    recurring state the update is GRPO's. Stats: the share of steps in a step group of one, the mean step-group
-    size, and the share of steps of failed episodes that brought the agent closer to success."""
+    graph of states, with `config.graphgpo`'s omega and beta_G. The episode part is GiGPO's (in step mode with the
+    pooled baseline, GRPO's own advantage on the step rows, as `gigpo`), so with no recurring state the update is
+    GRPO's. Stats: the share of steps in a step group of one, the mean step-group size, and the share of steps of
+    failed episodes that brought the agent closer to success."""
     from course_lib.algos.gigpo import step_group_sizes, step_group_stats
     from course_lib.algos.graphgpo import graphgpo_advantages
 
-    g = config.gigpo
+    g = config.graphgpo
     device = batch.step_row.device
     table = step_columns(batch)
     result = graphgpo_advantages(
-        **table, omega=g.gamma, step_weight=g.step_weight, scale_by_std=config.scale_by_std,
+        **table, omega=g.omega, step_weight=g.step_weight, scale_by_std=config.scale_by_std,
         pooled=g.episode_baseline == "pooled", invalid_penalty=config.invalid_penalty,
     )  # fmt: skip
     episode = grpo_episode_part(batch, config, g.episode_baseline)
@@ -199,9 +202,9 @@ def tree_grpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, di
 
 
 def igpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
-    """IGPO (`algos.igpo`): each turn's reward (`step_turn_reward`, written by the `igpo` sampler) normalised within
-    its group and summed backwards along its episode, spread over the turn's action tokens, `[B, T]`. Stats: the
-    share of groups in which every turn's advantage is 0 (no signal at all)."""
+    """IGPO (`algos.igpo`): each turn's reward (`turn_rewards`, written by the `igpo` sampler) normalised within its
+    group and summed backwards along its episode, spread over the turn's action tokens, `[B, T]`. Stats: the share of
+    groups in which every turn's advantage is 0 (no signal at all)."""
     from course_lib.algos.igpo import igpo_advantages
 
     last = {}
@@ -213,13 +216,24 @@ def igpo(batch: RolloutBatch, config: GRPOConfig) -> tuple[torch.Tensor, dict[st
         is_outcome[k] = True
     c = config.igpo
     values = igpo_advantages(
-        batch.step_turn_reward.tolist(), is_outcome, batch.step_group.tolist(), batch.step_traj.tolist(),
+        turn_rewards(batch).tolist(), is_outcome, batch.step_group.tolist(), batch.step_traj.tolist(),
         batch.step_index.tolist(), c.gamma, c.normalisation, config.scale_by_std,
     )  # fmt: skip
     groups = batch.step_group.tolist()
     silent = set(groups) - {g for g, v in zip(groups, values) if abs(v) > 1e-12}
     stats = {"igpo_silent_group_share": len(silent) / max(len(set(groups)), 1)}
     return broadcast_steps(batch, torch.tensor(values, dtype=torch.float, device=batch.step_row.device)), stats
+
+
+TURN_REWARD = "turn_reward"
+"""The info key of IGPO's turn rewards (`rl.info_gain.annotate` writes them; `RolloutBatch.step_extras` holds them)."""
+
+
+def turn_rewards(batch: RolloutBatch) -> torch.Tensor:
+    """IGPO's turn reward of each step `[K]`, or a ValueError saying which sampler writes them."""
+    if TURN_REWARD not in batch.step_extras:
+        raise ValueError("the igpo estimator reads each turn's reward, which the igpo sampler writes: sampler='igpo'")
+    return batch.step_extras[TURN_REWARD]
 
 
 # Batch filters -----------------------------------------------------------------------------------

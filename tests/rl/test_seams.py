@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import subprocess
 import sys
 
@@ -10,9 +11,9 @@ import pytest
 import torch
 
 from course_lib import envs
-from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory, broadcast_steps, collate
+from course_lib.engine.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, broadcast_steps, collate
 from course_lib.engine.step_mode import Episode, rollout_steps, step_prompt
-from course_lib.rl import loop
+from course_lib.rl import seams
 from course_lib.rl.train import GRPOConfig, train_grpo
 
 SAMPLING = SamplingConfig(max_turn_tokens=8, max_total_tokens=40)
@@ -76,7 +77,7 @@ def test_collate_step_mode_rows():
     assert batch.traj_ids.tolist() == [0, 1, 0]
     assert batch.step_index.tolist() == [0, 0, 1] and batch.step_turn.tolist() == [0, 0, 0]
     assert batch.step_traj.tolist() == [0, 1, 0]
-    assert loop.invalid_steps_per_row(batch).tolist() == [0.0, 0.0, 1.0]
+    assert seams.invalid_steps_per_row(batch).tolist() == [0.0, 0.0, 1.0]
 
 
 def test_select_keeps_rows_and_their_steps():
@@ -89,19 +90,19 @@ def test_select_keeps_rows_and_their_steps():
 
 def test_grpo_estimator_is_group_advantages_and_penalises_invalid_rows():
     batch = collate(trajectory_mode_rows() + [row([1, 9], [0, 1], [-1, 0], [0.0], [True], ["c"], group=1)], 0)
-    plain, stats = loop.grpo(batch, GRPOConfig())
+    plain, stats = seams.grpo(batch, GRPOConfig())
     # group 0 holds one row (A = 0); group 1: rewards 0.5 and 0, mean 0.25, unbiased std 0.3536
     assert stats == {} and plain.tolist() == pytest.approx([0.0, 0.7071, -0.7071], abs=1e-4)
-    penalised, _ = loop.grpo(batch, GRPOConfig(invalid_penalty=0.1, scale_by_std=False))
+    penalised, _ = seams.grpo(batch, GRPOConfig(invalid_penalty=0.1, scale_by_std=False))
     assert penalised.tolist() == pytest.approx([0.0, 0.25, -0.25])  # the invalid step is in a singleton group
 
 
 def test_resolve_and_register():
-    assert loop.resolve("advantage", "grpo") is loop.grpo
+    assert seams.resolve("advantage", "grpo") is seams.grpo
     with pytest.raises(KeyError, match="unknown advantage 'nope'"):
-        loop.resolve("advantage", "nope")
+        seams.resolve("advantage", "nope")
     with pytest.raises(KeyError, match="unknown seam"):
-        loop.register("critic", "x", print)
+        seams.register("critic", "x", print)
 
 
 def test_a_registered_estimator_drives_the_loop(monkeypatch, warm_model, tokenizer):
@@ -113,12 +114,87 @@ def test_a_registered_estimator_drives_the_loop(monkeypatch, warm_model, tokeniz
         calls.append(batch.input_ids.shape[0])
         return torch.zeros(batch.input_ids.shape), {"zero_calls": float(len(calls))}
 
-    monkeypatch.setitem(loop.SEAMS["advantage"], "zero", zero)
+    monkeypatch.setitem(seams.SEAMS["advantage"], "zero", zero)
     before = copy.deepcopy(warm_model.state_dict())
     config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2, advantage="zero")
     history = train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), SAMPLING, config, seed=0)
     assert calls == [4] and history[0]["zero_calls"] == 1.0
     assert all(torch.equal(before[k], v) for k, v in warm_model.state_dict().items())
+
+
+PLANTED_ALGOS = """
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class RLOOConfig:
+    bonus_weight: float = 1.0
+
+
+def rloo_advantages(rewards, groups, bonus, config):
+    \"\"\"Each row's reward (plus its steps' bonus) minus the mean of the other rows of its group, `[B]`.\"\"\"
+    scores = rewards + config.bonus_weight * bonus
+    out = torch.zeros_like(scores)
+    for group in groups.unique():
+        rows = groups == group
+        n = int(rows.sum())
+        out[rows] = scores[rows] - (scores[rows].sum() - scores[rows]) / max(n - 1, 1)
+    return out
+"""
+PLANTED_SEAM = """
+import functools
+
+import torch
+
+import planted_algos
+from course_lib.rl import seams
+
+
+def bonus_sampler(engine, envs, task_seeds, config, generator):
+    rollouts = seams.independent_groups(engine, envs, task_seeds, config, generator)
+    for trajectory in rollouts.rows:
+        for info in trajectory.infos:
+            info["bonus"] = 0.25
+    rollouts.step_extras = ("bonus",)
+    return rollouts
+
+
+def rloo(batch, config, settings):
+    bonus = torch.zeros(batch.input_ids.shape[0]).index_add(0, batch.step_row, batch.step_extras["bonus"])
+    advantages = planted_algos.rloo_advantages(seams.penalised_rewards(batch, config), batch.group_ids, bonus, settings)
+    return advantages, {"rloo_bonus": float(bonus.sum())}
+
+
+seams.register("sampler", "bonus", bonus_sampler)
+seams.register("advantage", "rloo", functools.partial(rloo, settings=planted_algos.RLOOConfig(bonus_weight=2.0)))
+"""
+
+
+def test_a_new_estimator_takes_three_files(tmp_path, monkeypatch, warm_model, tokenizer):
+    """A new method is its equations and settings (an `algos`-style module), its seam (an adapter registered by name,
+    reading a per-step number its sampler wrote, from `RolloutBatch.step_extras`) and its test: planted here as two
+    modules of a temporary folder and this test, with no edit to the loop, the batch or `GRPOConfig`."""
+    (tmp_path / "planted_algos.py").write_text(PLANTED_ALGOS)
+    (tmp_path / "planted_seam.py").write_text(PLANTED_SEAM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for seam in ("sampler", "advantage"):
+        monkeypatch.setitem(seams.SEAMS, seam, dict(seams.SEAMS[seam]))  # the registrations end with the test
+    for name in ("planted_algos", "planted_seam"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import planted_seam  # noqa: F401  (registers the sampler and the estimator)
+
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2, sampler="bonus", advantage="rloo")
+    history = train_grpo(warm_model, tokenizer, lambda: envs.make("tool_arithmetic"), SAMPLING, config, seed=0)
+    steps = history[0]["turns"] * 4  # 2 prompts x 2 episodes, each step's bonus 0.25
+    assert history[0]["rloo_bonus"] == pytest.approx(0.25 * steps)
+    assert {field.name for field in dataclasses.fields(GRPOConfig)}.isdisjoint({"rloo", "bonus"})
+    assert {field.name for field in dataclasses.fields(RolloutBatch)}.isdisjoint({"bonus", "step_bonus"})
+    rewards, groups = torch.tensor([1.0, 0.0, 0.5, 0.5]), torch.tensor([0, 0, 1, 1])
+    settings = sys.modules["planted_algos"].RLOOConfig(bonus_weight=0.0)
+    by_hand = [1.0, -1.0, 0.0, 0.0]  # r_i - mean of the rest of its group
+    assert sys.modules["planted_algos"].rloo_advantages(rewards, groups, torch.zeros(4), settings).tolist() == by_hand
 
 
 def test_step_prompt_window():
@@ -169,16 +245,20 @@ def test_train_grpo_in_step_mode_with_gigpo(warm_model, tokenizer):
         assert ("step_group_size_mean" in history[0]) == (advantage == "gigpo")
 
 
-def test_importing_the_loop_loads_no_environment_or_method_module():
-    """Registries resolve lazily: importing the loop and the engine loads no environment and no algorithm
-    beyond GRPO's (which the training loop itself uses for the KL and aggregation)."""
+def test_importing_the_loop_loads_no_environment_and_only_the_methods_it_holds_settings_of():
+    """Registries resolve lazily: importing the loop and the engine loads no environment, no tool and no step mode;
+    of `algos` only GRPO's (the loop's KL and aggregation, AEPO's entropy-aware advantage), ARPO's (the tree
+    sampler's settings) and the modules whose settings `GRPOConfig` holds (each method's beside its equations)."""
     code = (
-        "import sys, course_lib.rl.train, course_lib.rl.loop, course_lib.engine.rollout;"
+        "import sys, course_lib.rl.train, course_lib.rl.seams, course_lib.engine.rollout;"
         "print(sorted(m for m in sys.modules if m.startswith('course_lib.')))"
     )
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "course_lib.envs.word_math" not in loaded and "course_lib.algos.gigpo" not in loaded
-    assert "course_lib.tools" not in loaded and "course_lib.engine.step_mode" not in loaded
+    loaded = eval(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert not [m for m in loaded if m.startswith(("course_lib.envs.word_math", "course_lib.tools"))]
+    assert "course_lib.engine.step_mode" not in loaded
+    algos = {m.removeprefix("course_lib.algos.") for m in loaded if m.startswith("course_lib.algos.")}
+    assert algos <= {"grpo", "aepo", "arpo", "filters", "gigpo", "graphgpo", "igpo", "step_rows"}, algos
+    assert not {"ppo", "tree_grpo"} & algos
 
 
 def test_group_filters_score_episodes_not_step_rows():
@@ -195,16 +275,16 @@ def test_group_filters_score_episodes_not_step_rows():
     batch = collate(rows, pad_id=0)
     config = GRPOConfig(batch_filter="starpo_s")
     config.filter.keep_fraction = 0.5
-    assert loop.starpo_s(batch, config).tolist() == [True, True, True, True, False, False]
+    assert seams.starpo_s(batch, config).tolist() == [True, True, True, True, False, False]
     config.filter.top_p = 0.5  # 0.707 alone holds more than half of 0.707 + 0.636
-    assert loop.snr_top_p(batch, config).tolist() == [True, True, True, True, False, False]
+    assert seams.snr_top_p(batch, config).tolist() == [True, True, True, True, False, False]
     config.filter.top_p = 0.9
-    assert loop.snr_top_p(batch, config).all()
+    assert seams.snr_top_p(batch, config).all()
 
 
 def test_a_filter_that_keeps_nothing_skips_the_update(monkeypatch, warm_model, tokenizer):
     monkeypatch.setitem(
-        loop.SEAMS["batch_filter"], "nothing", lambda batch, c: torch.zeros(len(batch.rewards), dtype=bool)
+        seams.SEAMS["batch_filter"], "nothing", lambda batch, c: torch.zeros(len(batch.rewards), dtype=bool)
     )
     before = copy.deepcopy(warm_model.state_dict())
     config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2, batch_filter="nothing")
