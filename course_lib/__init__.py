@@ -17,7 +17,8 @@ Its folders draw the layers. A module imports, at module level, only from its ow
 - `diagnostics`: measures of rollouts and of the policy (RAGEN-2's mutual information), `diagnostics.stats`,
   `diagnostics.plots`, `diagnostics.tree_credit` and `diagnostics.tree_view`.
 - `rl`: the loop: `rl.warm_start`, `rl.train`, `rl.seams` (the four seams), `rl.critic`, `rl.micro_batch`,
-  `rl.checkpoint`, `rl.run_state`, `rl.tracking`.
+  `rl.checkpoint`, `rl.run_state`, `rl.tracking`, `rl.session` (one run session: the model, where checkpoints go, who
+  observes).
 - `search`: RAP's and LATS's tree search over a world model or the environment.
 - `tasks`: the tasks several chapters share (a task's environment, settings, demonstrator and held-out evaluator:
   `tasks.tool_arithmetic`, `tasks.key_door_grid`, ...), `tasks.tool_task.ToolTask` and the bases' glue

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from course_lib import data
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all, nontrivial_base
 from course_lib.engine.rollout import RolloutEngine
@@ -313,9 +313,7 @@ def _options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(
-        CHAPTER, argv, arguments=_options, configure=skeleton.designed_experiment(CHAPTER, "smollm2", smollm2)
-    )
+    command.main(CHAPTER, argv, arguments=_options, configure=command.designed_experiment(CHAPTER, "smollm2", smollm2))
 
 
 if __name__ == "__main__":

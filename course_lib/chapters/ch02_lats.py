@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib import course_config, envs
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.models import build_model
@@ -477,11 +477,11 @@ def _options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(
+    command.main(
         CHAPTER,
         argv,
         arguments=_options,
-        configure=skeleton.designed_experiment(CHAPTER, "imperfect_world_model", imperfect_world_model),
+        configure=command.designed_experiment(CHAPTER, "imperfect_world_model", imperfect_world_model),
     )
 
 

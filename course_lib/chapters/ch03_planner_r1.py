@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from course_lib import course_config, data, envs
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
@@ -727,8 +727,8 @@ def _options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(
-        CHAPTER, argv, arguments=_options, configure=skeleton.designed_experiment(CHAPTER, "rare_success", rare_success)
+    command.main(
+        CHAPTER, argv, arguments=_options, configure=command.designed_experiment(CHAPTER, "rare_success", rare_success)
     )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from course_lib import course_config, data, envs
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
@@ -508,7 +508,7 @@ def _configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> ske
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv, arguments=_options, configure=_configure)
+    command.main(CHAPTER, argv, arguments=_options, configure=_configure)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from course_lib import course_config, data
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.course.recorded import own_numbers, recorded_numbers
@@ -751,7 +751,7 @@ def pool_and_report(args: argparse.Namespace, outputs: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv, finish=pool_and_report, print_claims=False)
+    command.main(CHAPTER, argv, finish=pool_and_report, print_claims=False)
 
 
 if __name__ == "__main__":

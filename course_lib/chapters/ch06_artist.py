@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from course_lib import course_config, data, envs
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
@@ -338,7 +338,7 @@ CHAPTER = skeleton.Chapter(
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv)
+    command.main(CHAPTER, argv)
 
 
 if __name__ == "__main__":

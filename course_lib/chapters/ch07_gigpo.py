@@ -27,7 +27,7 @@ from pathlib import Path
 
 from course_lib import course_config
 from course_lib.algos.gigpo import step_group_sizes
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
@@ -397,9 +397,7 @@ def _options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(
-        CHAPTER, argv, arguments=_options, configure=skeleton.designed_experiment(CHAPTER, "confirm", confirm)
-    )
+    command.main(CHAPTER, argv, arguments=_options, configure=command.designed_experiment(CHAPTER, "confirm", confirm))
 
 
 if __name__ == "__main__":

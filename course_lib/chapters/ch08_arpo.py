@@ -38,7 +38,7 @@ import torch
 
 from course_lib import course_config
 from course_lib.algos.grpo import group_advantages
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
@@ -593,9 +593,9 @@ def _options(parser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(
+    command.main(
         CHAPTER, argv, arguments=_options,
-        configure=skeleton.designed_experiment(CHAPTER, "global_samples", global_samples),
+        configure=command.designed_experiment(CHAPTER, "global_samples", global_samples),
     )  # fmt: skip
 
 

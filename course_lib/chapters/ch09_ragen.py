@@ -31,7 +31,7 @@ from pathlib import Path
 
 from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import collapse
@@ -416,7 +416,7 @@ CHAPTER = skeleton.Chapter(
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv)
+    command.main(CHAPTER, argv)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ import torch
 from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
 from course_lib.algos.grpo import group_advantages
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import (
@@ -606,7 +606,7 @@ def finish(args, outputs: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv, finish=finish)
+    command.main(CHAPTER, argv, finish=finish)
 
 
 if __name__ == "__main__":

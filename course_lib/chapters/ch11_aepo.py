@@ -43,7 +43,7 @@ import torch
 
 from course_lib import course_config, data
 from course_lib.algos import aepo
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import RolloutEngine, collate
@@ -534,7 +534,7 @@ CHAPTER = skeleton.Chapter(
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv)
+    command.main(CHAPTER, argv)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib import course_config, data
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.bookkeeping import expected_tokens
@@ -300,7 +300,7 @@ CHAPTER13 = skeleton.Chapter(
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER13, argv)
+    command.main(CHAPTER13, argv)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib import course_config
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage, recorded, standins
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
@@ -238,7 +238,7 @@ CHAPTER14 = skeleton.Chapter(
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER14, argv)
+    command.main(CHAPTER14, argv)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import torch
 
 from course_lib import course_config, data
 from course_lib.algos.grpo import clipped_surrogate_loss
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage, pitfalls, recorded, standins
 from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.engine.rollout import RolloutBatch, RolloutEngine, SamplingConfig, Trajectory, collate
@@ -553,8 +553,8 @@ def _options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(
-        CHAPTER15, argv, arguments=_options, configure=skeleton.designed_experiment(CHAPTER15, "confirm", confirm)
+    command.main(
+        CHAPTER15, argv, arguments=_options, configure=command.designed_experiment(CHAPTER15, "confirm", confirm)
     )
 
 

@@ -27,7 +27,7 @@ import torch
 
 from course_lib import course_config, real_models
 from course_lib.algos.aepo import uniform_top_share
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import mutual_information, teacher_forced_logp
@@ -452,7 +452,7 @@ CHAPTER = skeleton.Chapter(
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv)
+    command.main(CHAPTER, argv)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from course_lib import course_config
 from course_lib.algos.gigpo import GiGPOConfig, gigpo_advantages
 from course_lib.algos.graphgpo import GraphGPOConfig, graphgpo_advantages
 from course_lib.algos.step_rows import episode_rows
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.diagnostics.stats import interval
@@ -798,7 +798,7 @@ def _configure(args, parser):
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv, arguments=_options, configure=_configure)
+    command.main(CHAPTER, argv, arguments=_options, configure=_configure)
 
 
 if __name__ == "__main__":

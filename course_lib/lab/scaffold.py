@@ -156,7 +156,7 @@ CHAPTER = skeleton.Chapter("ch{number}", "Chapter {number}, {title}", run, claim
 
 
 def main(argv: list[str] | None = None) -> None:
-    skeleton.main(CHAPTER, argv)
+    command.main(CHAPTER, argv)
 
 
 if __name__ == "__main__":
@@ -166,6 +166,7 @@ if __name__ == "__main__":
 TEST = '''"""Chapter {number} runs end to end in seconds (scaffolded): every arm trains, every claim gets a verdict."""
 
 from course_lib.chapters import skeleton
+from course_lib.chapters import command
 
 import {module} as chapter
 

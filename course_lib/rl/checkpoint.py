@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import os
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from course_lib import real_models
 from course_lib.engine.prompt_format import ChatFormat, chat_name
 from course_lib.engine.rollout import SamplingConfig, pad_id
+from course_lib.rl import session
 from course_lib.rl.warm_start import TOOL_RESPONSE, SFTConfig, Turns, _turns, completion_text, supervised_warm_start
 from course_lib.tokenizer import encode
 
@@ -53,15 +53,11 @@ def micro_batch_tokens(vocabulary: int, device: str = "cpu") -> int:
     return max(1, logits // max(1, vocabulary))
 
 
-ENV_VARIABLE = "COURSE_MODEL"
-FULL_FINETUNE_VARIABLE = "COURSE_MODEL_FULL_FINETUNE"
-OBSERVATION_ROLE_VARIABLE = "COURSE_MODEL_OBSERVATION_ROLE"
-
-
 def model_path() -> Path | None:
-    """The checkpoint folder `COURSE_MODEL` names, or None (the chapter's own base). A real model's name
-    (`smollm2`, `course_lib.real_models`) resolves to its cached, hash-checked folder."""
-    value = os.environ.get(ENV_VARIABLE)
+    """The checkpoint folder the run session names (`session.current().model`: a command's `--model`, or
+    `COURSE_MODEL`), or None (the chapter's own base). A real model's name (`smollm2`, `course_lib.real_models`)
+    resolves to its cached, hash-checked folder."""
+    value = session.current().model
     if not value:
         return None
     if value in real_models.MODELS:
@@ -69,23 +65,22 @@ def model_path() -> Path | None:
     path = Path(value).expanduser()
     if not (path / "config.json").exists():
         raise FileNotFoundError(
-            f"{ENV_VARIABLE}={value}: no config.json there. The course reads checkpoints from disk only; save one with "
-            "`model.save_pretrained(folder)` and `tokenizer.save_pretrained(folder)`"
+            f"{session.MODEL_VARIABLE}={value}: no config.json there. The course reads checkpoints from disk only; "
+            "save one with `model.save_pretrained(folder)` and `tokenizer.save_pretrained(folder)`"
         )
     return path
 
 
 def full_finetune() -> bool:
-    """`COURSE_MODEL_FULL_FINETUNE=1` (a chapter command's `--full-finetune`): warm-start every weight, not a LoRA
-    adapter. A random-init stand-in needs it (its frozen random embeddings leave an adapter little to work with); a
-    pretrained checkpoint does not."""
-    return os.environ.get(FULL_FINETUNE_VARIABLE, "") == "1"
+    """Whether the session warm-starts every weight, not a LoRA adapter (`--full-finetune`). A random-init stand-in
+    needs it (its frozen random embeddings leave an adapter little to work with); a pretrained checkpoint does not."""
+    return session.current().full_finetune
 
 
 def observation_role() -> str:
-    """`COURSE_MODEL_OBSERVATION_ROLE` (a chapter command's `--observation-role`): the chat role the environment's
-    observations take in the checkpoint's template, `tool` by default; `user` for a template without a tool role."""
-    return os.environ.get(OBSERVATION_ROLE_VARIABLE) or "tool"
+    """The chat role the environment's observations take in the checkpoint's template (`--observation-role`): `tool`
+    by default; `user` for a template without a tool role."""
+    return session.current().observation_role
 
 
 def add_observation_role_argument(parser) -> None:
@@ -100,21 +95,10 @@ def add_observation_role_argument(parser) -> None:
 @contextlib.contextmanager
 def using(path: str | Path, full_finetune: bool = False, observation_role: str = "tool") -> Iterator[Path]:
     """Run chapters on the checkpoint at `path` inside the block, as `--model path` (and `--full-finetune`,
-    `--observation-role`) do on the command line: `with checkpoint.using(folder): results = ch00.run(0)`. The
-    environment variables are restored on leaving, whatever they held."""
-    names = (ENV_VARIABLE, FULL_FINETUNE_VARIABLE, OBSERVATION_ROLE_VARIABLE)
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ[ENV_VARIABLE] = str(path)
-    os.environ[FULL_FINETUNE_VARIABLE] = "1" if full_finetune else ""
-    os.environ[OBSERVATION_ROLE_VARIABLE] = observation_role
-    try:
+    `--observation-role`) do on the command line: `with checkpoint.using(folder): results = ch00.run(0)` (a run
+    session, `session.using`)."""
+    with session.using(model=str(path), full_finetune=full_finetune, observation_role=observation_role):
         yield model_path()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def load_tokenizer(path: str | Path):

@@ -2,7 +2,7 @@
 
 A chapter's `run(seed)` calls `train.train_grpo` once per arm (chapter 07: four arms and a noisy-view pair), and
 `train_grpo` hands each finished history record to its `on_iteration` callback. The chapters do not pass one, and
-they should not have to: `observing(chapter, seed, observers)` registers an observer with `train.observing_runs`
+they should not have to: `observing(chapter, seed, observers)` adds an observer to the run session (`session.observing`)
 for the block, so every `train_grpo` run inside it (the chapters', a chapter run as `python -m`, a fork's) reports
 each record to `observers` as well, and its start and end. An observer sees each record after it is complete and
 draws no random numbers, so the run's numbers are those of an unobserved run. The notebooks call the chapters' `run`
@@ -76,9 +76,9 @@ def metrics(record: Mapping) -> dict[str, float]:
 
 @contextlib.contextmanager
 def observing(chapter: str, seed: int, observers: Sequence[Observer]) -> Iterator[None]:
-    """Within the block, every `train_grpo` run (`train.observing_runs`) reports each record to `observers`,
+    """Within the block, every `train_grpo` run (`session.observing`) reports each record to `observers`,
     numbered in the order the runs start; afterwards every observer is closed."""
-    from course_lib.rl import train
+    from course_lib.rl import session, train
 
     calls = 0
 
@@ -101,7 +101,7 @@ def observing(chapter: str, seed: int, observers: Sequence[Observer]) -> Iterato
         return log, end
 
     try:
-        with train.observing_runs(observer):
+        with session.observing(observer):
             yield
     finally:
         for each in observers:

@@ -10,9 +10,8 @@ defaults are GRPO in trajectory mode, chapter 00's algorithm.
 from __future__ import annotations
 
 import contextlib
-import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from course_lib.engine.rollout import RolloutBatch, RolloutEngine, SamplingConfi
 from course_lib.engine.tree_rollout import TreeConfig
 from course_lib.envs.base import TextEnv
 from course_lib.models import reference_policy, token_logprobs
-from course_lib.rl import micro_batch, run_state, seams
+from course_lib.rl import micro_batch, run_state, seams, session
 from course_lib.validation import at_least, one_of, within
 
 ROLLOUT_MODES = ("trajectory", "step")
@@ -226,8 +225,9 @@ def train_grpo(
     fresh run (and says so), while a folder that does not exist, a `latest/` without its training state, a damaged
     state file and a checkpoint from another config, sampling, seed or `settings` (the chapter's whole resolved
     config, when given: `run_state.fingerprint`) are refused. `iterations` is not part of that check, so a finished
-    run can be extended. Inside `checkpointing(folder, resume)` (a chapter command's `--checkpoint-dir` and
-    `--resume`) a call without a `checkpoint_dir` checkpoints into that block's folder for it.
+    run can be extended. In a run session that checkpoints (`session.checkpointing(folder, resume)`: a chapter
+    command's `--checkpoint-dir` and `--resume`) a call without a `checkpoint_dir` checkpoints into a folder of its
+    own there, and the session's observers (`session.observing`: trackers, progress lines) hear of the run.
 
     The callbacks are the caller's to keep deterministic: `evaluate` and `stop` should depend on the model only.
     `on_iteration` is called before the checkpoint is written, so a callback that draws random numbers leaves the
@@ -237,8 +237,9 @@ def train_grpo(
     config.validate()  # again: a config may have been changed in place since it was made
     for seam in ("sampler", "advantage", "batch_filter", "policy_loss"):
         seams.resolve(seam, getattr(config, seam))  # an unknown name fails here, not after the first evaluation
-    if checkpoint_dir is None and _checkpointing:  # a chapter command's --checkpoint-dir: this run's own folder
-        checkpoint_dir, resume, given = _checkpointing[-1](config)
+    running = session.current()
+    if checkpoint_dir is None and running.checkpoints is not None:  # a command's --checkpoint-dir: this run's folder
+        checkpoint_dir, resume, given = running.checkpoints.place(method_label(config))
         settings = given if settings is None else settings
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs the checkpoint_dir to resume from")
@@ -268,7 +269,7 @@ def train_grpo(
         history, start = saved["history"], saved["iteration"] + 1
         print(f"resumed from iteration {saved['iteration']} in {checkpoint_dir}: continuing at iteration {start} of "
               f"{config.iterations}", flush=True)  # fmt: skip
-    hooks = [observer(config, sampling, start) for observer in _run_observers]
+    hooks = [observer(config, sampling, start) for observer in running.observers]
 
     def report(record: dict[str, float]) -> None:
         if on_iteration is not None:
@@ -301,53 +302,6 @@ def train_grpo(
                          "optimizer": optimizer.state_dict(), "random": run_state.random_states(generator)}  # fmt: skip
                 run_state.save(checkpoint_dir, model, tokenizer, state)
     return history
-
-
-_checkpointing: list[Callable[[GRPOConfig], tuple[Path, bool, object | None]]] = []
-
-
-@contextlib.contextmanager
-def checkpointing(folder: str | Path, resume: bool = False, settings: object | None = None) -> Iterator[None]:
-    """Within the block, every `train_grpo` run given no `checkpoint_dir` checkpoints into a folder of its own under
-    `folder`, `<k>-<method>` for the block's k-th run (`1-grpo`, `2-gigpo-step-mode`: a chapter's runs come in the
-    same order every time, so a new process finds each run's checkpoint where the interrupted one left it), and with
-    `resume` continues from it; `settings` (the chapter's resolved config) goes into each run's fingerprint. How a
-    chapter command's `--checkpoint-dir` and `--resume` reach the runs a chapter makes without the chapter passing
-    anything. A run whose folder holds no checkpoint yet starts fresh and says so."""
-    calls = 0
-
-    def place(config: GRPOConfig) -> tuple[Path, bool, object | None]:
-        nonlocal calls
-        calls += 1
-        name = f"{calls}-" + "-".join(re.findall(r"[A-Za-z0-9_.]+", method_label(config)))
-        run_folder = Path(folder) / name
-        run_folder.mkdir(parents=True, exist_ok=True)
-        return run_folder, resume, settings
-
-    _checkpointing.append(place)
-    try:
-        yield
-    finally:
-        _checkpointing.remove(place)
-
-
-RunObserver = Callable[[GRPOConfig, SamplingConfig, int], tuple[Callable[[dict[str, float]], None], Callable[[], None]]]
-"""Told of every `train_grpo` run as it starts (its config, sampling and first iteration: 0, or k + 1 when resumed
-from iteration k's checkpoint), it returns `(log, end)`: `log` is called with each record as `on_iteration` is,
-`end` when the run ends."""
-_run_observers: list[RunObserver] = []
-
-
-@contextlib.contextmanager
-def observing_runs(observer: RunObserver) -> Iterator[None]:
-    """Within the block, every `train_grpo` run reports to `observer` (besides its caller's `on_iteration`): how a
-    chapter command's trackers and progress lines see the runs a chapter makes (`course_lib.rl.tracking`) without the
-    chapter passing anything."""
-    _run_observers.append(observer)
-    try:
-        yield
-    finally:
-        _run_observers.remove(observer)
 
 
 def method_label(config: GRPOConfig) -> str:

@@ -72,8 +72,9 @@ def base_for(
     demonstrated: tuple[str, str] | None = None,
 ):
     """`(model, tokenizer, config)` a chapter's run starts from: its committed base (`data.load_base(base_name)`)
-    and `config` unchanged; or, with `COURSE_MODEL` set (a chapter command's `--model`), that checkpoint warm-started
-    with LoRA on the chapter's demonstrations `texts()` in the chat format (`course_lib.rl.checkpoint`), and `config`
+    and `config` unchanged; or, when the run session names a checkpoint (`rl.session`: a chapter command's `--model`,
+    `checkpoint.using`, or `COURSE_MODEL`), that checkpoint warm-started with LoRA on the chapter's demonstrations
+    `texts()` in the chat format (`course_lib.rl.checkpoint`), and `config`
     with its sampling in the chat format, its budgets measured on those demonstrations.
 
     `demonstrated`, `(environment the demonstrations are of, environment the run trains on)`: a chapter forked onto

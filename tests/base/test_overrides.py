@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from course_lib import overrides
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course.claims import ClaimSpec
 
 
@@ -118,19 +118,19 @@ def test_main_applies_set_and_config_to_the_run(tmp_path, capsys):
     path = tmp_path / "c.yaml"
     path.write_text("count: 4\ninner: {rate: 0.25}\n")
     argv = ["--seeds", "0", "--config", str(path), "--set", "inner.names=u,v", "--set", "count=9"]
-    [results] = skeleton.main(toy(), argv)
+    [results] = command.main(toy(), argv)
     assert results["config"] == Outer(count=9, inner=Inner(rate=0.25, names=("u", "v")))
     assert capsys.readouterr().out.splitlines()[0] == f"ch99 with --config {path} --set inner.names=u,v --set count=9"
-    [plain] = skeleton.main(toy(), ["--seeds", "0"])
+    [plain] = command.main(toy(), ["--seeds", "0"])
     assert plain["config"] == Outer()
     explicit = toy(preset=lambda: Outer(count=-2))  # an explicit preset wins over the module's
-    assert skeleton.main(explicit, ["--seeds", "0", "--set", "flag=1"])[0]["config"] == Outer(count=-2, flag=True)
+    assert command.main(explicit, ["--seeds", "0", "--set", "flag=1"])[0]["config"] == Outer(count=-2, flag=True)
 
 
 def test_main_refuses_overrides_it_cannot_apply_or_record(capsys):
     def refused(chapter, argv):
         with pytest.raises(SystemExit) as exit_info:
-            skeleton.main(chapter, argv)
+            command.main(chapter, argv)
         assert exit_info.value.code == 2
         return capsys.readouterr().err
 
@@ -144,7 +144,7 @@ def test_main_refuses_overrides_it_cannot_apply_or_record(capsys):
         return None
 
     with pytest.raises(SystemExit):
-        skeleton.main(toy(), ["--set", "count=2"], configure=other_mode)
+        command.main(toy(), ["--set", "count=2"], configure=other_mode)
     assert "this mode did not use them" in capsys.readouterr().err
 
 
@@ -152,7 +152,7 @@ def test_record_puts_the_resolved_config_in_the_provenance(tmp_path, monkeypatch
     from course_lib.course import recorded
 
     monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
-    skeleton.main(toy(), ["--seeds", "1", "--record"])
+    command.main(toy(), ["--seeds", "1", "--record"])
     [written] = tmp_path.glob("ch99*.json")
     provenance = json.loads(written.read_text())["seeds"]["1"]["provenance"]
     assert provenance["config"] == overrides.as_dict(Outer())
@@ -177,7 +177,7 @@ TINY = ["--set", "grpo.iterations=1", "--set", "grpo.prompts_per_iteration=2", "
 
 
 def test_chapter00_command_runs_with_overrides_only(capsys):
-    [results] = skeleton.main(
+    [results] = command.main(
         __import__("course_lib.chapters.ch00_tool_agent", fromlist=["CHAPTER"]).CHAPTER,
         ["--seeds", "0", *TINY, "--set", "grpo.group_size=4"],
     )
@@ -189,13 +189,13 @@ def test_chapter07_and_08_commands_run_with_overrides_only(tmp_path):
     from course_lib.chapters import ch07_gigpo as ch07
     from course_lib.chapters import ch08_arpo as ch08
 
-    [results] = skeleton.main(ch07.CHAPTER, ["--seeds", "0", *TINY, "--set", "noisy_iterations=1"])
+    [results] = command.main(ch07.CHAPTER, ["--seeds", "0", *TINY, "--set", "noisy_iterations=1"])
     assert {arm: [r["iteration"] for r in results["histories"][arm]] for arm in ch07.ARMS} == {
         arm: [0, 1] for arm in ch07.ARMS
     }
     path = tmp_path / "ch08.yaml"
     path.write_text("ablations: {}\nvariance_prompts: 2\ngrpo: {group_size: 4}\n")
-    [results] = skeleton.main(ch08.CHAPTER, ["--seeds", "0", "--config", str(path), *TINY])
+    [results] = command.main(ch08.CHAPTER, ["--seeds", "0", "--config", str(path), *TINY])
     assert set(results["histories"]) == {"grpo", "arpo"} and len(results["histories"]["arpo"]) == 2
 
 
@@ -213,7 +213,7 @@ def test_a_fork_records_into_its_own_folder_with_its_config_and_code_version(tmp
     course = recorded.RESULTS_DIR
     before = sorted(p.name for p in course.iterdir())
     out = tmp_path / "my_fork" / "results"
-    skeleton.main(toy(), ["--seeds", "1", "2", "--record", "--out", str(out), "--set", "count=5"])
+    command.main(toy(), ["--seeds", "1", "2", "--record", "--out", str(out), "--set", "count=5"])
     assert recorded.RESULTS_DIR == course, "the course's folder is the results folder again afterwards"
     assert sorted(p.name for p in course.iterdir()) == before, "nothing written to the course's results/"
     written = json.loads((out / "ch99.json").read_text())
@@ -229,7 +229,7 @@ def test_a_fork_records_into_its_own_folder_with_its_config_and_code_version(tmp
 
     def refused(argv):
         with pytest.raises(SystemExit):
-            skeleton.main(toy(), argv)
+            command.main(toy(), argv)
         return capsys.readouterr().err
 
     assert "--out DIR records a fork's runs into a folder of its own" in refused(["--record", "--set", "count=2"])

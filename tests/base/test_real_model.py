@@ -18,7 +18,7 @@ import torch
 
 from course_lib import data, real_models
 from course_lib.lab import build
-from course_lib.rl import checkpoint
+from course_lib.rl import checkpoint, session
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_a_model_not_built_names_the_command_that_builds_it(models_dir, monkeypa
     with pytest.raises(data.DataError, match=f"not built in {models_dir}; run: COURSE_MODELS={models_dir} python -m "
                                               "course_lib.data build smollm2"):  # fmt: skip
         real_models.path("smollm2")
-    monkeypatch.setenv(checkpoint.ENV_VARIABLE, "smollm2")  # --model smollm2 goes the same way
+    monkeypatch.setenv(session.MODEL_VARIABLE, "smollm2")  # --model smollm2 goes the same way
     with pytest.raises(data.DataError, match="build smollm2"):
         checkpoint.model_path()
     with pytest.raises(KeyError, match="no real model 'gpt5'"):
@@ -100,7 +100,7 @@ def test_one_grpo_iteration_of_chapter_00_keeps_exact_bookkeeping(smollm2, monke
     from course_lib.engine.rollout import RolloutEngine
     from course_lib.rl.train import stored_logprob_error
 
-    monkeypatch.setenv(checkpoint.ENV_VARIABLE, "smollm2")
+    monkeypatch.setenv(session.MODEL_VARIABLE, "smollm2")
     cfg = ch00.preset("cpu")
     grpo = dataclasses.replace(cfg.grpo, iterations=1, prompts_per_iteration=2, group_size=2, eval_every=1)
     sft = dataclasses.replace(cfg.sft, steps=2, batch_size=4, warmup_steps=1)

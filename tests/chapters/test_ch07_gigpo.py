@@ -10,6 +10,7 @@ import pytest
 
 from course_lib import data
 from course_lib.chapters import ch07_gigpo as ch
+from course_lib.chapters import command
 from course_lib.envs.key_door import ACTIONS, KeyDoorEnv, expert_action
 from course_lib.tasks import key_door_grid
 
@@ -177,12 +178,11 @@ def test_a_fork_on_another_environment_runs_and_drops_the_control_it_cannot_have
 
 def test_the_command_prints_not_applicable_for_a_fork(number_line_base, capsys):
     """Run as a command with overrides, a fork onto number_line prints C7.2 as not applicable, not as a failure."""
-    from course_lib.chapters import skeleton
 
     sets = ["env_name=number_line", f"base={number_line_base}", "sampling.stop_tags=['</move>']", "grpo.iterations=1",
             "grpo.prompts_per_iteration=2", "grpo.group_size=4", "grpo.eval_every=1", "eval_tasks=8"]  # fmt: skip
     argv = ["--seeds", "0", *[part for text in sets for part in ("--set", text)]]
-    skeleton.main(ch.CHAPTER, argv)
+    command.main(ch.CHAPTER, argv)
     line = "  C7.2 not applicable (the noisy view is key_door's; number_line has none): when no observation repeats"
     assert line in capsys.readouterr().out
 

@@ -13,6 +13,7 @@ import torch
 
 from course_lib import data, models
 from course_lib.chapters import ch08_arpo as ch08
+from course_lib.chapters import command
 from course_lib.engine.bookkeeping import alignment_errors
 from course_lib.engine.rollout import RolloutEngine, Trajectory
 from course_lib.envs.two_hop_qa import all_questions, expert_actions, split_of, vocabulary
@@ -466,7 +467,6 @@ def test_a_fork_takes_its_environments_stop_tags_or_is_refused_naming_what_to_se
     command before anything runs, naming what to set; tags set for the fork are kept. The chapter's own config
     resolves to itself, unchanged."""
     from course_lib import envs
-    from course_lib.chapters import skeleton
     from course_lib.engine.rollout import SamplingConfig
     from course_lib.envs.template import NumberLineEnv
 
@@ -500,7 +500,7 @@ def test_a_fork_takes_its_environments_stop_tags_or_is_refused_naming_what_to_se
     with pytest.raises(ValueError, match=r"would stop its turns at \('</tool_call>', '</answer>'\), two_hop_qa's"):
         ch08.on_environment(untagged)
     with pytest.raises(SystemExit):
-        skeleton.main(ch08.CHAPTER, ["--seeds", "0", "--set", "env_name=untagged_line_08",
+        command.main(ch08.CHAPTER, ["--seeds", "0", "--set", "env_name=untagged_line_08",
                                      "--set", f"base={number_line_base}"])  # fmt: skip
     error = capsys.readouterr().err
     assert "set sampling.stop_tags" in error and "Untagged.stop_tags" in error and seen == [("</move>",)]

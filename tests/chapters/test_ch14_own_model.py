@@ -9,7 +9,7 @@ import pytest
 
 from course_lib.chapters import ch14_own_model as ch14
 from course_lib.course import standins
-from course_lib.rl import checkpoint
+from course_lib.rl import checkpoint, session
 
 
 @pytest.fixture(scope="module")
@@ -35,17 +35,18 @@ def test_with_reasoning_prefixes_only_assistant_turns():
     ]
 
 
-def test_using_sets_and_restores_the_checkpoint_variables(tmp_path, monkeypatch):
+def test_using_sets_the_session_and_restores_it_and_leaves_the_environment_alone(tmp_path, monkeypatch):
     standins.build_standin(tmp_path, "qwen2")
-    monkeypatch.setenv(checkpoint.ENV_VARIABLE, "elsewhere")
-    monkeypatch.delenv(checkpoint.FULL_FINETUNE_VARIABLE, raising=False)
+    monkeypatch.setenv(session.MODEL_VARIABLE, "elsewhere")
+    monkeypatch.delenv(session.FULL_FINETUNE_VARIABLE, raising=False)
+    environment = dict(os.environ)
     with checkpoint.using(tmp_path, full_finetune=True) as path:
         assert path == tmp_path and checkpoint.model_path() == tmp_path and checkpoint.full_finetune()
-    assert os.environ[checkpoint.ENV_VARIABLE] == "elsewhere"
-    assert checkpoint.FULL_FINETUNE_VARIABLE not in os.environ
+        assert dict(os.environ) == environment, "the session is an object, not the environment"
+    assert session.current() == session.RunSession(model="elsewhere"), "outside the block: the environment's"
     with pytest.raises(RuntimeError), checkpoint.using(tmp_path):
         raise RuntimeError("restored on errors too")
-    assert os.environ[checkpoint.ENV_VARIABLE] == "elsewhere"
+    assert session.current().model == "elsewhere" and dict(os.environ) == environment
 
 
 def test_a_short_run_measures_every_claim_number():
@@ -62,9 +63,9 @@ def test_a_short_run_measures_every_claim_number():
         ),
     )
     config = dataclasses.replace(config, chapter00=chapter00, pitfall_episodes=4, logprob_batch=4)
-    before = os.environ.get(checkpoint.ENV_VARIABLE)
+    before = session.current()
     results = ch14.run(0, config)
-    assert os.environ.get(checkpoint.ENV_VARIABLE) == before, "the checkpoint variable is restored"
+    assert session.current() == before, "the session is restored"
     assert not hasattr(results["model"], "peft_config"), "every weight trained, no adapter"
     assert "model.safetensors" in results["files"] and "tokenizer.json" in results["files"]
     numbers = ch14.claim_numbers(results)

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from course_lib import course_config, models
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.course.claims import ClaimSpec
 from course_lib.tasks import bases
 
@@ -23,7 +23,7 @@ def toy(**changes) -> skeleton.Chapter:
 
 
 def test_main_runs_every_seed_and_prints_report_and_claims(capsys):
-    outputs = skeleton.main(toy(), ["--seeds", "0", "2"])
+    outputs = command.main(toy(), ["--seeds", "0", "2"])
     assert [r["x"] for r in outputs] == [-1, 1]
     assert capsys.readouterr().out.splitlines() == [
         "seed 0 (0.00 min)", "  x is -1", "  C9.1 FAIL the number is positive",
@@ -49,11 +49,35 @@ def test_main_hooks_add_options_configure_and_finish(capsys):
         finished.append([r["x"] for r in outputs])
 
     hooks = dict(arguments=arguments, configure=configure, finish=finish)
-    assert skeleton.main(toy(), ["--seeds", "1", "--other-mode"], **hooks) == []
+    assert command.main(toy(), ["--seeds", "1", "--other-mode"], **hooks) == []
     assert capsys.readouterr().out == "other mode\n" and finished == []
-    skeleton.main(toy(), ["--seeds", "1", "--shift", "5"], **hooks, print_claims=False)
+    command.main(toy(), ["--seeds", "1", "--shift", "5"], **hooks, print_claims=False)
     assert capsys.readouterr().out.splitlines() == ["seed 1 (0.00 min)", "  x is 6"]
     assert finished == [[6]]
+
+
+def test_model_flags_reach_the_run_as_one_session_and_leave_the_environment_alone(monkeypatch):
+    """`--model`, `--full-finetune` and `--observation-role` are a run session the chapter's runs read
+    (`rl.session.current()`, as `bases.base_for` does); the process's environment is not written, and after the
+    command the session is the one before it."""
+    import os
+
+    from course_lib.rl import session
+
+    for name in (session.MODEL_VARIABLE, session.FULL_FINETUNE_VARIABLE, session.OBSERVATION_ROLE_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
+    environment, seen = dict(os.environ), []
+
+    def run(seed):
+        seen.append((session.current(), dict(os.environ)))
+        return {"x": seed, "minutes": 0.0}
+
+    argv = ["--seeds", "0", "1", "--model", "my/folder", "--full-finetune", "--observation-role", "user"]
+    command.main(toy(run=run, checkpoint=True), argv)
+    assert [s.model for s, _ in seen] == ["my/folder"] * 2
+    assert all(s.full_finetune and s.observation_role == "user" for s, _ in seen)
+    assert all(env == environment for _, env in seen) and dict(os.environ) == environment
+    assert session.current() == session.RunSession()
 
 
 def test_task_splits_count_seeds_from_zero_per_split():
@@ -104,7 +128,7 @@ def test_designed_experiment_runs_instead_of_the_chapter():
 
     calls = []
     chapter = object()
-    configure = skeleton.designed_experiment(chapter, "special", lambda seeds, record: calls.append((seeds, record)))
+    configure = command.designed_experiment(chapter, "special", lambda seeds, record: calls.append((seeds, record)))
     assert configure(argparse.Namespace(special=False, seeds=[0], record=False), None) is chapter and calls == []
     assert configure(argparse.Namespace(special=True, seeds=[3, 4], record=True), None) is None
     assert calls == [([3, 4], True)]
@@ -114,7 +138,7 @@ def test_base_for_refuses_a_checkpoint_on_an_environment_without_demonstrations(
     """A chapter forked onto another environment (chapters 07 and 08 take `env_name`) has no demonstrations of it to
     warm a checkpoint on: `--model` there is refused before anything loads; without `--model` the base loads."""
     from course_lib.chapters import ch07_gigpo as ch07
-    from course_lib.rl.checkpoint import ENV_VARIABLE
+    from course_lib.rl.session import MODEL_VARIABLE as ENV_VARIABLE
 
     (tmp_path / "config.json").write_text("{}")
     monkeypatch.setenv(ENV_VARIABLE, str(tmp_path))
@@ -161,19 +185,19 @@ def test_env_module_registers_a_forks_environment_from_the_command_line(tmp_path
             "grpo.prompts_per_iteration=2", "grpo.group_size=4", "grpo.eval_every=1", "eval_tasks=8"]  # fmt: skip
     argv = ["--seeds", "0", *[part for text in sets for part in ("--set", text)]]
     with pytest.raises(SystemExit):
-        skeleton.main(ch07.CHAPTER, argv)
+        command.main(ch07.CHAPTER, argv)
     error = capsys.readouterr().err
     assert "unknown environment 'copied_line'" in error and "--env-module" in error
     with pytest.raises(SystemExit):
-        skeleton.main(ch07.CHAPTER, ["--env-module", "fork_envs_a.missing", *argv])
+        command.main(ch07.CHAPTER, ["--env-module", "fork_envs_a.missing", *argv])
     assert "--env-module fork_envs_a.missing cannot be imported (ModuleNotFoundError" in capsys.readouterr().err
-    skeleton.main(ch07.CHAPTER, ["--env-module", module, *argv])
+    command.main(ch07.CHAPTER, ["--env-module", module, *argv])
     assert "C7.2 not applicable" in capsys.readouterr().out
 
 
 def _training_chapter(warm_model, tokenizer):
     """A chapter whose run trains twice (two arms) on tool_arithmetic from a warm model: what `--checkpoint-dir` and
-    `--resume` reach through `train.checkpointing` without the chapter passing anything."""
+    `--resume` reach through the run session (`session.checkpointing`) without the chapter passing anything."""
     import copy
     from dataclasses import dataclass
 
@@ -208,22 +232,22 @@ def test_checkpoint_dir_and_resume_reach_every_training_run_of_a_chapter(warm_mo
     def timeless(history):
         return [{k: v for k, v in row.items() if not k.startswith("time_")} for row in history]
 
-    [whole] = skeleton.main(chapter, ["--seeds", "0"])
+    [whole] = command.main(chapter, ["--seeds", "0"])
     folder = tmp_path / "checkpoints"
-    skeleton.main(chapter, ["--seeds", "0", "--set", "iterations=1", "--checkpoint-dir", str(folder)])
+    command.main(chapter, ["--seeds", "0", "--set", "iterations=1", "--checkpoint-dir", str(folder)])
     assert sorted(p.name for p in (folder / "ch98-seed0").iterdir()) == ["1-grpo", "2-grpo"]
     capsys.readouterr()
-    [resumed] = skeleton.main(chapter, ["--seeds", "0", "--checkpoint-dir", str(folder), "--resume"])
+    [resumed] = command.main(chapter, ["--seeds", "0", "--checkpoint-dir", str(folder), "--resume"])
     assert "resumed from iteration 0 in" in capsys.readouterr().out
     assert all(timeless(resumed["histories"][a]) == timeless(whole["histories"][a]) for a in ("slow", "fast"))
     with pytest.raises(ValueError, match=r"settings.eval_tasks: 4 there, 8 here"):
-        skeleton.main(chapter, ["--seeds", "0", "--checkpoint-dir", str(folder), "--resume", "--set", "eval_tasks=8"])
+        command.main(chapter, ["--seeds", "0", "--checkpoint-dir", str(folder), "--resume", "--set", "eval_tasks=8"])
     for argv, message in (
         (["--resume"], "--resume continues the runs under --checkpoint-dir: give it"),
         (["--resume", "--checkpoint-dir", str(tmp_path / "nowhere")], "nowhere does not exist"),
     ):
         with pytest.raises(SystemExit):
-            skeleton.main(chapter, ["--seeds", "0", *argv])
+            command.main(chapter, ["--seeds", "0", *argv])
         assert message in capsys.readouterr().err
 
 
@@ -237,7 +261,7 @@ def test_an_interrupted_command_ends_with_a_resume_hint(tmp_path, capsys):
     resumable = (["--checkpoint-dir", str(tmp_path)], f"add --resume (its checkpoints are under {tmp_path})")
     for argv, hint in (([], "run with --checkpoint-dir DIR"), resumable):
         with pytest.raises(SystemExit) as exit_info:
-            skeleton.main(toy(run=interrupted), ["--seeds", "3", *argv])
+            command.main(toy(run=interrupted), ["--seeds", "3", *argv])
         assert exit_info.value.code == 130
         error = capsys.readouterr().err
         assert "ch99 interrupted during seed 3" in error and hint in error, error
@@ -247,7 +271,7 @@ def test_a_not_applicable_claim_prints_its_reason_apart_from_its_statement(capsy
     """Issue 42, item 16: the reason a claim does not apply ran into the claim's statement (`... number_line has
     none the number is positive`); it is printed in parentheses, the statement after a colon."""
     chapter = toy(run=lambda seed: {"x": 1, "minutes": 0.0, "not_applicable": {"C9.1": "toy has no number"}})
-    skeleton.main(chapter, ["--seeds", "0"])
+    command.main(chapter, ["--seeds", "0"])
     assert "  C9.1 not applicable (toy has no number): the number is positive" in capsys.readouterr().out.splitlines()
 
 
@@ -261,11 +285,11 @@ def test_a_forks_record_keeps_the_claims_that_do_not_apply_with_their_reason(tmp
 
     monkeypatch.setattr(recorded, "_run_provenance", None)
     chapter = toy(run=lambda seed: {"x": 1, "minutes": 0.0, "not_applicable": {"C9.1": "toy has no number"}})
-    skeleton.main(chapter, ["--seeds", "0", "--record", "--out", str(tmp_path)])
+    command.main(chapter, ["--seeds", "0", "--record", "--out", str(tmp_path)])
     record = json.loads((tmp_path / "ch99.json").read_text())["seeds"]["0"]
     assert record["verdicts"] == {"C9.1": "not applicable: toy has no number"} and record["passed"] == {"C9.1": False}
     assert record["not_applicable"] == {"C9.1": "toy has no number"}
     monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path / "course")  # stands for the course's results/
     with pytest.raises(SystemExit, match="do not apply to this setting"):
-        skeleton.main(chapter, ["--seeds", "0", "--record"])
+        command.main(chapter, ["--seeds", "0", "--record"])
     assert not (tmp_path / "course").exists()

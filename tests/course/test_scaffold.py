@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from course_lib import models
-from course_lib.chapters import skeleton
+from course_lib.chapters import command, skeleton
 from course_lib.envs.template import vocabulary
 from course_lib.lab import scaffold
 from course_lib.tokenizer import build_tokenizer
@@ -46,7 +46,7 @@ def test_it_refuses_to_overwrite_and_bad_names(tmp_path):
 def test_the_command_takes_overrides_and_logs_to_a_tracker(chapter, tmp_path, capsys):
     module, _ = chapter
     sets = [part for text in TINY for part in ("--set", text)]
-    [out] = skeleton.main(module.CHAPTER, ["--seeds", "0", *sets, "--report-to", "jsonl", "--run-dir", str(tmp_path)])
+    [out] = command.main(module.CHAPTER, ["--seeds", "0", *sets, "--report-to", "jsonl", "--run-dir", str(tmp_path)])
     assert set(out["histories"]) == {"grpo", "gigpo"}
     printed = capsys.readouterr().out
     assert "C20.1" in printed and "C20.2" in printed

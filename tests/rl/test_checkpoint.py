@@ -15,11 +15,12 @@ import pytest
 import torch
 
 from course_lib.chapters import ch00_tool_agent as ch00
+from course_lib.chapters import command
 from course_lib.course import standins
 from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
 from course_lib.engine.prompt_format import ChatFormat, PlainFormat
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
-from course_lib.rl import checkpoint
+from course_lib.rl import checkpoint, session
 from course_lib.rl.train import stored_logprob_error
 from course_lib.rl.warm_start import demonstration_examples
 from course_lib.tokenizer import decode, encode, is_word_level
@@ -192,7 +193,7 @@ def test_a_chapter_runs_end_to_end_on_a_stand_in(chapter, tmp_path, monkeypatch)
     from course_lib.chapters import ch07_gigpo as ch07
 
     standins.build_standin(tmp_path / "model", "qwen2")
-    monkeypatch.setenv(checkpoint.ENV_VARIABLE, str(tmp_path / "model"))
+    monkeypatch.setenv(session.MODEL_VARIABLE, str(tmp_path / "model"))
     module = {"ch00": ch00, "ch07": ch07}[chapter]
     # chapter 07's step-group histogram is written for its groups of 8
     changes = {"eval_tasks": 8} if chapter == "ch00" else {"eval_tasks": 8, "noisy_iterations": 1, "group_size": 8}
@@ -278,7 +279,7 @@ def test_a_context_shorter_than_the_budget_is_refused_before_the_warm_start(fami
 
     module = {"ch00": ch00, "ch08": ch08}[chapter]
     folder = standins.build_standin(tmp_path / "model", family, max_positions=positions)
-    monkeypatch.setenv(checkpoint.ENV_VARIABLE, str(folder))
+    monkeypatch.setenv(session.MODEL_VARIABLE, str(folder))
     config = small(module.preset("cpu"))
     if chapter == "ch00":
         texts = functools.partial(ch00.demonstration_texts, config.demonstrations, 0, config.tool_share,
@@ -311,7 +312,6 @@ def test_a_template_without_a_tool_role_says_which_option_gives_observations_ano
     """Issue 42, item 12: a chat template without a `tool` role failed inside jinja. The error names the role and the
     way to give observations another one, which is reachable from the command line (`--observation-role user`,
     `sampling.prompt_format=chat:user`); with it, demonstrations and rollouts render observations as user turns."""
-    from course_lib.chapters import skeleton
     from course_lib.engine.prompt_format import resolve
 
     without = _no_tool_role(tokenizer)
@@ -336,7 +336,7 @@ def test_a_template_without_a_tool_role_says_which_option_gives_observations_ano
         assert checkpoint.observation_role() == "user"
     assert checkpoint.observation_role() == "tool"
     with pytest.raises(SystemExit):
-        skeleton.main(ch00.CHAPTER, ["--observation-role", "user"])
+        command.main(ch00.CHAPTER, ["--observation-role", "user"])
     assert "--observation-role applies to a checkpoint: give --model" in capsys.readouterr().err
 
 

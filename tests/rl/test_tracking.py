@@ -15,8 +15,8 @@ import torch
 
 from course_lib import course_config, data
 from course_lib.chapters import ch00_tool_agent as ch00
-from course_lib.chapters import skeleton
-from course_lib.rl import tracking, train
+from course_lib.chapters import command, skeleton
+from course_lib.rl import session, tracking, train
 from course_lib.tasks import tool_arithmetic
 
 TINY = ["--set", "grpo.iterations=2", "--set", "grpo.prompts_per_iteration=2", "--set", "grpo.group_size=4",
@@ -42,7 +42,7 @@ def unobserved():
 
 
 def test_a_command_prints_each_evaluation_and_logs_every_record_without_changing_a_number(unobserved, tmp_path, capsys):
-    [results] = skeleton.main(ch00.CHAPTER, ["--seeds", "0", *TINY, "--report-to", "jsonl", "--run-dir", str(tmp_path)])
+    [results] = command.main(ch00.CHAPTER, ["--seeds", "0", *TINY, "--report-to", "jsonl", "--run-dir", str(tmp_path)])
     history = results["history"]
     assert without_times(history) == without_times(unobserved["history"]), "observing changes no number"
     assert train.train_grpo is tool_arithmetic.train_grpo, "the chapter module holds the original function again"
@@ -77,7 +77,7 @@ def test_tensorboard_writes_a_run_whose_scalars_read_back(tmp_path):
     pytest.importorskip("tensorboard")  # in the dev extra; a plain install tests the jsonl tracker only
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    [results] = skeleton.main(
+    [results] = command.main(
         ch00.CHAPTER, ["--seeds", "3", *TINY, "--report-to", "tensorboard", "jsonl", "--run-dir", str(tmp_path)]
     )
     [events] = (tmp_path / "ch00-seed3" / "tensorboard" / "1-grpo").glob("events.out.tfevents.*")
@@ -94,21 +94,21 @@ def test_wandb_writes_an_offline_run(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    skeleton.main(ch00.CHAPTER, ["--seeds", "0", *TINY, "--report-to", "wandb", "--run-dir", str(tmp_path)])
+    command.main(ch00.CHAPTER, ["--seeds", "0", *TINY, "--report-to", "wandb", "--run-dir", str(tmp_path)])
     assert list((tmp_path / "ch00-seed0" / "wandb").glob("offline-run-*")), "an offline run to `wandb sync`"
 
 
 def test_trackio_writes_a_local_project(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACKIO_DIR", str(tmp_path / "trackio"))  # read when trackio is first imported
     pytest.importorskip("trackio")  # not in dev (it brings gradio's client): run where the track extra is installed
-    skeleton.main(ch00.CHAPTER, ["--seeds", "0", *TINY, "--report-to", "trackio", "--run-dir", str(tmp_path)])
+    command.main(ch00.CHAPTER, ["--seeds", "0", *TINY, "--report-to", "trackio", "--run-dir", str(tmp_path)])
     assert (tmp_path / "trackio" / "course-ch00.db").exists()
 
 
 def test_a_tracker_that_is_not_installed_is_refused_before_the_run(monkeypatch, capsys):
     monkeypatch.setitem(tracking.TRACKERS, "wandb", (tracking.WandbTracker, "no_such_package_for_the_course"))
     with pytest.raises(SystemExit):
-        skeleton.main(ch00.CHAPTER, ["--seeds", "0", "--report-to", "wandb"])
+        command.main(ch00.CHAPTER, ["--seeds", "0", "--report-to", "wandb"])
     assert "--report-to needs no_such_package_for_the_course" in capsys.readouterr().err
 
 
@@ -138,7 +138,7 @@ def test_observing_labels_each_run_and_hears_it_end_after_an_error():
     with pytest.raises(RuntimeError, match="evaluator broke"), tracking.observing("ch00", 0, [recorder]):
         tool_arithmetic.train_grpo(model, tokenizer, ch00.make_env, ch00.preset().sampling, config, 0, evaluate=failing)
     assert recorder.events == [("start", "1-gigpo", 3), ("finish", "1-gigpo"), ("close",)]
-    assert not train._run_observers, "the observer is gone after the block"
+    assert session.current().observers == (), "the observer is gone after the block"
 
 
 def test_run_names_fit_a_folder_and_keep_the_method():
