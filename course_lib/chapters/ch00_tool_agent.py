@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import functools
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,20 +35,10 @@ from course_lib.tasks.tool_arithmetic import (
     warm_base,
 )
 
-
-def build_base(
-    out_dir: str | Path,
-    seed: int = 0,
-    scale: str = "cpu",
-    progress: bool = True,
-    config: ArithmeticConfig | None = None,
-) -> list[dict]:
-    """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
-    config = config or preset(scale)
-    texts = functools.partial(
-        demonstration_texts, config.demonstrations, seed, config.tool_share, config.direct_correct
-    )
-    return bases.warm_start_base(out_dir, vocabulary(), config.model_preset, 64, texts, config.sft, seed, progress)
+build_base = bases.base_builder(
+    preset, vocabulary, 64, lambda c, seed: demonstration_texts(c.demonstrations, seed, c.tool_share, c.direct_correct)
+)
+"""`build_base(out_dir, seed, scale, progress, config)`: a fresh model warm-started on the demonstrations, saved."""
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:

@@ -153,15 +153,10 @@ def build_tokenizer_for_chapter():
     return build_tokenizer(vocabulary())
 
 
-def build_base(
-    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter04Config | None = None
-) -> list[dict]:
-    """Warm-start a fresh model on the mixed traces and save it with `save_pretrained`."""
-    config = config or preset(scale)
-    texts = functools.partial(
-        demonstration_texts, config.demonstrations, seed, config.tool_share, config.direct_correct
-    )
-    return bases.warm_start_base(out_dir, vocabulary(), config.model_preset, 128, texts, config.sft, seed, progress)
+build_base = bases.base_builder(
+    preset, vocabulary, 128, lambda c, seed: demonstration_texts(c.demonstrations, seed, c.tool_share, c.direct_correct)
+)
+"""`build_base(out_dir, seed, scale, progress, config)`: a fresh model warm-started on the demonstrations, saved."""
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:

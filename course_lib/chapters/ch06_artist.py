@@ -119,13 +119,10 @@ def build_tokenizer_for_chapter():
     return build_tokenizer(vocabulary())
 
 
-def build_base(
-    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter06Config | None = None
-) -> list[dict]:
-    """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
-    config = config or preset(scale)
-    texts = functools.partial(demonstration_texts, config.demonstrations, seed, config.failure_rate, config.retry_share)
-    return bases.warm_start_base(out_dir, vocabulary(), config.model_preset, 96, texts, config.sft, seed, progress)
+build_base = bases.base_builder(
+    preset, vocabulary, 96, lambda c, seed: demonstration_texts(c.demonstrations, seed, c.failure_rate, c.retry_share)
+)
+"""`build_base(out_dir, seed, scale, progress, config)`: a fresh model warm-started on the demonstrations, saved."""
 
 
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:

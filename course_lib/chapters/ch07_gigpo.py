@@ -23,7 +23,6 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from course_lib import course_config
 from course_lib.algos.gigpo import step_group_sizes
@@ -85,18 +84,14 @@ def arm_config(config: Chapter07Config, arm: str, iterations: int | None = None)
 
 
 # Warm start -------------------------------------------------------------------------------------
-def build_base(
-    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: Chapter07Config | None = None
-) -> list[dict]:
-    """Warm-start a fresh model on the noisy expert's steps and save it with `save_pretrained`."""
-    config = config or preset(scale)
-    texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
-    return bases.warm_start_base(out_dir, vocabulary(), config.model_preset, 48, texts, config.sft, seed, progress)
+build_base = bases.base_builder(
+    preset, vocabulary, 48, lambda config, seed: demonstration_texts(config.demonstrations, seed, config)
+)
+"""`build_base(out_dir, seed, scale, progress, config)`: a fresh model warm-started on the noisy expert's steps."""
 
 
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
-    """`python -m course_lib.data build ch07 [--scale gpu]`: the warm-started base of `preset(scale)`."""
-    bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
+build_data = bases.base_data(BASE_NAME, build_base)
+"""`python -m course_lib.data build ch07 [--scale gpu]`: the warm-started base of `preset(scale)`."""
 
 
 # Measurements -----------------------------------------------------------------------------------

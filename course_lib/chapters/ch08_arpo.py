@@ -31,7 +31,6 @@ import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -89,9 +88,8 @@ def preset(scale: str | None = None) -> Chapter08Config:
 
 
 # Warm start -------------------------------------------------------------------------------------
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
-    """`python -m course_lib.data build ch08 [--scale gpu]`: the warm-started base."""
-    bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
+build_data = bases.base_data(BASE_NAME, build_base)
+"""`python -m course_lib.data build ch08 [--scale gpu]`: the warm-started base."""
 
 
 # Measurements -----------------------------------------------------------------------------------

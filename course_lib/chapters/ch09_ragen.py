@@ -27,7 +27,6 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
@@ -97,9 +96,8 @@ def preset(scale: str | None = None) -> Chapter09Config:
 
 
 # Warm start -------------------------------------------------------------------------------------
-def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
-    """`python -m course_lib.data build ch09 [--scale gpu]`: the warm-started base."""
-    bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
+build_data = bases.base_data(BASE_NAME, build_base)
+"""`python -m course_lib.data build ch09 [--scale gpu]`: the warm-started base."""
 
 
 # Measurements -----------------------------------------------------------------------------------

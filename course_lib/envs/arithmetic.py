@@ -18,7 +18,7 @@ from typing import Any
 
 from course_lib import tools
 from course_lib.envs import register
-from course_lib.envs.base import Episode, InvalidAction, TextEnv, extract_tag
+from course_lib.envs.base import Episode, InvalidAction, TextEnv, calls_tool, extract_tag
 
 OPERAND_RANGE = (100, 999)
 MAX_RESULT = 2 * OPERAND_RANGE[1]
@@ -90,8 +90,7 @@ class ToolArithmeticEnv(TextEnv):
         return (*self.problem, self.tool_calls, self.last_result)
 
     def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
-        call_at, answer_at = action.find("<tool_call>"), action.find("<answer>")
-        if call_at >= 0 and (answer_at < 0 or call_at < answer_at):
+        if calls_tool(action):
             return self._tool_call(action)
         answer = extract_tag(action, "answer")
         if not answer:

@@ -195,6 +195,23 @@ def extract_tag(text: str, tag: str) -> str | None:
     return None if match is None else match.group(1).strip()
 
 
+def calls_tool(action: str) -> bool:
+    """Whether the action is a tool call: a `<tool_call>` that comes before any `<answer>` (an action holding both is
+    read in the order the policy wrote them)."""
+    call_at, answer_at = action.find("<tool_call>"), action.find("<answer>")
+    return call_at >= 0 and (answer_at < 0 or call_at < answer_at)
+
+
+def parse_call(action: str) -> tuple[str, str]:
+    """`(tool, arguments)` of the action's `<tool_call> tool arguments </tool_call>`; `InvalidAction` when there is
+    none."""
+    body = extract_tag(action, "tool_call")
+    if body is None:
+        raise InvalidAction("invalid action")
+    tool, _, arguments = body.partition(" ")
+    return tool, arguments.strip()
+
+
 def distinct_seeds(
     make_env: Callable[[], TextEnv], count: int, start: int = 0, max_draws: int | None = None
 ) -> list[int]:

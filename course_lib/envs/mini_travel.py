@@ -38,7 +38,7 @@ from typing import Any
 
 from course_lib import tools
 from course_lib.envs import register
-from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
+from course_lib.envs.base import InvalidAction, TextEnv, calls_tool, extract_tag, parse_call
 from course_lib.envs.planner_reward import (
     PUNCTUATION,
     Query,
@@ -115,15 +115,6 @@ def draw_query(seed: int, split: str = "train", max_slack: int = 8, constrain_sh
             return query
 
 
-def parse_call(action: str) -> tuple[str, str]:
-    """`(tool, arguments)` of the action's `<tool_call>`; `InvalidAction` when there is none."""
-    body = extract_tag(action, "tool_call")
-    if body is None:
-        raise InvalidAction("invalid action")
-    tool, _, arguments = body.partition(" ")
-    return tool, arguments.strip()
-
-
 class MiniTravelEnv(TextEnv):
     """Search the travel sandbox, then answer with a plan (see the module docstring)."""
 
@@ -177,8 +168,7 @@ class MiniTravelEnv(TextEnv):
         return (self.query, tuple((tool, arguments) for tool, arguments, _ in self.calls))
 
     def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
-        call_at, answer_at = action.find("<tool_call>"), action.find("<answer>")
-        if call_at >= 0 and (answer_at < 0 or call_at < answer_at):
+        if calls_tool(action):
             return self._tool_call(action)
         plan = extract_tag(action, "answer")
         if plan is None:

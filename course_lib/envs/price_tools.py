@@ -31,7 +31,7 @@ from typing import Any
 
 from course_lib import tools
 from course_lib.envs import register
-from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
+from course_lib.envs.base import InvalidAction, TextEnv, calls_tool, extract_tag, parse_call
 from course_lib.tools.lookup_table import PRICE_RANGE, TABLE
 
 OPERATORS = ("+", "-")
@@ -65,15 +65,6 @@ def draw_problem(seed: int, split: str) -> tuple[str, str, str]:
 
 def solve(x: str, op: str, y: str) -> int:
     return TABLE[x] + TABLE[y] if op == "+" else TABLE[x] - TABLE[y]
-
-
-def parse_call(action: str) -> tuple[str, str]:
-    """`(tool, arguments)` of the action's `<tool_call>`; `InvalidAction` when there is none."""
-    body = extract_tag(action, "tool_call")
-    if body is None:
-        raise InvalidAction("invalid action")
-    tool, _, arguments = body.partition(" ")
-    return tool, arguments.strip()
 
 
 class PriceToolsEnv(TextEnv):
@@ -131,8 +122,7 @@ class PriceToolsEnv(TextEnv):
         return obs, reward, terminated, truncated, info
 
     def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
-        call_at, answer_at = action.find("<tool_call>"), action.find("<answer>")
-        if call_at >= 0 and (answer_at < 0 or call_at < answer_at):
+        if calls_tool(action):
             return self._tool_call(action)
         answer = extract_tag(action, "answer")
         if answer is None or not answer.lstrip("-").isdigit():

@@ -88,7 +88,7 @@ from typing import Any
 
 from course_lib import tools
 from course_lib.envs import register
-from course_lib.envs.base import Episode, TextEnv, extract_tag
+from course_lib.envs.base import Episode, TextEnv, calls_tool, extract_tag
 from course_lib.tools import knowledge_base
 from course_lib.tools.knowledge_base import ATTRIBUTES, KB, ROLES
 
@@ -295,8 +295,7 @@ class TwoHopQAEnv(TextEnv):
         return self.question
 
     def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
-        call_at, answer_at = action.find("<tool_call>"), action.find("<answer>")
-        if call_at >= 0 and (answer_at < 0 or call_at < answer_at):
+        if calls_tool(action):
             return self._search(action)
         given = extract_tag(action, "answer")
         if not given:

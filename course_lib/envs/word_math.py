@@ -32,7 +32,7 @@ from typing import Any
 
 from course_lib import tools
 from course_lib.envs import register
-from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
+from course_lib.envs.base import InvalidAction, TextEnv, calls_tool, extract_tag
 
 MAX_NUMBER = 600
 """Largest number word; every operand, intermediate and final answer is in 0..MAX_NUMBER."""
@@ -230,8 +230,7 @@ class WordMathEnv(TextEnv):
             return "", reward, True, {**final, "valid": False}
 
     def _parse_and_act(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
-        call_at, answer_at = action.find("<tool_call>"), action.find("<answer>")
-        if call_at >= 0 and (answer_at < 0 or call_at < answer_at):
+        if calls_tool(action):
             obs, info = self._tool_call(action)
             if self.turn >= self.max_turns:  # the last turn passed without an answer
                 reward, final = self._final(False, None)

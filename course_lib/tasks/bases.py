@@ -64,6 +64,41 @@ def warm_start_base(
     return warm_start_and_save(out_dir, tokenizer, model_preset, max_positions, examples, sft, seed, progress)
 
 
+BuildBase = Callable[..., list[dict]]
+"""`build_base(out_dir, seed=0, scale="cpu", progress=True, config=None)`: a chapter's base, warm-started and saved
+into `out_dir` (its training history returned)."""
+
+
+def base_builder(
+    preset: Callable[[str], object],
+    vocabulary: Callable[[], Iterable[str]],
+    max_positions: int,
+    demonstrations: Callable[[object, int], Sequence[tuple[str, str]]],
+) -> BuildBase:
+    """The `build_base` of a base warm-started on a task's demonstrations (`warm_start_base`): a word-level tokenizer
+    over `vocabulary()`, a model of `config.model_preset` with `max_positions` positions, trained by `config.sft` on
+    `demonstrations(config, seed)`, `config` being `preset(scale)` unless given."""
+
+    def build_base(out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config=None):
+        config = config or preset(scale)
+        texts = functools.partial(demonstrations, config, seed)
+        return warm_start_base(
+            out_dir, vocabulary(), config.model_preset, max_positions, texts, config.sft, seed, progress
+        )
+
+    return build_base
+
+
+def base_data(name: str, build_base: BuildBase) -> Callable[..., None]:
+    """A chapter's `build_data(data_dir, seed=0, progress=True, scale="cpu")` when its data is one base, written as
+    artifact `name` (`python -m course_lib.data build chNN [--scale gpu]`)."""
+
+    def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
+        write_base(name, build_base, data_dir, seed, progress, scale)
+
+    return build_data
+
+
 def base_for(
     base_name: str,
     config,

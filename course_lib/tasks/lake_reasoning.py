@@ -7,11 +7,9 @@ from (`HeldOutEvaluator`). Chapter 10 trains from the same base and evaluates on
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TypeVar
 
 from course_lib import course_config, envs
@@ -109,15 +107,11 @@ def demonstration_texts(count: int, seed: int, config: LakeConfig | None = None)
     return texts
 
 
-def build_base(
-    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: LakeConfig | None = None
-) -> list[dict]:
-    """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
-    config = config or preset(scale)
-    texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
-    return bases.warm_start_base(
-        out_dir, frozen_lake.vocabulary(), config.model_preset, MAX_POSITIONS, texts, config.sft, seed, progress
-    )
+build_base = bases.base_builder(
+    preset, frozen_lake.vocabulary, MAX_POSITIONS,
+    lambda config, seed: demonstration_texts(config.demonstrations, seed, config),
+)  # fmt: skip
+"""`build_base(out_dir, seed, scale, progress, config)`: a fresh model warm-started on the demonstrations, saved."""
 
 
 test_seeds = bases.held_out_seeds(lambda: make_env("test"))

@@ -29,7 +29,6 @@ import functools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
@@ -175,15 +174,10 @@ def played_demonstrations(
     return texts
 
 
-def build_base(
-    out_dir: str | Path, seed: int = 0, scale: str = "cpu", progress: bool = True, config: SearchConfig | None = None
-) -> list[dict]:
-    """Warm-start a fresh model on the demonstrations and save it with `save_pretrained`."""
-    config = config or preset(scale)
-    texts = functools.partial(demonstration_texts, config.demonstrations, seed, config)
-    return bases.warm_start_base(
-        out_dir, vocabulary(), config.model_preset, MAX_POSITIONS, texts, config.sft, seed, progress
-    )
+build_base = bases.base_builder(
+    preset, vocabulary, MAX_POSITIONS, lambda config, seed: demonstration_texts(config.demonstrations, seed, config)
+)
+"""`build_base(out_dir, seed, scale, progress, config)`: a fresh model warm-started on the demonstrations, saved."""
 
 
 _held_out = bases.held_out_seeds(lambda: make_env("test"))
