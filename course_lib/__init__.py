@@ -1,7 +1,7 @@
 """course_lib: the shared library of the agentic-RL course (one small module per idea).
 
 Its folders draw the layers. A module imports, at module level, only from its own layer or those listed before it
-(tests/course/test_layers.py checks it):
+(tests/project/test_layers.py checks it):
 
 - **base**: `course_config` (scales, seeds, device, threads), `machine` (the CPU a number was measured on), `overrides`
   (`--set key=value` on a config), `validation` (the checks a config runs when it is made), `tokenizer` (word-level

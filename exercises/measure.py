@@ -11,7 +11,7 @@ It runs in a fresh process on one CPU thread; the record keeps its output, its C
 time, which a busy machine barely changes) and its wall time.
 
 In the notebook, exercise K of a chapter is two markdown cells, which `--sync` writes and
-`tests/course/test_exercises_measured.py` checks. The first, headed `### Exercise K · <title>`, holds the task and
+`tests/project/test_exercises_measured.py` checks. The first, headed `### Exercise K · <title>`, holds the task and
 ends with a link to the script (the script stays in its file, so the lesson's cell stays short):
 
     **Solution:** [`exercises/solutions/ch07_2.py`](../exercises/solutions/ch07_2.py) ...

@@ -73,29 +73,10 @@ def number_line_base(tmp_path):
 
 
 # The slow marker ------------------------------------------------------------------------------------------------
-# `make test-fast` (`pytest -m "not slow" tests`) leaves these out: the notebooks (nbval), the golden run, the gpu
-# preset, the benchmarks, the real model and every test that runs a chapter's seed or a command end to end. Each
-# entry: the file (None: any), a piece of the test's name (None: every test of the file), what makes it slow.
-SLOW = (
-    ("test_golden.py", None, "the golden run: every chapter's base, two GRPO iterations, chapter 05's LoRA arms"),
-    ("test_gpu_preset.py", None, "chapters run as commands under the gpu preset"),
-    ("test_bench.py", None, "the benchmarks time real rollouts and updates"),
-    ("test_real_model.py", None, "SmolLM2: a GRPO iteration of chapter 00 on 135M parameters"),
-    ("test_extending.py", "every_recipe_runs", "every recipe of docs/extending.md, trained"),
-    ("test_audit.py", "committed_evaluations", "every chapter's held-out splits against its training data"),
-    ("test_exercises.py", "pytest_exercises_fails", "pytest on the exercises in a subprocess, stubs and library"),
-    ("test_scaffold.py", "its_own_test_passes", "a scaffolded chapter's test run in a subprocess"),
-    ("test_checkpoint.py", "runs_end_to_end", "a chapter end to end on a stand-in checkpoint"),
-    ("test_trl.py", "temporary_folder", "TRL's trainer in a subprocess"),
-    ("test_ch11_aepo.py", "gradient_check_is_exact_on_real_policies", "the chapter's gradient check on its bases"),
-    (None, "short_run_measures_every_claim_number", "a chapter's seed, shortened"),
-    (None, "gpu_preset_runs_on_cpu", "a chapter under its gpu preset, a few steps"),
-)
-
-
+# `make test-fast` (`pytest -m "not slow" tests`) leaves out every test marked `@pytest.mark.slow` (or a file's
+# `pytestmark`), where it stands: the golden run, the gpu preset, the benchmarks, the real model and every test that
+# runs a chapter's seed or a command end to end. Notebooks (nbval items) cannot carry a mark, so they get it here.
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.suffix == ".ipynb":  # nbval: a notebook's cells, run
-            item.add_marker(pytest.mark.slow)
-        elif any(file in (None, item.path.name) and (piece is None or piece in item.name) for file, piece, _ in SLOW):
+        if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.slow)

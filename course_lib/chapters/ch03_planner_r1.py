@@ -679,16 +679,13 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     """The test split against GRPO's draws and both bases' demonstrations."""
     config = preset("cpu")
     seeds = test_seeds(config.eval_tasks, config.max_slack, config.constrain_share)
-    keys = leakage.problem_keys(lambda: make_env("test", config), seeds)
     # Every reward arm and both sizes train from the same task seeds; the stage does not change the query.
-    grpo = config.grpo
-    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch03"))
-    training = set(leakage.problem_keys(lambda: make_env("train", config), draws))
+    draws = leakage.grpo_draws("ch03", config.grpo)
     small, large = (leakage.base_seed(BASE_NAMES[size]) for size in ("small", "large"))
     demos = leakage.prompts_of(demonstration_texts(config.demonstrations, small, config))
     if large != small:
         demos |= leakage.prompts_of(demonstration_texts(config.demonstrations, large, config))
-    return [leakage.split_audit("ch03", "test", keys, leakage.problem_overlaps(keys, training, demos))]
+    return leakage.held_out_split("ch03", functools.partial(make_env, config=config), seeds, draws, demos)
 
 
 # The task the integrations train, and the golden run's case --------------------------------------

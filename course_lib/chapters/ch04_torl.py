@@ -449,17 +449,12 @@ def report(results: Mapping) -> list[str]:
 def held_out_audit() -> list[leakage.SplitAudit]:
     """The test split against GRPO's draws and the base's demonstrations."""
     config = preset("cpu")
-    keys = leakage.problem_keys(lambda: make_env("test"), test_seeds(config.eval_tasks))
-    # Every variant (`VARIANTS`) changes masking, penalty or C, never the GRPO sizes: the same task seeds.
-    grpo = config.grpo
-    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch04"))
-    training = set(leakage.problem_keys(make_env, draws))
-    demos = leakage.prompts_of(
-        demonstration_texts(
-            config.demonstrations, leakage.base_seed(BASE_NAME), config.tool_share, config.direct_correct
-        )
+    demos = demonstration_texts(
+        config.demonstrations, leakage.base_seed(BASE_NAME), config.tool_share, config.direct_correct
     )
-    return [leakage.split_audit("ch04", "test", keys, leakage.problem_overlaps(keys, training, demos))]
+    # Every variant (`VARIANTS`) changes masking, penalty or C, never the GRPO sizes: the same task seeds.
+    draws = leakage.grpo_draws("ch04", config.grpo)
+    return leakage.held_out_split("ch04", make_env, test_seeds(config.eval_tasks), draws, leakage.prompts_of(demos))
 
 
 # The task the integrations train, and the golden run's case --------------------------------------

@@ -293,17 +293,13 @@ def report(results: Mapping) -> list[str]:
 def held_out_audit() -> list[leakage.SplitAudit]:
     """The test split against GRPO's draws and the base's demonstrations."""
     config = preset("cpu")
-    keys = leakage.problem_keys(lambda: make_env("test", config), test_seeds(config.eval_tasks))
-    # ARTIST's reward and the ablation without the tool term train on the same task seeds.
-    grpo = config.grpo
-    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch06"))
-    training = set(leakage.problem_keys(lambda: make_env("train", config), draws))
-    demos = leakage.prompts_of(
-        demonstration_texts(
-            config.demonstrations, leakage.base_seed(BASE_NAME), config.failure_rate, config.retry_share
-        )
+    demos = demonstration_texts(
+        config.demonstrations, leakage.base_seed(BASE_NAME), config.failure_rate, config.retry_share
     )
-    return [leakage.split_audit("ch06", "test", keys, leakage.problem_overlaps(keys, training, demos))]
+    # ARTIST's reward and the ablation without the tool term train on the same task seeds.
+    draws = leakage.grpo_draws("ch06", config.grpo)
+    split_env = functools.partial(make_env, config=config)
+    return leakage.held_out_split("ch06", split_env, test_seeds(config.eval_tasks), draws, leakage.prompts_of(demos))
 
 
 # The task the integrations train, and the golden run's case --------------------------------------

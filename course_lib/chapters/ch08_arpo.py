@@ -498,14 +498,14 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     """The test split against GRPO's draws, C8.2's variance questions and the demonstrations, as questions and by
     their hop lookups."""
     config = preset("cpu")
-    keys = leakage.problem_keys(lambda: make_env("test", config), test_seeds(config.eval_tasks))
-    grpo, seeds = config.grpo, leakage.run_seeds("ch08")
-    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
+    split_env = functools.partial(make_env, config=config)
+    draws = leakage.grpo_draws("ch08", config.grpo)
+    seeds = leakage.run_seeds("ch08")
     draws += [VARIANCE_SEED + seed * 1_000 + p for seed in seeds for p in range(config.variance_prompts)]
-    training = leakage.problem_keys(lambda: make_env("train", config), draws)
     demo_seeds = demonstration_seeds(config.demonstrations, leakage.base_seed(BASE_NAME))
-    demos = leakage.problem_keys(lambda: make_env("train", config), demo_seeds)
-    return [leakage.split_audit("ch08", "test", keys, leakage.two_hop_overlaps(keys, training, demos))]
+    demos = leakage.problem_keys(split_env, demo_seeds)
+    held_out = test_seeds(config.eval_tasks)
+    return leakage.held_out_split("ch08", split_env, held_out, draws, demos, leakage.two_hop_overlaps)
 
 
 # The task the integrations train ------------------------------------------------------------------

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -373,14 +374,13 @@ def plot_recorded(results: Mapping | None = None, config: Chapter12Config | None
 def held_out_audit() -> list[leakage.SplitAudit]:
     """The test split against every arm's draws, the monitor's questions and chapter 08's demonstrations (its base)."""
     config = preset("cpu")
-    keys = leakage.problem_keys(lambda: make_env("test", config), test_seeds(config.task.eval_tasks))
-    grpo = config.grpo  # every arm has the same iterations and questions per iteration
-    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, leakage.run_seeds("ch12"))
+    split_env = functools.partial(make_env, config=config)
+    draws = leakage.grpo_draws("ch12", config.grpo)  # every arm has the same iterations and questions per iteration
     draws += [two_hop_search.MONITOR_SEED + p for p in range(config.monitor_prompts)]
-    training = leakage.problem_keys(lambda: make_env("train", config), draws)
     demo_seeds = two_hop_search.demonstration_seeds(config.task.demonstrations, leakage.base_seed(BASE_NAME))
-    demos = leakage.problem_keys(lambda: make_env("train", config), demo_seeds)
-    return [leakage.split_audit("ch12", "test", keys, leakage.two_hop_overlaps(keys, training, demos))]
+    demos = leakage.problem_keys(split_env, demo_seeds)
+    held_out = test_seeds(config.task.eval_tasks)
+    return leakage.held_out_split("ch12", split_env, held_out, draws, demos, leakage.two_hop_overlaps)
 
 
 CHAPTER = skeleton.Chapter(

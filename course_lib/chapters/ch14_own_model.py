@@ -212,17 +212,12 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     text (chapter 00's demonstrator episodes on train problems), the warm start's demonstrations (drawn with seed 0,
     as `bases.base_for` draws them for a checkpoint) and GRPO's task draws under the appendix's run seeds."""
     config = preset("cpu").chapter00
-    keys = leakage.problem_keys(lambda: tool_arithmetic.make_env("test"), tool_arithmetic.test_seeds(config.eval_tasks))
-    draws = leakage.grpo_task_seeds(
-        config.grpo.iterations, config.grpo.prompts_per_iteration, leakage.run_seeds("ch14")
-    )
     text_episodes = -(-standins.TOKENIZER_TEXTS // len(demonstrators()))  # per task (`environment_texts`)
     tokenizer_draws = [TOKENIZER_TEXT_SEED * 10_000_019 + i for i in range(text_episodes)]
-    training = set(leakage.problem_keys(tool_arithmetic.make_env, [*draws, *tokenizer_draws]))
-    demos = leakage.prompts_of(
-        tool_arithmetic.demonstration_texts(config.demonstrations, 0, config.tool_share, config.direct_correct)
-    )
-    return [leakage.split_audit("ch14", "test", keys, leakage.problem_overlaps(keys, training, demos))]
+    draws = [*leakage.grpo_draws("ch14", config.grpo), *tokenizer_draws]
+    demos = tool_arithmetic.demonstration_texts(config.demonstrations, 0, config.tool_share, config.direct_correct)
+    held_out = tool_arithmetic.test_seeds(config.eval_tasks)
+    return leakage.held_out_split("ch14", tool_arithmetic.make_env, held_out, draws, leakage.prompts_of(demos))
 
 
 CHAPTER14 = skeleton.Chapter(

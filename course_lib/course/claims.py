@@ -4,7 +4,7 @@ Each claim is a paper's headline finding restated for the miniature; the ids (`C
 are stable and are the ones the course's list of claims uses (`docs/claims.md`). A chapter declares
 its claims once, as `ClaimSpec`s in its module's `CLAIMS`: a check is a pure function of the flat
 dictionary of numbers that the chapter's `claim_numbers(results)` extracts from a run, so a verdict
-can be recomputed from recorded numbers alone (`course_lib.course.recorded`, `tests/course/test_results.py`).
+can be recomputed from recorded numbers alone (`course_lib.course.recorded`, `tests/course/test_recorded.py`).
 
 Every claim has a kind (`KINDS`): a **finding** is a paper's empirical result, tested by a check that could come
 out either way; a **mechanism** check is exact or about the implementation (an identity, a mask, a gradient

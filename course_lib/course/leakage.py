@@ -114,6 +114,28 @@ def problem_overlaps(keys: list[Hashable], training: set, demos: set, training_n
     ]
 
 
+def grpo_draws(chapter: str, grpo) -> list[int]:
+    """The task seeds a chapter's loop configuration `grpo` (`GRPOConfig`) draws under every run seed the chapter
+    recorded (`grpo_task_seeds`, `run_seeds`)."""
+    return grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, run_seeds(chapter))
+
+
+def held_out_split(
+    chapter: str,
+    make_env: Callable[[str], object],
+    held_out: Iterable[int],
+    draws: Iterable[int],
+    demos: Iterable[Hashable],
+    overlaps: Callable[..., list[Overlap]] = problem_overlaps,
+) -> list[SplitAudit]:
+    """A chapter's audit of its one held-out split, `test` (`make_env(split)`): the problems of the `held_out` seeds
+    against those the RL `draws` pose on the training split and against the demonstrations `demos`, compared by
+    `overlaps` (`problem_overlaps`: problems or prompts; `two_hop_overlaps` adds the hop lookups)."""
+    keys = problem_keys(lambda: make_env("test"), held_out)
+    training = problem_keys(lambda: make_env("train"), draws)
+    return [split_audit(chapter, "test", keys, overlaps(keys, training, demos))]
+
+
 def prompts_of(texts: Iterable[tuple[str, str]]) -> set[str]:
     return {prompt for prompt, _ in texts}
 

@@ -4,7 +4,7 @@ A chapter's CLI (`python -m course_lib.chapters.ch04_torl --seeds 0 1 2 3 4 --re
 seed, the flat numbers its claims use (`claim_numbers`), the verdicts, the minutes the seed took and
 where they came from (git commit, library versions, CPU, threads, command line). The notebooks and
 `docs/claims.md` read these files to show the spread over seeds beside a single run, and
-`tests/course/test_results.py` recomputes every recorded verdict from the recorded numbers.
+`tests/course/test_recorded.py` recomputes every recorded verdict from the recorded numbers.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ from course_lib import data, real_models
 from course_lib.lab import build
 from course_lib.rl import checkpoint, session
 
+pytestmark = pytest.mark.slow  # the whole file: see its docstring
+
 
 @pytest.fixture
 def models_dir(tmp_path, monkeypatch):

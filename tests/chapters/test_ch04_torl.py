@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 from course_lib import models
@@ -107,6 +108,7 @@ def test_claims_follow_the_numbers():
     assert [c.passed for c in ch04.claims({"base": base, "runs": runs})] == [False, False, False, False]
 
 
+@pytest.mark.slow
 def test_gpu_preset_runs_on_cpu_for_a_few_steps(tmp_path):
     """The gpu preset's model size, the base builder and every variant run end to end (shrunk)."""
     config = ch04.preset("gpu")

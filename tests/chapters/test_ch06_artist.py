@@ -94,6 +94,7 @@ def test_env_weights_follow_the_config():
     assert ch06.make_env().w_tool == 0.2
 
 
+@pytest.mark.slow
 def test_gpu_preset_runs_on_cpu_for_a_few_steps(tmp_path):
     """The gpu preset's model size and loop run end to end (shrunk budgets, CPU)."""
     config = ch06.preset("gpu")

@@ -302,6 +302,7 @@ def test_gpu_preset_builds_and_evaluates_on_cpu(tmp_path):
     assert 0.0 <= stats["success"] <= 1.0 and stats["count_ambiguous"] + stats["count_unambiguous"] == 8
 
 
+@pytest.mark.slow
 def test_a_short_run_measures_every_claim_number():
     """Two RL iterations, eight questions per sampler: every claim number is there and finite, both samplers
     used the same budget, and the soft/hard credit identity holds on the base's tree (C8.4 is exact)."""

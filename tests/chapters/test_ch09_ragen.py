@@ -186,6 +186,7 @@ def test_gpu_preset_builds_and_evaluates_on_cpu(tmp_path):
     assert 0.0 <= stats["success"] <= 1.0 and 0.0 <= stats["reasoning_tracks_state"] <= 1.0
 
 
+@pytest.mark.slow
 def test_a_short_run_measures_every_claim_number():
     """Two iterations of every arm (one batch for the reused arm): every claim number is there and finite or NaN
     where a run has no collapse; the critic arms trained a critic; the filter kept a quarter of the rows."""

@@ -203,6 +203,7 @@ def test_spearman_is_nan_exactly_when_a_side_is_constant():
     assert all(math.isfinite(n[key]) == finite.get(key, True) for key in n)
 
 
+@pytest.mark.slow
 def test_a_short_run_measures_every_claim_number():
     """Two iterations of every arm: every claim number is finite, the SNR arms kept part of the batch, the samples
     and curves are there."""

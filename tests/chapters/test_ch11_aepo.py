@@ -84,6 +84,7 @@ def small_config(**changes) -> ch11.Chapter11Config:
     return dataclasses.replace(config, task=dataclasses.replace(config.task, eval_tasks=24), **changes)
 
 
+@pytest.mark.slow
 def test_gradient_check_is_exact_on_real_policies(base_and_tokenizer):
     """A policy moved away from the base puts some positive-advantage tokens above the bound; there the balanced
     clip's extra gradient is exactly the kept term's, and the two losses have equal values."""
@@ -114,6 +115,7 @@ def test_gpu_preset_is_larger():
     assert gpu.grpo.updates_per_batch == cpu.grpo.updates_per_batch and gpu.grpo.tree == cpu.grpo.tree
 
 
+@pytest.mark.slow
 def test_a_short_run_measures_every_claim_number():
     """Two iterations of every arm: every claim number is finite, pass@k is at least pass@1, the curves are
     there, and the split's sampler spends the whole budget."""

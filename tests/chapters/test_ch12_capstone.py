@@ -86,6 +86,7 @@ def small_config(**changes) -> ch12.Chapter12Config:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_short_run_measures_every_claim_number():
     """Every arm for two iterations, with a stop that cannot fire (its threshold (1 - inf) x the base's monitor MI
     is -inf), so the MI-stop arms train all the way and `combined`, which only evaluates more often than

@@ -49,6 +49,7 @@ def test_using_sets_the_session_and_restores_it_and_leaves_the_environment_alone
     assert session.current().model == "elsewhere" and dict(os.environ) == environment
 
 
+@pytest.mark.slow
 def test_a_short_run_measures_every_claim_number():
     """Shrunk budgets: the stand-in is written, warm-started (every weight), trained and evaluated; the exact checks
     hold at any budget (C14.3), the pitfalls are counted (C14.4, C14.5), and every claim gets a verdict."""

@@ -100,6 +100,7 @@ def test_a_wrong_gold_answer_lowers_the_probability_the_gain_reads(search_base):
         gold_tokens(tokenizer, "<answer> {answer} </answer>", "")
 
 
+@pytest.mark.slow
 def test_a_short_run_measures_every_claim_number():
     config = ch.preset("cpu")
     config.grid.grpo = dataclasses.replace(config.grid.grpo, iterations=1, eval_every=1)

@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import pytest
 import torch
 
 from course_lib import models
@@ -36,6 +37,7 @@ def test_demonstration_mask_covers_only_policy_tokens():
     assert learned == "<tool_call> 100 + 200 </tool_call> <answer> 300 </answer>"
 
 
+@pytest.mark.slow
 def test_gpu_preset_runs_on_cpu_for_a_few_steps(tmp_path):
     """The gpu preset's model size and loop run end to end (shrunk budgets, CPU)."""
     config = ch00.preset("gpu")

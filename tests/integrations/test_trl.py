@@ -269,6 +269,7 @@ def test_env_module_registers_the_environment_trl_trains_on(tmp_path, monkeypatc
     assert task.sampling.stop_tags == ("</move>",), "issue 42, item 1: the environment's stop tags, not tool tags"
 
 
+@pytest.mark.slow
 def test_the_trainers_temporary_folder_is_removed_at_exit_unless_kept():
     """TRL needs an output folder even when it saves nothing; the course's is gone when the process ends."""
     import subprocess

@@ -185,6 +185,7 @@ def small(config, group_size: int = 4, **changes):
     return dataclasses.replace(config, demonstrations=96, sft=sft, grpo=grpo, **changes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chapter", ["ch00", "ch07"])
 def test_a_chapter_runs_end_to_end_on_a_stand_in(chapter, tmp_path, monkeypatch):
     """`COURSE_MODEL` (a chapter command's `--model`): the checkpoint loads by `from_pretrained`, warm-starts with

@@ -466,6 +466,7 @@ def run_pytest(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_pytest_exercises_fails_on_the_stubs_and_passes_on_the_library():
     stubs = run_pytest()
     assert stubs.returncode == 1, stubs.stdout[-2000:]

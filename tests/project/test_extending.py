@@ -98,6 +98,7 @@ def test_the_runner_saves_files_and_stops_at_a_failing_command(tmp_path):
     assert "VALUE = 3" in done.stdout and "value 3" in done.stdout and "never" not in done.stdout
 
 
+@pytest.mark.slow
 def test_every_recipe_runs_as_written(tmp_path):
     """Each block's printed lines are kept; a failing block fails the test with its output. The environment passes
     its contract check, the methods and the registered one train, the stand-in's checks are exact, the forks of

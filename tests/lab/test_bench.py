@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 import re
 
+import pytest
 import torch
 
 from course_lib.engine.hf_decoder import make_decoder
 from course_lib.lab import bench
 from course_lib.models import build_model
 from course_lib.tasks import tool_arithmetic
+
+pytestmark = pytest.mark.slow  # the whole file: see its docstring
 
 
 def test_rollout_benchmark_prints_its_measurements(capsys):

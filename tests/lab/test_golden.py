@@ -9,6 +9,8 @@ import pytest
 
 from course_lib.lab import golden
 
+pytestmark = pytest.mark.slow  # the whole file: see its docstring
+
 
 def test_digests_see_a_one_ulp_change():
     value = 0.1

@@ -25,6 +25,8 @@ from course_lib.lab import build
 from course_lib.rl import warm_start
 from course_lib.tasks import tool_arithmetic
 
+pytestmark = pytest.mark.slow  # the whole file: see its docstring
+
 GPU_COMMAND = "python -m course_lib.data build ch00 --scale gpu"
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 

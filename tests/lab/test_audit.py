@@ -51,6 +51,7 @@ def audits() -> list[leakage.SplitAudit]:
     return [split for run in audit.audits().values() for split in run()]
 
 
+@pytest.mark.slow
 def test_committed_evaluations_have_no_repeated_problems_and_only_the_disclosed_overlaps(audits):
     assert {a.chapter for a in audits} == set(modules())
     skipped = {a.chapter for a in audits if a.skipped}

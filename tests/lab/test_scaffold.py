@@ -68,6 +68,7 @@ def test_an_interrupted_run_resumes_bit_for_bit(chapter, tmp_path):
         assert timeless(resumed["histories"][arm]) == timeless(whole["histories"][arm]), arm
 
 
+@pytest.mark.slow
 def test_its_own_test_passes_and_its_notebook_follows_the_template(chapter):
     _, out = chapter
     done = subprocess.run(
