@@ -1,4 +1,4 @@
-"""Shared fixtures: the chapter-00 tokenizer, tiny models and a briefly warm-started policy."""
+"""Shared fixtures: the tool-arithmetic task's tokenizer, tiny models and a briefly warm-started policy."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import copy
 import pytest
 import torch
 
-from course_lib.chapters import ch00_tool_agent as ch00
 from course_lib.models import build_model
 from course_lib.rl.warm_start import SFTConfig, demonstration_examples, supervised_warm_start
 from course_lib.tasks import tool_arithmetic
@@ -39,14 +38,15 @@ def make_model(tokenizer):
 @pytest.fixture
 def demonstrations(tokenizer):
     """A few hundred demonstration episodes as (token_ids, loss_mask)."""
-    return demonstration_examples(tokenizer, ch00.demonstration_texts(200, 0, tool_share=0.5, direct_correct=0.3))
+    texts = tool_arithmetic.demonstration_texts(200, 0, tool_share=0.5, direct_correct=0.3)
+    return demonstration_examples(tokenizer, texts)
 
 
 @pytest.fixture(scope="session")
 def _warm_model(tokenizer):
     torch.manual_seed(0)
     model = build_model(tokenizer, "tiny", max_positions=128, **TINY)
-    examples = demonstration_examples(tokenizer, ch00.demonstration_texts(200, 0, 0.5, 0.3))
+    examples = demonstration_examples(tokenizer, tool_arithmetic.demonstration_texts(200, 0, 0.5, 0.3))
     config = SFTConfig(steps=40, batch_size=16, learning_rate=3e-2, warmup_steps=5)
     supervised_warm_start(model, examples, tokenizer.pad_token_id, config, torch.Generator().manual_seed(0))
     return model.eval()

@@ -65,7 +65,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
 
-from course_lib.envs.base import Episode
+from course_lib.envs.base import Dialogue
 from course_lib.tasks import demonstrators
 from course_lib.tokenizer import pieces  # noqa: F401  (re-exported: the pitfalls' `pieces`)
 
@@ -129,7 +129,7 @@ def chat_template(bos: bool, strip_reasoning: bool = False) -> str:
 
 
 # Text of the environments ---------------------------------------------------------------------------------------
-def environment_episodes(count: int, seed: int = 0, tasks: Sequence[str] | None = None) -> list[Episode]:
+def environment_episodes(count: int, seed: int = 0, tasks: Sequence[str] | None = None) -> list[Dialogue]:
     """`count` episodes per task of `tasks` (keys of `course_lib.tasks.demonstrators()`, default all: chapters 00, 07
     and 08's), task after task, played by the tasks' own demonstrators in their training environments (deterministic
     for `seed`)."""
@@ -137,7 +137,7 @@ def environment_episodes(count: int, seed: int = 0, tasks: Sequence[str] | None 
     return [episode for task in tasks or sources for episode in sources[task](count, seed)]
 
 
-def transcript(episode: Episode, separator: str = " ") -> str:
+def transcript(episode: Dialogue, separator: str = " ") -> str:
     """The episode as one text, its turns joined by `separator` (the course's word-level transcripts use a
     space)."""
     return separator.join(content for _, content in episode)
@@ -149,7 +149,7 @@ RENDERINGS = ("space", "newline", "chatml")
 its special tokens (`role\\ncontent` per message, a newline between messages)."""
 
 
-def render_text(episode: Episode, rendering: str) -> str:
+def render_text(episode: Dialogue, rendering: str) -> str:
     """`episode` as training text in `rendering` (one of `RENDERINGS`)."""
     if rendering == "space":
         return transcript(episode, " ")
@@ -353,7 +353,7 @@ def _encode(tokenizer: PreTrainedTokenizerFast, text: str) -> list[int]:
     return tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
 
 
-def turn_texts(tokenizer: PreTrainedTokenizerFast, episode: Episode, separator: str | None = " ") -> list[str]:
+def turn_texts(tokenizer: PreTrainedTokenizerFast, episode: Dialogue, separator: str | None = " ") -> list[str]:
     """The text each turn contributes to the transcript, so that their concatenation is the transcript.
 
     With a `separator`: turn 0's content, then `separator + content` for every later turn (the separator goes with
@@ -376,7 +376,7 @@ def turn_texts(tokenizer: PreTrainedTokenizerFast, episode: Episode, separator: 
 
 
 def retokenization_drift(
-    tokenizer: PreTrainedTokenizerFast, episodes: Sequence[Episode], separator: str | None = " "
+    tokenizer: PreTrainedTokenizerFast, episodes: Sequence[Dialogue], separator: str | None = " "
 ) -> dict[str, int]:
     """How often re-encoding the whole transcript gives other ids than encoding each turn on its own.
 
@@ -405,7 +405,7 @@ def retokenization_drift(
     return counts
 
 
-def template_breaks(tokenizer: PreTrainedTokenizerFast, episodes: Sequence[Episode]) -> dict[str, int]:
+def template_breaks(tokenizer: PreTrainedTokenizerFast, episodes: Sequence[Dialogue]) -> dict[str, int]:
     """How many episodes the chat template renders non-incrementally: rendering the first k + 1 messages does not
     extend the rendering of the first k (`turn_texts` raises). A trainer that renders the finished conversation
     then scores other earlier turns than the ones the policy saw and wrote. Returns `episodes` and `broken`."""
@@ -436,7 +436,7 @@ def resegmentation_drift(tokenizer: PreTrainedTokenizerFast, sequences: Iterable
 
 def stop_overshoot(
     tokenizer: PreTrainedTokenizerFast,
-    episodes: Sequence[Episode],
+    episodes: Sequence[Dialogue],
     stops: Sequence[str] = ("</tool_call>", "</answer>", "</action>"),
     separator: str = " ",
 ) -> dict[str, int]:
@@ -463,7 +463,7 @@ def stop_overshoot(
     return counts
 
 
-def with_reasoning(episodes: Sequence[Episode]) -> list[Episode]:
+def with_reasoning(episodes: Sequence[Dialogue]) -> list[Dialogue]:
     """The episodes with a short `<think> ... </think>` before every assistant turn, as a reasoning model writes."""
     return [
         [(role, f"<think> plan </think> {content}" if role == "assistant" else content) for role, content in episode]

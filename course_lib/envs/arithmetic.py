@@ -18,7 +18,7 @@ from typing import Any
 
 from course_lib import tools
 from course_lib.envs import register
-from course_lib.envs.base import Episode, InvalidAction, TextEnv, calls_tool, extract_tag
+from course_lib.envs.base import Dialogue, InvalidAction, TextEnv, calls_tool, extract_tag
 
 OPERAND_RANGE = (100, 999)
 MAX_RESULT = 2 * OPERAND_RANGE[1]
@@ -118,7 +118,7 @@ class ToolArithmeticEnv(TextEnv):
 register("tool_arithmetic", ToolArithmeticEnv)
 
 
-def demonstrator_episodes(count: int, seed: int, tool_share: float, direct_correct: float) -> list[Episode]:
+def demonstrator_episodes(count: int, seed: int, tool_share: float, direct_correct: float) -> list[Dialogue]:
     """`count` episodes of chapter 00's demonstrator played in a training environment (deterministic for `seed`;
     problem `seed * 10_000_019 + index`): with probability `tool_share` a tool call whose result it copies, else a
     direct answer, right with probability `direct_correct` and otherwise off by 1..50."""

@@ -28,7 +28,7 @@ from typing import Any
 MAX_ACTION_CHARS = 4_000
 
 
-Episode = list[tuple[str, str]]
+Dialogue = list[tuple[str, str]]
 """One played episode as chat messages `(role, content)`: the reset observation as `user`, each action as
 `assistant`, each non-empty observation after it as `tool` (a tool's response) or `user` (a grid world's next
 state). The environments' demonstrators (`demonstrator_episodes`) write these; the stand-ins' tokenizer trains on

@@ -56,7 +56,7 @@ from functools import lru_cache
 from typing import Any
 
 from course_lib.envs import register
-from course_lib.envs.base import Episode, TextEnv
+from course_lib.envs.base import Dialogue, TextEnv
 
 SIZES = (6, 7, 8)
 VIEWS = ("full", "aliased", "noisy")
@@ -302,7 +302,7 @@ register("key_door", KeyDoorEnv)
 
 def demonstrator_episodes(
     task_seeds: list[int], seed: int, size: int, max_steps: int, noise: float, stop: str
-) -> list[Episode]:
+) -> list[Dialogue]:
     """Chapter 07's noisy expert played on the training tasks `task_seeds` (deterministic for `seed`): at each step a
     uniformly random action with probability `noise`, else `expert_action`'s, each written with the stop tag `stop`;
     each observation after it is a `user` turn."""

@@ -88,7 +88,7 @@ from typing import Any
 
 from course_lib import tools
 from course_lib.envs import register
-from course_lib.envs.base import Episode, TextEnv, calls_tool, extract_tag
+from course_lib.envs.base import Dialogue, TextEnv, calls_tool, extract_tag
 from course_lib.tools import knowledge_base
 from course_lib.tools.knowledge_base import ATTRIBUTES, KB, ROLES
 
@@ -325,7 +325,7 @@ class TwoHopQAEnv(TextEnv):
 register("two_hop_qa", TwoHopQAEnv)
 
 
-def demonstrator_episodes(env: TwoHopQAEnv, task_seeds: list[int], seed: int, precise_share: float) -> list[Episode]:
+def demonstrator_episodes(env: TwoHopQAEnv, task_seeds: list[int], seed: int, precise_share: float) -> list[Dialogue]:
     """Chapter 08's imperfect demonstrator (`demonstrator_actions`) played in `env` on `task_seeds` (deterministic
     for `seed`): two searches, each answered by the tool, then the answer."""
     rng, episodes = random.Random(seed), []

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from course_lib.envs.base import Episode
+from course_lib.envs.base import Dialogue
 
 
-def demonstrators() -> dict[str, Callable[[int, int], list[Episode]]]:
+def demonstrators() -> dict[str, Callable[[int, int], list[Dialogue]]]:
     """Task -> `(count, seed) -> episodes` of its warm start's demonstrator played in its training environment, as
     chat messages: the text the stand-ins' tokenizer is trained on (`course.standins`), in this fixed order (chapters
     00, 07 and 08's tasks), so that the tokenizer does not change when a task is added."""

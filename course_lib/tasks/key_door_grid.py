@@ -15,7 +15,7 @@ from course_lib import course_config, envs
 from course_lib.algos.gigpo import GiGPOConfig
 from course_lib.engine.rollout import SamplingConfig
 from course_lib.envs import key_door
-from course_lib.envs.base import Episode, distinct_seeds
+from course_lib.envs.base import Dialogue, distinct_seeds
 from course_lib.envs.key_door import ACTIONS, expert_action
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
@@ -180,7 +180,7 @@ def train(model, tokenizer, config: KeyDoorConfig, seed: int, grpo: GRPOConfig, 
     )  # fmt: skip
 
 
-def demonstrator_episodes(count: int, seed: int) -> list[Episode]:
+def demonstrator_episodes(count: int, seed: int) -> list[Dialogue]:
     """`count` episodes of the warm start's noisy expert (`key_door.demonstrator_episodes`), cpu preset, with the
     task's stop tag, as chat messages (the stand-ins' tokenizer text)."""
     config = KeyDoorConfig()

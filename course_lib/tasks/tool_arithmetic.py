@@ -16,7 +16,7 @@ from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
 from course_lib.envs import arithmetic
 from course_lib.envs.arithmetic import OPERAND_RANGE, draw_problem, solve, vocabulary
-from course_lib.envs.base import Episode
+from course_lib.envs.base import Dialogue
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
 from course_lib.rl.warm_start import SFTConfig
 from course_lib.tasks import bases
@@ -205,7 +205,7 @@ CURVE_KEYS = ("success", "eval_success", "tool_use", "entropy")
 """History keys whose curves `--record` stores (under `grpo/<key>`), for seed bands in the notebook."""
 
 
-def demonstrator_episodes(count: int, seed: int) -> list[Episode]:
+def demonstrator_episodes(count: int, seed: int) -> list[Dialogue]:
     """`count` episodes of the warm start's demonstrator (`arithmetic.demonstrator_episodes`; `demonstration_texts`
     writes the same policy's text without the environment), cpu preset, as chat messages (the stand-ins' tokenizer
     text)."""

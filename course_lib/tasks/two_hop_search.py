@@ -39,7 +39,7 @@ from course_lib.diagnostics import reasoning_mutual_information
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig, Trajectory
 from course_lib.engine.tree_rollout import TreeConfig, turn_entropy
 from course_lib.envs import two_hop_qa
-from course_lib.envs.base import Episode, distinct_seeds
+from course_lib.envs.base import Dialogue, distinct_seeds
 from course_lib.envs.two_hop_qa import Question, TwoHopQAEnv, demonstrator_actions, vocabulary
 from course_lib.rl.train import GRPOConfig, evaluate_policy
 from course_lib.rl.warm_start import SFTConfig
@@ -264,7 +264,7 @@ def tree_engine(model, tokenizer, config: SearchConfig) -> RolloutEngine:
     return RolloutEngine(model, tokenizer, dataclasses.replace(config.sampling, snapshot_envs=True))
 
 
-def demonstrator_episodes(count: int, seed: int) -> list[Episode]:
+def demonstrator_episodes(count: int, seed: int) -> list[Dialogue]:
     """`count` episodes of the warm start's demonstrator (`two_hop_qa.demonstrator_episodes`), cpu preset, as chat
     messages (the stand-ins' tokenizer text)."""
     config = SearchConfig()

@@ -77,7 +77,9 @@ def check_retokenization(tokenizer, trajectories: Sequence[Trajectory], on_flag:
     return finish(PitfallReport("retokenization drift", flagged, numbers, message), on_flag)
 
 
-def check_incremental_template(tokenizer, episodes: Sequence[standins.Episode], on_flag: str = "warn") -> PitfallReport:
+def check_incremental_template(
+    tokenizer, episodes: Sequence[standins.Dialogue], on_flag: str = "warn"
+) -> PitfallReport:
     """Flag a chat template that renders earlier turns differently once later ones follow (`episodes` as
     `(role, content)` messages): rendering the finished conversation would train on a prefix the policy never saw.
     Numbers: `episodes`, `broken`. Render turn by turn, or keep the ids rendered at sampling time."""
