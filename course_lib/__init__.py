@@ -20,8 +20,8 @@ Its folders draw the layers. A module imports, at module level, only from its ow
   `rl.checkpoint`, `rl.run_state`, `rl.tracking`, `rl.session` (one run session: the model, where checkpoints go, who
   observes).
 - `search`: RAP's and LATS's tree search over a world model or the environment.
-- `tasks`: the tasks several chapters share (a task's environment, settings, demonstrator and held-out evaluator:
-  `tasks.tool_arithmetic`, `tasks.key_door_grid`, ...), `tasks.tool_task.ToolTask` and the bases' glue
+- `tasks`: the tasks the chapters train on, below them (a task's environment, settings, demonstrator and held-out
+  evaluator: `tasks.tool_arithmetic`, `tasks.key_door_grid`, ...), `tasks.tool_task.ToolTask` and the bases' glue
   (`tasks.bases`).
 - `course`: what the chapters stand on to state and decide their claims (claims, chance, designs and their power,
   recorded seeds, the leakage audit's helpers, golden cases, stand-ins, diagrams, the pitfalls lab).

@@ -1,5 +1,5 @@
 """`python -m course_lib.chapters ch07 --seeds 0 1 2 --record`: chapter `ch07`'s command line, found by its key
-(`chapters.module`), the same as `python -m course_lib.chapters.ch07_gigpo ...`."""
+(`chapters.load`), the same as `python -m course_lib.chapters.ch07_gigpo ...`."""
 
 import sys
 
@@ -9,6 +9,6 @@ if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
     print(__doc__.splitlines()[0])
     print("chapters: " + " ".join(chapters.modules()))
     sys.exit(0 if len(sys.argv) >= 2 else 2)
-module = chapters.module(sys.argv[1])
-sys.argv = [f"python -m {module.__name__}", *sys.argv[2:]]
-module.main()
+key, argv = sys.argv[1], sys.argv[2:]
+sys.argv = [f"python -m course_lib.chapters {key}"]  # the name argparse shows in its usage line
+chapters.load(key).main(argv)

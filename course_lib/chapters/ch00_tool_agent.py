@@ -18,7 +18,7 @@ from pathlib import Path
 from course_lib import data
 from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage, recorded
-from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all, nontrivial_base
+from course_lib.course.claims import Claim, ClaimSpec, Setting, effect_at_least, evaluate_all, nontrivial_base
 from course_lib.engine.rollout import RolloutEngine
 from course_lib.envs.arithmetic import draw_problem, solve, vocabulary
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
@@ -113,13 +113,12 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
 
 CLAIMS: tuple[ClaimSpec, ...] = (
     nontrivial_base("C0.1"),
-    ClaimSpec(
+    effect_at_least(
         "C0.2",
         "GRPO raises held-out success by at least 15 points",
         "no paper: the course's warm-up; ToRL, ToolRL and ARTIST all report RL gains over their base",
         "success_gain",
-        lambda n: at_least(n["success_gain"], 0.15),
-        effects=(("success_gain", 0.15),),
+        0.15,
     ),
     ClaimSpec(
         "C0.3",
@@ -128,9 +127,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "checks_mask_errors",
         lambda n: n["checks_mask_errors"] == 0 and n["checks_policy_tokens"] > 0 and n["checks_tool_calls"] > 0,
         kind="mechanism",
-        chance=chance.any_of(
-            chance.exact("the mask is compared token by token with the transcript's own turn boundaries"),
-            chance.at_least_one("checks_tool_calls"),
+        chance=chance.compared_exactly(
+            "the mask is compared token by token with the transcript's own turn boundaries", "checks_tool_calls"
         ),
     ),
     ClaimSpec(
@@ -211,32 +209,18 @@ def golden_cases() -> dict:
     }
 
 
-CHAPTER = skeleton.Chapter(
-    "ch00",
-    "Chapter 00, a tool agent trained with GRPO",
-    run,
-    claim_numbers,
-    CLAIMS,
-    curves=curves,
-    report=report,
-    checkpoint=True,
-    audit=held_out_audit, task=tool_arithmetic.tool_task, golden=golden_cases,
-)  # fmt: skip
-
-
 # The course's real model ------------------------------------------------------------------------
 SMOLLM2_RESULTS = "ch00_smollm2"
 """`results/ch00_smollm2.json`: chapter 00 on SmolLM2-135M-Instruct, per seed."""
 SMOLLM2_CLAIMS: tuple[ClaimSpec, ...] = (
-    ClaimSpec(
+    effect_at_least(
         "C0.5d",
         "on SmolLM2-135M-Instruct with LoRA, GRPO raises held-out success over its warm start by at least 30 points",
         "no paper: the course's warm-up on a real pretrained model (ToRL, ToolRL and ARTIST report RL gains over "
         "their base); docs/experiments/ch00-smollm2.md",
         "success_gain",
-        lambda n: at_least(n["success_gain"], 0.30),
+        0.30,
         required=False,
-        effects=(("success_gain", 0.30),),
     ),
     dataclasses.replace(CLAIMS[2], id="C0.6d", statement="on SmolLM2: " + CLAIMS[2].statement),
     dataclasses.replace(
@@ -296,9 +280,12 @@ def _options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> None:
-    command.main(CHAPTER, argv, arguments=_options, configure=command.designed_experiment(CHAPTER, "smollm2", smollm2))
+CHAPTER = skeleton.Chapter(
+    "ch00", "Chapter 00, a tool agent trained with GRPO", run, claim_numbers, CLAIMS, curves=curves, report=report,
+    checkpoint=True, audit=held_out_audit, task=tool_arithmetic.tool_task, golden=golden_cases, options=_options,
+    configure=command.designed_experiment("smollm2", smollm2)
+)  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()

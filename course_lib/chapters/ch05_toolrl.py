@@ -28,7 +28,6 @@ import argparse
 import copy
 import dataclasses
 import functools
-import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,54 +37,35 @@ import numpy as np
 import torch
 
 from course_lib import course_config, data
-from course_lib.chapters import command, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, evaluate_all
 from course_lib.course.recorded import own_numbers, recorded_numbers
 from course_lib.diagnostics.stats import interval
 from course_lib.engine.rollout import SamplingConfig
-from course_lib.envs.base import distinct_seeds
-from course_lib.envs.function_calling import (
-    THOUGHTS,
-    TOOLS,
-    VALUES,
-    FunctionCallingEnv,
-    Task,
-    TaskMix,
-    answer_text,
-    draw_task,
-    held_out,
-    vocabulary,
-)
-from course_lib.envs.toolrl_reward import RewardSpec, think_words
+from course_lib.envs.function_calling import FunctionCallingEnv, TaskMix, vocabulary
+from course_lib.envs.toolrl_reward import RewardSpec
 from course_lib.models import add_lora, count_parameters
-from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
+from course_lib.rl.train import GRPOConfig, train_grpo
 from course_lib.rl.warm_start import SFTConfig, supervised_warm_start, warm_start_and_save
 from course_lib.tasks import bases
+from course_lib.tasks.function_calling import (
+    Noise,
+    call_triples,
+    correct_examples,
+    correct_tasks,
+    demonstration_examples,
+    demonstration_pairs,
+    evaluate,
+    test_seeds,
+    written_triples,
+)
 from course_lib.tasks.tool_task import ToolTask
-from course_lib.tokenizer import build_tokenizer, encode
+from course_lib.tokenizer import build_tokenizer
 
 BASE_NAME = "ch05_base"
 ARMS = ("fine", "coarse", "length", "dynamic")
 """RL arms: the ToolRL reward, coarse exact match, plus a length reward, with the dynamic scale."""
-
-
-@dataclass
-class Noise:
-    """How often the demonstrations of the warm start make each kind of mistake."""
-
-    format: float = 0.2
-    """Broken shape: the think block is missing or not closed."""
-    name: float = 0.12
-    """A call names another tool."""
-    key: float = 0.2
-    """A parameter is given another tool's parameter name."""
-    value: float = 0.2
-    """A parameter gets another value of the same type."""
-    missing: float = 0.25
-    """A multi-call answer drops its last call."""
-    no_tool_call: float = 0.3
-    """A query that no tool fits gets a (wrong) tool call instead of a response."""
 
 
 @dataclass
@@ -150,79 +130,6 @@ def preset(scale: str | None = None) -> Chapter05Config:
     return course_config.by_scale(Chapter05Config(), gpu, scale)
 
 
-# Demonstrations ------------------------------------------------------------------------------------
-def _other(rng: random.Random, options, current, allowed=lambda option: True):
-    """Another option than `current`, among those `allowed` accepts (`current` when none is left)."""
-    choices = [o for o in options if o != current and allowed(o)]
-    return rng.choice(choices) if choices else current
-
-
-def noisy_answer(task: Task, rng: random.Random, noise: Noise) -> str:
-    """A demonstration response for `task`: right, or with the mistakes `noise` makes likely.
-
-    The noise never writes a held-out `(tool, parameter, value)` triple (`function_calling.held_out`):
-    a wrong value, a wrong key or a wrong tool name is drawn only among those that keep every written
-    triple seen-in-training, so a `novel` query really asks for a pair the warm start never wrote. (Before
-    this rule, value and key noise wrote every held-out triple of the novel split 25 times or more.)
-    """
-    thought = rng.sample(THOUGHTS, rng.randint(0, 3))
-    if not task.calls:
-        if rng.random() < noise.no_tool_call:
-            wrong = draw_task(rng.randrange(10**9), "train", no_tool_share=0.0, two_call_share=0.0)
-            text = answer_text(wrong, thought)
-        else:
-            text = answer_text(task, thought)
-    else:
-        calls = list(task.calls)
-        if len(calls) >= 2 and rng.random() < noise.missing:
-            calls = calls[:-1]
-        all_keys = sorted({p for params, _ in TOOLS.values() for p, _, _ in params})
-        noisy = []
-        for name, args in calls:
-            kinds = {p: k for p, k, _ in TOOLS[name][0]}
-            new_args = []
-            for key, value in args:
-                if rng.random() < noise.value:
-                    value = _other(rng, VALUES[kinds[key]], value, lambda v: not held_out(name, key, v))  # noqa: B023
-                if rng.random() < noise.key:
-                    key = _other(rng, all_keys, key, lambda k: not held_out(name, k, value))  # noqa: B023
-                new_args.append((key, value))
-            if rng.random() < noise.name:
-                seen = lambda n: not any(held_out(n, k, v) for k, v in new_args)  # noqa: E731, B023
-                name = _other(rng, sorted(TOOLS), name, seen)
-            noisy.append((name, tuple(new_args)))
-        text = answer_text(Task(task.question, tuple(noisy)), thought)
-    if rng.random() < noise.format:
-        text = text.replace("</think> ", "", 1) if rng.random() < 0.5 else text.split("</think> ", 1)[1]
-    return text
-
-
-def demonstration_examples(
-    tokenizer, count: int, seed: int, noise: Noise, mix: TaskMix | None = None
-) -> list[tuple[list[int], list[int]]]:
-    """Token ids and loss masks (1 on the response) of `count` noisy train demonstrations."""
-    rng, mix = random.Random(seed), mix or TaskMix()
-    examples = []
-    for index in range(count):
-        task = mix.draw(seed * 10_000_019 + index, "train")
-        prompt = [tokenizer.bos_token_id, *encode(tokenizer, task.question)]
-        response = encode(tokenizer, noisy_answer(task, rng, noise))
-        examples.append((prompt + response, [0] * len(prompt) + [1] * len(response)))
-    return examples
-
-
-def correct_examples(tokenizer, count: int, seed: int, mix: TaskMix | None = None) -> list[tuple[list[int], list[int]]]:
-    """The fixed traces of the SFT arm: correct answers to train queries, a two-word thought."""
-    mix = mix or TaskMix()
-    examples = []
-    for index in range(count):
-        task = mix.draw(seed * 7_000_003 + index + 1, "train")
-        prompt = [tokenizer.bos_token_id, *encode(tokenizer, task.question)]
-        response = encode(tokenizer, answer_text(task, ["user", "wants"]))
-        examples.append((prompt + response, [0] * len(prompt) + [1] * len(response)))
-    return examples
-
-
 def build_tokenizer_for_chapter():
     return build_tokenizer(vocabulary())
 
@@ -244,38 +151,6 @@ def build_base(
 def build_data(data_dir: Path, seed: int = 0, progress: bool = True, scale: str = "cpu") -> None:
     """`python -m course_lib.data build ch05 [--scale gpu]`: the warm-started base checkpoint."""
     bases.write_base(BASE_NAME, build_base, data_dir, seed, progress, scale)
-
-
-# Evaluation ----------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=16)
-def test_seeds(count: int, split: str = "test", mix: TaskMix | None = None) -> list[int]:
-    """Seeds of the held-out queries of `split` (`test` or `novel`) used for evaluation: the first
-    `count` seeds with pairwise different queries (`envs.base.distinct_seeds`). Cached, as every
-    evaluation during training asks again."""
-    return distinct_seeds(lambda: FunctionCallingEnv(split, mix=mix), count)
-
-
-def evaluate(model, tokenizer, config: Chapter05Config, seed: int, split: str = "test") -> dict[str, float]:
-    """Success (format and calls exactly right), mean reward components and think length on
-    `eval_tasks` different queries of `split` (`test` or `novel`), sampled at temperature 1 as RL samples."""
-    stats, trajectories = evaluate_policy(
-        model, tokenizer, lambda: FunctionCallingEnv(split, mix=config.task_mix),
-        test_seeds(config.eval_tasks, split, config.task_mix), config.sampling, seed,
-    )  # fmt: skip
-    infos = [t.infos[-1] if t.infos else {} for t in trajectories]
-    stats["format"] = float(np.mean([i.get("r_format", 0.0) for i in infos]))
-    stats["correct"] = float(np.mean([i.get("r_correct", -3.0) for i in infos]))
-    actions = [t.env.transcript.actions[0] if t.env.transcript.actions else "" for t in trajectories]
-    stats["think_words"] = float(np.mean([think_words(a) for a in actions]))
-    # Success by how many calls the query needs: exact matches are rarer on two-call queries, where ToolRL
-    # argues partial credit should pay most (the chapter's exploratory comparison).
-    for name, wanted in (("single", lambda n: n == 1), ("multi", lambda n: n >= 2)):
-        hits = [
-            bool(i.get("success")) for t, i in zip(trajectories, infos, strict=True) if wanted(len(t.env.task.calls))
-        ]
-        stats[f"success_{name}"] = float(np.mean(hits)) if hits else float("nan")
-        stats[f"queries_{name}"] = float(len(hits))
-    return stats
 
 
 def arm_spec(arm: str, config: Chapter05Config) -> RewardSpec:
@@ -442,11 +317,10 @@ def seed_numbers(results: Mapping) -> dict[str, float]:
     numbers["dynamic_minus_fine"] = numbers["dynamic_success"] - numbers["fine_success"]
     numbers["rl_minus_sft_novel"] = numbers["fine_novel_success"] - numbers["sft_novel_success"]
     numbers["fine_minus_base"] = numbers["fine_success"] - results["base"]["success"]
-    for kind in ("single", "multi"):
-        if f"success_{kind}" in results["fine"] and f"success_{kind}" in results["coarse"]:
-            numbers[f"fine_minus_coarse_{kind}"] = (
-                results["fine"][f"success_{kind}"] - results["coarse"][f"success_{kind}"]
-            )
+    fine, coarse = results["fine"], results["coarse"]
+    for key in ("success_single", "success_multi"):  # by the calls a query needs (exploratory)
+        if key in fine and key in coarse:
+            numbers[f"fine_minus_coarse_{key.removeprefix('success_')}"] = fine[key] - coarse[key]
     return numbers
 
 
@@ -624,43 +498,21 @@ CHITCHAT_NOTE = "inherent: the five chit-chat queries (no tool fits) occur in ev
 TRIPLE_NOTE = "pending base rebuild: value/key noise of the demonstrations writes held-out pairs"
 
 
-def demonstration_pairs(count: int, seed: int, noise, mix) -> list[tuple[str, str]]:
-    """`(question, response)` texts of the warm start: the same loop and random stream as `demonstration_examples`
-    (which tokenises them), without the tokenizer."""
-    rng = random.Random(seed)
-    texts = []
-    for index in range(count):
-        task = mix.draw(seed * 10_000_019 + index, "train")
-        texts.append((task.question, noisy_answer(task, rng, noise)))
-    return texts
-
-
-def call_triples(calls) -> set[tuple[str, str, str]]:
-    """`{(tool, parameter, value)}` of parsed or true calls `[(name, ((key, value), ...))]`."""
-    return {(name, key, value) for name, args in calls for key, value in args}
-
-
 def held_out_audit() -> list[leakage.SplitAudit]:
     """Both held-out splits against GRPO's draws, the SFT arm's traces and the demonstrations, and the `novel`
     split's (tool, parameter, value) triples against the calls the noisy demonstrations write."""
-    from course_lib.envs.function_calling import CHITCHAT, FunctionCallingEnv, held_out
-    from course_lib.envs.toolrl_reward import parse_calls
+    from course_lib.envs.function_calling import CHITCHAT, held_out
 
     config = preset("cpu")
     demos = demonstration_pairs(config.demonstrations, leakage.base_seed(BASE_NAME), config.noise, config.demo_mix)
     demo_questions = {question for question, _ in demos}
-    demo_triples: set[tuple[str, str, str]] = set()
-    for _, response in demos:
-        demo_triples |= call_triples(parse_calls(response) or [])
+    demo_triples = written_triples(response for _, response in demos)
     grpo, seeds = config.grpo, leakage.run_seeds("ch05")
-    draws = leakage.grpo_task_seeds(grpo.iterations, grpo.prompts_per_iteration, seeds)
+    draws = leakage.grpo_draws("ch05", grpo)
     training = set(leakage.problem_keys(lambda: FunctionCallingEnv("train", mix=config.task_mix), draws))
-    # The SFT arm imitates correct traces of train queries (`correct_examples`: task `seed * 7_000_003 + index + 1`,
-    # as many as RL samples sequences); it is training too.
+    # The SFT arm imitates correct traces of train queries (as many as RL samples sequences): training too.
     traces = config.sft_traces or grpo.iterations * grpo.prompts_per_iteration * grpo.group_size
-    training |= {
-        config.task_mix.draw(run * 7_000_003 + index + 1, "train").question for run in seeds for index in range(traces)
-    }
+    training |= {task.question for run in seeds for task in correct_tasks(traces, run, config.task_mix)}
     chitchat = {f"<question> {c} </question>" for c in CHITCHAT}
     out = []
     for split in ("test", "novel"):
@@ -680,7 +532,7 @@ def held_out_audit() -> list[leakage.SplitAudit]:
                 overlap.note = CHITCHAT_NOTE
         if split == "novel":
             leaked = leakage.count_overlap(triples, demo_triples)
-            writers = sum(bool(call_triples(parse_calls(r) or []) & triples) for _, r in demos)
+            writers = sum(bool(written_triples([r]) & triples) for _, r in demos)
             note = f"{TRIPLE_NOTE}; {writers} of {len(demos)} demonstrations write one" if leaked else ""
             unit = "held-out (tool, parameter, value) triples"
             overlaps.append(leakage.Overlap("warm-start demonstrations", unit, leaked, len(triples), note))
@@ -724,18 +576,6 @@ def golden_cases() -> dict:
     }
 
 
-CHAPTER = skeleton.Chapter(
-    "ch05",
-    "Chapter 05, ToolRL",
-    run,
-    claim_numbers,
-    CLAIMS,
-    curves=curves,
-    report=lambda r: [summary(r)],
-    audit=held_out_audit, task=tool_task, golden=golden_cases,
-)  # fmt: skip
-
-
 def pool_and_report(args: argparse.Namespace, outputs: list[dict]) -> None:
     """The command line's end: with `--record`, re-pool every recorded seed (each seed was recorded with numbers
     pooled over itself alone, and no verdicts printed), print the interval table and the claims."""
@@ -750,9 +590,11 @@ def pool_and_report(args: argparse.Namespace, outputs: list[dict]) -> None:
         print(f"  {claim.id} {claim.status} {claim.name}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    command.main(CHAPTER, argv, finish=pool_and_report, print_claims=False)
+CHAPTER = skeleton.Chapter(
+    "ch05", "Chapter 05, ToolRL", run, claim_numbers, CLAIMS, curves=curves, report=lambda r: [summary(r)],
+    audit=held_out_audit, task=tool_task, golden=golden_cases, finish=pool_and_report, print_claims=False
+)  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()

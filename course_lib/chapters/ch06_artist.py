@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from course_lib import course_config, data, envs
-from course_lib.chapters import command, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
-from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.course.claims import Claim, ClaimSpec, at_least, effect_at_least, evaluate_all
 from course_lib.engine.rollout import SamplingConfig, Trajectory
 from course_lib.envs.price_tools import NUMBER_RANGE, draw_problem, solve, vocabulary
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
@@ -252,13 +252,12 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
 
 
 CLAIMS: tuple[ClaimSpec, ...] = (
-    ClaimSpec(
+    effect_at_least(
         "C6.1",
         "GRPO on the multi-turn loop raises held-out task success by at least 15 points",
         "ARTIST: up to 22 points absolute over the base model; tau-bench Airline about 0.12 to 0.26",
         "success_gain",
-        lambda n: at_least(n["success_gain"], 0.15),
-        effects=(("success_gain", 0.15),),
+        0.15,
     ),
     ClaimSpec(
         "C6.2",
@@ -318,21 +317,10 @@ def golden_cases() -> dict:
 
 
 CHAPTER = skeleton.Chapter(
-    "ch06",
-    "Chapter 06, ARTIST",
-    run,
-    claim_numbers,
-    CLAIMS,
-    curves=curves,
-    report=report,
-    checkpoint=True,
-    audit=held_out_audit, task=tool_task, golden=golden_cases,
+    "ch06", "Chapter 06, ARTIST", run, claim_numbers, CLAIMS, curves=curves, report=report, checkpoint=True,
+    audit=held_out_audit, task=tool_task, golden=golden_cases
 )  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> None:
-    command.main(CHAPTER, argv)
-
-
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()

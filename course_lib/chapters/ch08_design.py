@@ -255,12 +255,9 @@ CLAIM = ClaimSpec(
 
 DESIGN = Design(
     chapter="ch08",
-    document="docs/experiments/ch08-design.md",
     claim=CLAIM,
     scaled_effect=0.03,
     run=run_seed,
-    pilot_seeds=(100, 101, 102, 103),
-    max_seeds=20,
     arms=(("arpo_success", "ARPO (released alpha, beta)"), ("grpo_success", "GRPO")),
 )
 

@@ -290,12 +290,9 @@ and evaluation seed), so those draws were seen under a nearby setting."""
 
 DESIGN = Design(
     chapter="ch09",
-    document="docs/experiments/ch09-design.md",
     claim=CLAIM,
     scaled_effect=SCALED_EFFECT,
     run=run_seed,
-    pilot_seeds=(100, 101, 102, 103),
-    max_seeds=20,
     first_seed=20,
     arms=(("starpo_success", "StarPO"), ("starpo_s_success", "StarPO-S")),
 )

@@ -83,12 +83,9 @@ CLAIM = ClaimSpec(
 
 DESIGN = Design(
     chapter="ch10",
-    document="docs/experiments/ch10-design.md",
     claim=CLAIM,
     scaled_effect=0.06,
     run=run_seed,
-    pilot_seeds=(100, 101, 102, 103),
-    max_seeds=20,
     first_seed=20,
     arms=(("grpo_success", "GRPO"), ("snr_success", "GRPO + SNR filter")),
 )

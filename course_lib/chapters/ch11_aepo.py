@@ -43,7 +43,7 @@ import torch
 
 from course_lib import course_config, data
 from course_lib.algos import aepo
-from course_lib.chapters import command, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.rollout import RolloutEngine, collate
@@ -374,9 +374,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
             n["gradient_above_share"] > 0 and n["gradient_gradient_gap"] < 1e-6 and n["gradient_value_gap"] < 1e-9
         ),
         kind="mechanism",
-        chance=chance.any_of(
-            chance.exact("Eq. 10's identity, compared in float64 on the same batch"),
-            chance.at_least_one("gradient_tokens_above"),
+        chance=chance.compared_exactly(
+            "Eq. 10's identity, compared in float64 on the same batch", "gradient_tokens_above"
         ),
     ),
     ClaimSpec(
@@ -522,20 +521,9 @@ def held_out_audit() -> list[leakage.SplitAudit]:
 
 
 CHAPTER = skeleton.Chapter(
-    "ch11",
-    "Chapter 11, AEPO",
-    run,
-    claim_numbers,
-    CLAIMS,
-    curves=curves,
-    report=summary_lines,
-    audit=held_out_audit,
+    "ch11", "Chapter 11, AEPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, audit=held_out_audit
 )
 
 
-def main(argv: list[str] | None = None) -> None:
-    command.main(CHAPTER, argv)
-
-
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()

@@ -49,7 +49,7 @@ import numpy as np
 
 from course_lib import course_config, data
 from course_lib.algos.filters import FilterConfig
-from course_lib.chapters import command, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import MIStop
@@ -384,20 +384,10 @@ def held_out_audit() -> list[leakage.SplitAudit]:
 
 
 CHAPTER = skeleton.Chapter(
-    "ch12",
-    "Chapter 12, the capstone",
-    run,
-    claim_numbers,
-    CLAIMS,
-    curves=curves,
-    report=summary_lines,
-    audit=held_out_audit,
-)
-
-
-def main(argv: list[str] | None = None) -> None:
-    command.main(CHAPTER, argv)
+    "ch12", "Chapter 12, the capstone", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines,
+    audit=held_out_audit
+)  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib import course_config, data
-from course_lib.chapters import command, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.engine.bookkeeping import expected_tokens
@@ -164,9 +164,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "checks_mask_errors",
         lambda n: n["checks_mask_errors"] == 0 and n["checks_tool_calls"] > 0 and n["checks_policy_tokens"] > 0,
         kind="mechanism",
-        chance=chance.any_of(
-            chance.exact("TRL's mask is compared with the environment's token by token"),
-            chance.at_least_one("checks_tool_calls"),
+        chance=chance.compared_exactly(
+            "TRL's mask is compared with the environment's token by token", "checks_tool_calls"
         ),
     ),
     ClaimSpec(
@@ -211,9 +210,9 @@ CLAIMS: tuple[ClaimSpec, ...] = (
             n["methods_mismatches"] == 0 and n["methods_arpo_tree_branches"] + n["methods_aepo_tree_branches"] > 0
         ),
         kind="mechanism",
-        chance=chance.any_of(
-            chance.exact("rows, advantages, leaves, losses and gradients are compared on the very same episodes"),
-            chance.at_least_one("methods_arpo_tree_branches"),
+        chance=chance.compared_exactly(
+            "rows, advantages, leaves, losses and gradients are compared on the very same episodes",
+            "methods_arpo_tree_branches",
         ),
     ),
 )
@@ -287,21 +286,11 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     return [leakage.split_audit("ch13", "test", keys, leakage.problem_overlaps(keys, training, demos))]
 
 
-CHAPTER13 = skeleton.Chapter(
-    "ch13",
-    "Chapter 13 (appendix), chapter 00 under TRL",
-    run,
-    claim_numbers,
-    CLAIMS,
-    curves=curves,
-    report=report,
-    audit=held_out_audit,
-)
-
-
-def main(argv: list[str] | None = None) -> None:
-    command.main(CHAPTER13, argv)
+CHAPTER = skeleton.Chapter(
+    "ch13", "Chapter 13 (appendix), chapter 00 under TRL", run, claim_numbers, CLAIMS, curves=curves, report=report,
+    audit=held_out_audit
+)  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()

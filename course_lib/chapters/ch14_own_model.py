@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib import course_config
-from course_lib.chapters import command, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage, recorded, standins
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
 from course_lib.engine.rollout import RolloutEngine, SamplingConfig
@@ -152,9 +152,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
             and n["logprob_error"] <= 1e-4
         ),
         kind="mechanism",
-        chance=chance.any_of(
-            chance.exact("ids, mask and texts are compared with the transcript; log-probs with a full forward"),
-            chance.at_least_one("checks_tool_calls"),
+        chance=chance.compared_exactly(
+            "ids, mask and texts are compared with the transcript; log-probs with a full forward", "checks_tool_calls"
         ),
     ),
     ClaimSpec(
@@ -177,9 +176,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "pitfall_breaks_stripping",
         lambda n: n["pitfall_breaks_stripping"] == n["pitfall_followed"] > 0 and n["pitfall_breaks_chatml"] == 0,
         kind="mechanism",
-        chance=chance.any_of(
-            chance.exact("each rendering is compared with the last, episode by episode"),
-            chance.at_least_one("pitfall_followed"),
+        chance=chance.compared_exactly(
+            "each rendering is compared with the last, episode by episode", "pitfall_followed"
         ),
     ),
 )
@@ -220,21 +218,11 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     return leakage.held_out_split("ch14", tool_arithmetic.make_env, held_out, draws, leakage.prompts_of(demos))
 
 
-CHAPTER14 = skeleton.Chapter(
-    "ch14",
-    "Chapter 14 (appendix), chapter 00 on a BPE stand-in",
-    run,
-    claim_numbers,
-    CLAIMS,
-    curves=curves,
-    report=report,
-    audit=held_out_audit,
-)
-
-
-def main(argv: list[str] | None = None) -> None:
-    command.main(CHAPTER14, argv)
+CHAPTER = skeleton.Chapter(
+    "ch14", "Chapter 14 (appendix), chapter 00 on a BPE stand-in", run, claim_numbers, CLAIMS, curves=curves,
+    report=report, audit=held_out_audit
+)  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()

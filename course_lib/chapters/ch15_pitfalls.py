@@ -381,9 +381,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "template_broken_broken",
         lambda n: _flags(n, "template") and n["template_broken_broken"] == n["template_followed"] > 0,
         kind="mechanism",
-        chance=chance.any_of(
-            chance.exact("every rendering is compared with the last, episode by episode"),
-            chance.at_least_one("template_followed"),
+        chance=chance.compared_exactly(
+            "every rendering is compared with the last, episode by episode", "template_followed"
         ),
     ),
     ClaimSpec(
@@ -393,9 +392,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "alignment_broken_off_action",
         lambda n: _flags(n, "alignment") and n["alignment_broken_off_action"] > 0,
         kind="mechanism",
-        chance=chance.any_of(
-            chance.exact("the shifted mask is compared with the action tokens, token by token"),
-            chance.at_least_one("alignment_broken_off_action"),
+        chance=chance.compared_exactly(
+            "the shifted mask is compared with the action tokens, token by token", "alignment_broken_off_action"
         ),
     ),
     ClaimSpec(
@@ -405,9 +403,9 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "observations_broken_share",
         lambda n: _flags(n, "observations") and n["observations_fixed_share"] == 0,
         kind="mechanism",
-        chance=chance.any_of(
-            chance.exact("the loss mask is compared with the environment's tokens, token by token"),
-            chance.at_least_one("observations_broken_environment_tokens"),
+        chance=chance.compared_exactly(
+            "the loss mask is compared with the environment's tokens, token by token",
+            "observations_broken_environment_tokens",
         ),
     ),
     ClaimSpec(
@@ -433,9 +431,9 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         # it misses about one seed in ten, so the flag is shown and the exact zero gradient is what is checked.
         lambda n: n["groups_zero_gradient"] == 0 and n["groups_broken_zero_std_groups"] > 0,
         kind="mechanism",
-        chance=chance.any_of(
-            chance.exact("a group's advantages are 0 when its rewards are equal, so its rows' gradient is 0"),
-            chance.at_least_one("groups_broken_zero_std_groups"),
+        chance=chance.compared_exactly(
+            "a group's advantages are 0 when its rewards are equal, so its rows' gradient is 0",
+            "groups_broken_zero_std_groups",
         ),
     ),
     ClaimSpec(
@@ -508,18 +506,6 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     return [leakage.SplitAudit("ch15", "test", 0, 0, skipped="the pitfalls lab evaluates no held-out problem")]
 
 
-CHAPTER15 = skeleton.Chapter(
-    "ch15",
-    "Chapter 15 (lab), the pitfalls of agent RL reproduced and caught",
-    run,
-    claim_numbers,
-    CLAIMS,
-    curves=curves,
-    report=report,
-    audit=held_out_audit,
-)
-
-
 CONFIRMATION_RESULTS = "ch15_confirmation"
 """`results/ch15_confirmation.json`: the lab on fresh seeds (10-14), run after C15.6's and C15.7's settings were
 changed on seeds 0-2 (`docs/experiments/ch15-notes.md`)."""
@@ -552,11 +538,12 @@ def _options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> None:
-    command.main(
-        CHAPTER15, argv, arguments=_options, configure=command.designed_experiment(CHAPTER15, "confirm", confirm)
-    )
+CHAPTER = skeleton.Chapter(
+    "ch15", "Chapter 15 (lab), the pitfalls of agent RL reproduced and caught", run, claim_numbers, CLAIMS,
+    curves=curves, report=report, audit=held_out_audit, options=_options,
+    configure=command.designed_experiment("confirm", confirm)
+)  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()

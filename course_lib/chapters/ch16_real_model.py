@@ -27,7 +27,7 @@ import torch
 
 from course_lib import course_config, real_models
 from course_lib.algos.aepo import uniform_top_share
-from course_lib.chapters import command, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
 from course_lib.diagnostics import mutual_information, teacher_forced_logp
@@ -441,19 +441,9 @@ def held_out_audit() -> list[leakage.SplitAudit]:
 
 
 CHAPTER = skeleton.Chapter(
-    "ch16",
-    "Chapter 16, a real model",
-    run,
-    claim_numbers,
-    CLAIMS,
-    report=summary,
-    audit=held_out_audit,
+    "ch16", "Chapter 16, a real model", run, claim_numbers, CLAIMS, report=summary, audit=held_out_audit
 )
 
 
-def main(argv: list[str] | None = None) -> None:
-    command.main(CHAPTER, argv)
-
-
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()

@@ -21,6 +21,7 @@ a group's episodes whose states can be matched, the discount and the horizon, wi
 
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
 import functools
@@ -36,9 +37,17 @@ from course_lib import course_config
 from course_lib.algos.gigpo import GiGPOConfig, gigpo_advantages
 from course_lib.algos.graphgpo import GraphGPOConfig, graphgpo_advantages
 from course_lib.algos.step_rows import episode_rows
-from course_lib.chapters import command, skeleton
+from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage, recorded
-from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
+from course_lib.course.claims import (
+    Claim,
+    ClaimSpec,
+    Setting,
+    at_least,
+    effect_at_least,
+    evaluate_all,
+    positive_effects,
+)
 from course_lib.diagnostics.stats import interval
 from course_lib.engine.rollout import RolloutEngine, collate
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
@@ -342,25 +351,22 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
 
 
 CLAIMS: tuple[ClaimSpec, ...] = (
-    ClaimSpec(
+    positive_effects(
         "C17.1",
         "GraphGPO (omega = gamma = 0.95) ends above GiGPO in held-out success on chapter 07's task at the same budget, "
         "paired over seeds",
         "GraphGPO over GiGPO: +1.8 (ALFWorld, Qwen2.5-1.5B), +4.8 (WebShop), +10.1 (Sokoban 6x6, Qwen2.5-VL-3B)",
         "graphgpo_minus_gigpo",
-        lambda n: n["graphgpo_minus_gigpo"] > 0,
         required=False,
-        effects=(("graphgpo_minus_gigpo", 0.0),),
     ),
-    ClaimSpec(
+    effect_at_least(
         "C17.2",
         "GraphGPO ends at least 5 points above GRPO in held-out success at the same budget (C7.1's margin), paired "
         "over seeds",
         "GraphGPO over GRPO: +14.9 (ALFWorld, Qwen2.5-1.5B), +7.3 (WebShop), +19.9 (Sokoban)",
         "graphgpo_minus_grpo",
-        lambda n: at_least(n["graphgpo_minus_grpo"], 0.05),
+        0.05,
         required=False,
-        effects=(("graphgpo_minus_grpo", 0.05),),
     ),
     ClaimSpec(
         "C17.3",
@@ -381,25 +387,21 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         kind="mechanism",
         chance=chance.exact("an identity of the two returns on the steps it applies to, computed exactly"),
     ),
-    ClaimSpec(
+    positive_effects(
         "C17.5",
         "Tree-GRPO at about a quarter of GRPO's rollout budget (one chain of 8 and two branches per question) ends "
         "above GRPO at the full budget in held-out success on chapter 08's task, paired over seeds",
         "Tree-GRPO: better than chain-based GRPO with a quarter of the rollout budget (Qwen2.5-3B, multi-hop QA)",
         "tree_minus_grpo",
-        lambda n: n["tree_minus_grpo"] > 0,
         required=False,
-        effects=(("tree_minus_grpo", 0.0),),
     ),
-    ClaimSpec(
+    positive_effects(
         "C17.6",
         "at the same quarter budget, Tree-GRPO ends above independent chains (2 per question) in held-out success, "
         "paired over seeds",
         "Tree-GRPO at about 2 trajectories per prompt: 31.6 against chain GRPO's 14.9 (multi-hop average, 3B)",
         "tree_minus_quarter_chains",
-        lambda n: n["tree_minus_quarter_chains"] > 0,
         required=False,
-        effects=(("tree_minus_quarter_chains", 0.0),),
     ),
     ClaimSpec(
         "C17.7",
@@ -419,14 +421,12 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         kind="mechanism",
         chance=chance.exact("the two runs are compared record for record, with the same seeds and samples"),
     ),
-    ClaimSpec(
+    positive_effects(
         "C17.9",
         "IGPO ends above GRPO in held-out success on chapter 08's task at the same budget, paired over seeds",
         "IGPO: 60.2 average F1 over seven QA benchmarks against 53.9 for the best baseline (Qwen2.5-7B)",
         "igpo_minus_grpo",
-        lambda n: n["igpo_minus_grpo"] > 0,
         required=False,
-        effects=(("igpo_minus_grpo", 0.0),),
     ),
     ClaimSpec(
         "C17.10",
@@ -616,37 +616,31 @@ def plot_sweep(per_seed: Sequence[Mapping[str, float]], ax=None, title: str = ""
 
 SWEEP_RESULTS = "ch17_sweep"
 SWEEP_CLAIMS: tuple[ClaimSpec, ...] = (
-    ClaimSpec(
+    positive_effects(
         "C17.12d",
         "GiGPO's lead over GRPO is larger when every episode's states can be matched than when a quarter can "
         "(gamma 0.95, 22 steps), paired over seeds",
         "GiGPO: step credit needs repeated states (with none it is GRPO); the counter-evidence (arXiv 2605.27881) "
         "finds outcome-only rewards competitive in most settings",
         "gigpo_recurrence_effect",
-        lambda n: n["gigpo_recurrence_effect"] > 0,
         required=False,
-        effects=(("gigpo_recurrence_effect", 0.0),),
     ),
-    ClaimSpec(
+    positive_effects(
         "C17.13d",
         "GraphGPO's lead over GRPO is larger when every episode's states can be matched than when a quarter can, "
         "paired over seeds",
         "GraphGPO: a graph needs merged states to carry progress across episodes",
         "graphgpo_recurrence_effect",
-        lambda n: n["graphgpo_recurrence_effect"] > 0,
         required=False,
-        effects=(("graphgpo_recurrence_effect", 0.0),),
     ),
-    ClaimSpec(
+    positive_effects(
         "C17.14d",
         "the sign changes: where only a quarter of the episodes' states can be matched, GiGPO ends below GRPO "
         "(step credit from groups of one or two over-corrects), paired over seeds",
         "What matters in training search agents (arXiv 2605.27881): process-level credit can over-correct; "
         "outcome-only rewards are competitive or better in most settings",
         "gigpo_behind_at_low",
-        lambda n: n["gigpo_behind_at_low"] > 0,
         required=False,
-        effects=(("gigpo_behind_at_low", 0.0),),
     ),
 )
 SETTINGS = (Setting(SWEEP_RESULTS, SWEEP_CLAIMS, PREREGISTRATION),)
@@ -709,22 +703,8 @@ def held_out_audit() -> list[leakage.SplitAudit]:
     ]  # fmt: skip
 
 
-CHAPTER = skeleton.Chapter(
-    "ch17",
-    "Chapter 17, what came next: GraphGPO, Tree-GRPO, IGPO",
-    run,
-    claim_numbers,
-    CLAIMS,
-    curves=curves,
-    report=summary_lines,
-    audit=held_out_audit,
-)
-
-
 # Pre-registration: pilot seeds, power, deciding seeds ---------------------------------------------------------------
 PILOT_RESULTS, SWEEP_PILOT_RESULTS = "ch17_pilot", "ch17_sweep_pilot"
-PILOT_SEEDS = (100, 101, 102, 103)
-"""Seeds that estimate the spread of each paired difference and never decide."""
 SCALED_EFFECTS: dict[str, float] = {
     "graphgpo_minus_gigpo": 0.03,
     "graphgpo_minus_grpo": 0.08,
@@ -782,7 +762,10 @@ def _options(parser) -> None:
     parser.add_argument("--plan", action="store_true", help="print the deciding seeds the recorded pilots ask for")
 
 
-def _configure(args, parser):
+def _configure(
+    chapter: skeleton.Chapter, args: argparse.Namespace, parser: argparse.ArgumentParser
+) -> skeleton.Chapter | None:
+    """`--plan`, `--sweep` and `--pilot` do their own work (None); else the chapter."""
     if args.plan:
         for name, specs in ((PILOT_RESULTS, CLAIMS), (SWEEP_PILOT_RESULTS, SWEEP_CLAIMS)):
             seeds, lines = plan(name, [spec for spec in specs if spec.effects])
@@ -794,12 +777,14 @@ def _configure(args, parser):
     if args.pilot:
         pilot(args.seeds, record=args.record)
         return None
-    return CHAPTER
+    return chapter
 
 
-def main(argv: list[str] | None = None) -> None:
-    command.main(CHAPTER, argv, arguments=_options, configure=_configure)
+CHAPTER = skeleton.Chapter(
+    "ch17", "Chapter 17, what came next: GraphGPO, Tree-GRPO, IGPO", run, claim_numbers, CLAIMS, curves=curves,
+    report=summary_lines, audit=held_out_audit, options=_options, configure=_configure
+)  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()

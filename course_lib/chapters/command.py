@@ -10,7 +10,7 @@ config, the overrides and the code version in each record's provenance). `--env-
 registers a fork's environment. The run session (`rl.session`) carries the rest to every training run the chapter
 makes: `--checkpoint-dir` and `--resume` make each resumable, `--report-to` tracks them (`course_lib.rl.tracking`),
 and `--model` (with `--full-finetune`, `--observation-role`) puts a checkpoint in place of the chapter's base. A
-chapter with options of its own passes `main` hooks (`arguments`, `configure`, `finish`).
+chapter with options of its own declares them as `Chapter` hooks (`options`, `configure`, `finish`).
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from course_lib.chapters.skeleton import Chapter, resolved_config, run_seeds
 from course_lib.course import recorded
 from course_lib.rl import session, tracking
 
-Configure = Callable[[argparse.Namespace, argparse.ArgumentParser], Chapter | None]
-"""`(args, parser)` -> the chapter to run with these arguments, or None when it did the work itself."""
+Configure = Callable[[Chapter, argparse.Namespace, argparse.ArgumentParser], Chapter | None]
+"""`(chapter, args, parser)` -> the chapter to run with these arguments, or None when it did the work itself."""
 
 
-def designed_experiment(chapter: Chapter, flag: str, experiment: Callable[..., object]) -> Configure:
+def designed_experiment(flag: str, experiment: Callable[..., object]) -> Configure:
     """A `configure` hook for a chapter whose command line can run a pre-registered experiment instead: when
     `args.<flag>` is set it calls `experiment(args.seeds, record=args.record)` and the chapter does not run."""
 
-    def configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Chapter | None:
+    def configure(chapter: Chapter, args: argparse.Namespace, parser: argparse.ArgumentParser) -> Chapter | None:
         if getattr(args, flag):
             if getattr(args, "set", None) or getattr(args, "config", None):
                 parser.error(f"--set and --config apply to the chapter's own run, not to --{flag.replace('_', '-')}")
@@ -48,20 +48,12 @@ def designed_experiment(chapter: Chapter, flag: str, experiment: Callable[..., o
     return configure
 
 
-def main(
-    chapter: Chapter,
-    argv: list[str] | None = None,
-    *,
-    arguments: Callable[[argparse.ArgumentParser], object] | None = None,
-    configure: Configure | None = None,
-    finish: Callable[[argparse.Namespace, list[dict]], object] | None = None,
-    print_claims: bool = True,
-) -> list[dict]:
-    """`python -m course_lib.chapters.<module> --seeds ... [--record]`, plus a chapter's own options.
-
-    `arguments(parser)` adds the chapter's flags; `configure(args, parser)` returns the chapter to run
-    under them (e.g. with `run` bound to a flag), or None when it handled the command itself (another mode);
-    `finish(args, results)` runs after the last seed (e.g. statistics over seeds). Returns each seed's results.
+def main(chapter: Chapter, argv: list[str] | None = None, *, print_claims: bool | None = None) -> list[dict]:
+    """`python -m course_lib.chapters.<module> --seeds ... [--record]`, plus the chapter's own options: its
+    `options(parser)` adds its flags; `configure(chapter, args, parser)` returns the chapter to run under them (e.g.
+    with `run` bound to a flag), or None when it handled the command itself (another mode); `finish(args, results)`
+    runs after the last seed (e.g. statistics over seeds). `print_claims` (default: the chapter's) prints each seed's
+    claims. Returns each seed's results.
     """
     parser = argparse.ArgumentParser(description=f"{chapter.title}: run several seeds and print the claims.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -116,8 +108,8 @@ def main(
         help="a module to import first, one that registers an environment of yours (envs.register), e.g. "
         "my_pkg.my_env for --set env_name=my_env; repeatable",
     )  # fmt: skip
-    if arguments is not None:
-        arguments(parser)
+    if chapter.options is not None:
+        chapter.options(parser)
     args = parser.parse_args(argv)
     course_config.use_threads()  # a recorded seed and the notebook's live run of it use the same count
     try:
@@ -161,15 +153,14 @@ def main(
     # one run session for every seed: the checkpoint in place of the chapter's base, as `bases.base_for` reads it
     with session.using(**{k: v for k, v in changes.items() if v}) if args.model else contextlib.nullcontext():
         with recorded.recording_into(args.out) if args.out else contextlib.nullcontext():
-            return _run_command(chapter, args, parser, configure, finish, print_claims, overridden)
+            shown = chapter.print_claims if print_claims is None else print_claims
+            return _run_command(chapter, args, parser, shown, overridden)
 
 
 def _run_command(
     chapter: Chapter,
     args: argparse.Namespace,
     parser: argparse.ArgumentParser,
-    configure: Configure | None,
-    finish: Callable[[argparse.Namespace, list[dict]], object] | None,
     print_claims: bool,
     overridden: bool,
 ) -> list[dict]:
@@ -182,8 +173,8 @@ def _run_command(
             recorded.begin(extra if args.out else None)  # the code and machine, stamped before anything runs
         except recorded.DirtyTree as error:
             parser.error(str(error))
-    if configure is not None:
-        chapter = configure(args, parser)
+    if chapter.configure is not None:
+        chapter = chapter.configure(chapter, args, parser)
         if chapter is None:
             if overridden:
                 parser.error("--set and --config apply to the chapter's own run; this mode did not use them")
@@ -236,8 +227,8 @@ def _run_command(
         recorded_seeds = " (the seeds recorded before it are kept)" if args.record else ""
         print(f"\n{chapter.id} interrupted{during}{recorded_seeds}; {hint}", file=sys.stderr, flush=True)
         raise SystemExit(130) from None
-    if finish is not None:
-        finish(args, outputs)
+    if chapter.finish is not None:
+        chapter.finish(args, outputs)
     return outputs
 
 

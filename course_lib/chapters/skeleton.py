@@ -8,6 +8,7 @@ and what the command records come from one function.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import inspect
@@ -63,6 +64,21 @@ class Chapter:
     the chapters that may go without)."""
     golden: Callable[[], dict[str, Callable[[], object]]] | None = None
     """() -> its golden-run cases, name -> a function computing the values to hash (`lab.golden`)."""
+    options: Callable[[argparse.ArgumentParser], object] | None = None
+    """Adds the chapter's own flags to its command line."""
+    configure: Callable[[Chapter, argparse.Namespace, argparse.ArgumentParser], Chapter | None] | None = None
+    """`(chapter, args, parser)` -> the chapter to run under its own flags (e.g. with `run` bound to one), or None when
+    it did the work itself (another mode; a designed experiment: `command.designed_experiment`)."""
+    finish: Callable[[argparse.Namespace, list[dict]], object] | None = None
+    """`(args, results)`, after the last seed (e.g. statistics over the seeds)."""
+    print_claims: bool = True
+    """Whether the command prints each seed's claims (chapter 05 pools its seeds in `finish` instead)."""
+
+    def main(self, argv: list[str] | None = None) -> list[dict]:
+        """Its command line, `python -m course_lib.chapters chNN ...` (`command.main`): each seed's results."""
+        from course_lib.chapters import command  # the command line sits above the type it runs
+
+        return command.main(self, argv)
 
 
 def config_preset(chapter: Chapter) -> Callable[[], object] | None:

@@ -101,3 +101,9 @@ def any_of(*rules: Rule) -> Rule:
         return Chance(total, "; ".join(part.how for part in parts))
 
     return rule
+
+
+def compared_exactly(what: str, key: str) -> Rule:
+    """An exact comparison that needs something to compare: nothing random in the comparison (`exact(what)`), so
+    its chance of failing is that of the count `key` of things compared being 0 (`at_least_one`)."""
+    return any_of(exact(what), at_least_one(key))

@@ -188,6 +188,25 @@ class ClaimSpec:
         return Claim(self.id, self.statement, bool(self.check(settled(numbers))), self.required, self.kind)
 
 
+def effect_at_least(claim_id: str, statement: str, paper: str, key: str, margin: float, **fields) -> ClaimSpec:
+    """A finding decided on one paired difference, its margin written once: the check `key >= margin` on a seed
+    (`at_least`), and the course-level verdict on the effect `(key, margin)` over the recorded seeds. `fields`:
+    the other `ClaimSpec` fields (`required`, `induced`, `shown`)."""
+    return ClaimSpec(
+        claim_id, statement, paper, key, lambda n: at_least(n[key], margin), effects=((key, margin),), **fields
+    )
+
+
+def positive_effects(claim_id: str, statement: str, paper: str, *keys: str, **fields) -> ClaimSpec:
+    """A finding in the paper's direction with no margin: every paired difference of `keys` above 0 on a seed, and the
+    course-level verdict on each effect `(key, 0.0)` over the recorded seeds; its headline number is the first key.
+    `fields`: the other `ClaimSpec` fields (`required`, `induced`, `shown`)."""
+    return ClaimSpec(
+        claim_id, statement, paper, keys[0], lambda n: all(n[key] > 0 for key in keys),
+        effects=tuple((key, 0.0) for key in keys), **fields,
+    )  # fmt: skip
+
+
 NONTRIVIAL_BASE = (0.05, 0.80)
 """The band of held-out success a base must lie in before any RL: below it most groups have equal (zero) rewards and
 GRPO has no signal; above it there is little left to learn."""

@@ -46,8 +46,6 @@ class Design:
 
     chapter: str
     """Chapter key, e.g. `ch08`; its seeds go to `results/<chapter>_design.json`."""
-    document: str
-    """The pre-registration, e.g. `docs/experiments/ch08-design.md` (committed before the pilot)."""
     claim: ClaimSpec
     """The finding decided here (kind `finding`, id with a `d` suffix); its first `effects` entry is the paired
     difference `(key, margin)` the seeds are planned for."""
@@ -55,6 +53,8 @@ class Design:
     """The paper's effect scaled to the miniature, as the pre-registration states: the power target."""
     run: Callable[[int], Mapping[str, float]]
     """`run(seed)`: every number of one seed, including the effect key."""
+    document: str = ""
+    """The pre-registration (committed before the pilot); default `docs/experiments/<chapter>-design.md`."""
     pilot_seeds: tuple[int, ...] = (100, 101, 102, 103)
     max_seeds: int = 20
     min_seeds: int = 6
@@ -86,6 +86,8 @@ class Design:
         return list(range(self.first_seed, self.first_seed + count))
 
     def __post_init__(self) -> None:
+        if not self.document:
+            object.__setattr__(self, "document", f"docs/experiments/{self.chapter}-design.md")
         if self.claim.kind != "finding" or not self.claim.effects:
             raise ValueError(f"design {self.chapter}: its claim must be a finding with effects, got {self.claim}")
         if self.scaled_effect <= min(self.margin, 0.0):

@@ -49,7 +49,6 @@ from pathlib import Path
 from course_lib import chapters, real_models
 from course_lib.chapters import chapter_key
 
-SEED_LINE = re.compile(r"^seed (\d+) \(([\d.]+) min\)")
 CLAIM_LINE = re.compile(r"^\s+(C\d+\.\d+[a-z]?) (PASS|FAIL|not reproduced at this scale) ")
 WARM_START_LINE = re.compile(r"(LoRA|full) warm start on the chapter's demonstrations, (loss [\d.]+ -> [\d.]+)")
 

@@ -40,10 +40,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib import course_config
-from course_lib import data, envs
-from course_lib.course import recorded
+from course_lib import course_config, data, envs
 from course_lib.chapters import skeleton
+from course_lib.course import recorded
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all, nontrivial_base
 from course_lib.envs.base import distinct_seeds
 from course_lib.engine.rollout import SamplingConfig
@@ -155,18 +154,13 @@ def curves(out: Mapping) -> dict[str, list[tuple[float, float]]]:
 CHAPTER = skeleton.Chapter("ch{number}", "Chapter {number}, {title}", run, claim_numbers, CLAIMS, curves=curves)
 
 
-def main(argv: list[str] | None = None) -> None:
-    command.main(CHAPTER, argv)
-
-
 if __name__ == "__main__":
-    main()
+    CHAPTER.main()
 '''
 
 TEST = '''"""Chapter {number} runs end to end in seconds (scaffolded): every arm trains, every claim gets a verdict."""
 
 from course_lib.chapters import skeleton
-from course_lib.chapters import command
 
 import {module} as chapter
 

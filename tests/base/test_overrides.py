@@ -140,11 +140,11 @@ def test_main_refuses_overrides_it_cannot_apply_or_record(capsys):
     no_config = toy(run=lambda seed: {"count": 1, "minutes": 0.0})
     assert "ch99's run takes no config, so --set and --config cannot apply" in refused(no_config, ["--set", "count=2"])
 
-    def other_mode(args, parser):
+    def other_mode(chapter, args, parser):
         return None
 
     with pytest.raises(SystemExit):
-        command.main(toy(), ["--set", "count=2"], configure=other_mode)
+        command.main(dataclasses.replace(toy(), configure=other_mode), ["--set", "count=2"])
     assert "this mode did not use them" in capsys.readouterr().err
 
 

@@ -165,10 +165,10 @@ def test_command_line_variants_without_claims(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(recorded, "_run_provenance", None)
     with pytest.raises(SystemExit):
-        ch04.main(["--seeds", "0", "--variants", "penalty", "--record"])
+        ch04.CHAPTER.main(["--seeds", "0", "--variants", "penalty", "--record"])
     assert "--record needs the variants its claims use" in capsys.readouterr().err
     parser = argparse.ArgumentParser()
-    partial = ch04._configure(argparse.Namespace(variants=["penalty"], record=False), parser)
+    partial = ch04._configure(ch04.CHAPTER, argparse.Namespace(variants=["penalty"], record=False), parser)
     assert partial.claims == () and partial.claim_numbers({}) == {}
-    full = ch04._configure(argparse.Namespace(variants=list(ch04.VARIANTS), record=True), parser)
+    full = ch04._configure(ch04.CHAPTER, argparse.Namespace(variants=list(ch04.VARIANTS), record=True), parser)
     assert full.claims == ch04.CLAIMS and full.run.keywords == {"variants": list(ch04.VARIANTS)}

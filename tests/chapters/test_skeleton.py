@@ -39,19 +39,19 @@ def test_main_hooks_add_options_configure_and_finish(capsys):
         parser.add_argument("--shift", type=int, default=0)
         parser.add_argument("--other-mode", action="store_true")
 
-    def configure(args, parser):
+    def configure(chapter, args, parser):
         if args.other_mode:
             print("other mode")
             return None
-        return toy(run=lambda seed: {"x": seed + args.shift, "minutes": 0.0})
+        return dataclasses.replace(chapter, run=lambda seed: {"x": seed + args.shift, "minutes": 0.0})
 
     def finish(args, outputs):
         finished.append([r["x"] for r in outputs])
 
-    hooks = dict(arguments=arguments, configure=configure, finish=finish)
-    assert command.main(toy(), ["--seeds", "1", "--other-mode"], **hooks) == []
+    chapter = dataclasses.replace(toy(), options=arguments, configure=configure, finish=finish)
+    assert chapter.main(["--seeds", "1", "--other-mode"]) == []
     assert capsys.readouterr().out == "other mode\n" and finished == []
-    command.main(toy(), ["--seeds", "1", "--shift", "5"], **hooks, print_claims=False)
+    dataclasses.replace(chapter, print_claims=False).main(["--seeds", "1", "--shift", "5"])
     assert capsys.readouterr().out.splitlines() == ["seed 1 (0.00 min)", "  x is 6"]
     assert finished == [[6]]
 
@@ -128,9 +128,10 @@ def test_designed_experiment_runs_instead_of_the_chapter():
 
     calls = []
     chapter = object()
-    configure = command.designed_experiment(chapter, "special", lambda seeds, record: calls.append((seeds, record)))
-    assert configure(argparse.Namespace(special=False, seeds=[0], record=False), None) is chapter and calls == []
-    assert configure(argparse.Namespace(special=True, seeds=[3, 4], record=True), None) is None
+    configure = command.designed_experiment("special", lambda seeds, record: calls.append((seeds, record)))
+    assert configure(chapter, argparse.Namespace(special=False, seeds=[0], record=False), None) is chapter
+    assert calls == []
+    assert configure(chapter, argparse.Namespace(special=True, seeds=[3, 4], record=True), None) is None
     assert calls == [([3, 4], True)]
 
 

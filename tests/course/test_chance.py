@@ -38,3 +38,9 @@ def test_parts_add_up():
     seeds = [{"calls": 2.0}, {"calls": 4.0}]
     both = chance.any_of(chance.exact("by hand"), chance.at_least_one("calls"), chance.at_least_one("calls"))(seeds)
     assert both.probability == pytest.approx(2 * math.exp(-3)) and both.how.startswith("exact: by hand; calls >= 1")
+
+
+def test_an_exact_comparison_fails_by_chance_only_when_nothing_was_compared():
+    seeds = [{"calls": 2.0}, {"calls": 4.0}]
+    found = chance.compared_exactly("by hand", "calls")(seeds)
+    assert found.probability == pytest.approx(math.exp(-3)) and found.how.startswith("exact: by hand; calls >= 1")

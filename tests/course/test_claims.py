@@ -339,3 +339,25 @@ def test_nontrivial_base_is_the_shared_design_claim_with_its_band():
     assert NONTRIVIAL_BASE == (0.05, 0.80) and spec.kind == "design" and spec.value == "base_success"
     assert spec.statement == "the stand-in has non-trivial held-out success (5% to 80%)"
     assert [spec.check({"base_success": x}) for x in (0.049, 0.05, 0.5, 0.80, 0.81)] == [False, True, True, True, False]
+
+
+def test_an_effect_at_least_its_margin_writes_the_margin_once():
+    from course_lib.course.claims import effect_at_least
+
+    spec = effect_at_least("C9.9", "a beats b by 5 points", "paper", "a_minus_b", 0.05, required=False)
+    assert spec.value == "a_minus_b" and spec.effects == (("a_minus_b", 0.05),) and not spec.required
+    assert spec.kind == "finding"
+    # 0.905 - 0.855 = 0.05000000000000004 and 0.85 - 0.80 = 0.04999999999999993: both are a tie at the margin
+    assert [spec.check({"a_minus_b": x}) for x in (0.049, 0.85 - 0.80, 0.05, 0.2)] == [False, True, True, True]
+    assert not spec.check({"a_minus_b": math.nan})
+
+
+def test_positive_effects_need_every_difference_above_zero():
+    from course_lib.course.claims import positive_effects
+
+    spec = positive_effects("C9.8", "a beats b and c", "paper", "a_minus_b", "a_minus_c", induced=True)
+    assert spec.value == "a_minus_b" and spec.effects == (("a_minus_b", 0.0), ("a_minus_c", 0.0)) and spec.induced
+    assert spec.check({"a_minus_b": 0.1, "a_minus_c": 0.01})
+    assert not spec.check({"a_minus_b": 0.1, "a_minus_c": 0.0}), "0 is no lead"
+    assert not spec.check({"a_minus_b": -0.1, "a_minus_c": 0.3})
+    assert not spec.check({"a_minus_b": math.nan, "a_minus_c": 0.3})

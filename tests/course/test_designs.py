@@ -83,21 +83,29 @@ def fake_run(seed: int) -> dict[str, float]:
 
 def test_design_rejects_overlapping_seeds_and_a_non_finding():
     with pytest.raises(ValueError, match="overlap"):
-        designs.Design("ch99", "doc.md", claim(), 0.05, fake_run, pilot_seeds=(3, 100))
+        designs.Design("ch99", claim(), 0.05, fake_run, pilot_seeds=(3, 100))
     with pytest.raises(ValueError, match="overlap"):
-        designs.Design("ch99", "doc.md", claim(), 0.05, fake_run, pilot_seeds=(30,), first_seed=20)
-    assert designs.Design("ch99", "d", claim(), 0.05, fake_run, first_seed=20).deciding_seeds(3) == [20, 21, 22]
+        designs.Design("ch99", claim(), 0.05, fake_run, pilot_seeds=(30,), first_seed=20)
+    assert designs.Design("ch99", claim(), 0.05, fake_run, first_seed=20).deciding_seeds(3) == [20, 21, 22]
     mechanism = ClaimSpec("C99.2", "s", "p", "v", lambda n: True, kind="mechanism", chance=chance.exact("by hand"))
     with pytest.raises(ValueError, match="finding"):
-        designs.Design("ch99", "doc.md", mechanism, 0.05, fake_run)
+        designs.Design("ch99", mechanism, 0.05, fake_run)
     with pytest.raises(ValueError, match="beyond the null"):
-        designs.Design("ch99", "doc.md", claim(-0.02), -0.03, fake_run)
+        designs.Design("ch99", claim(-0.02), -0.03, fake_run)
+
+
+def test_a_design_is_pre_registered_in_its_chapters_document_unless_named():
+    assert designs.Design("ch99", claim(), 0.05, fake_run).document == "docs/experiments/ch99-design.md"
+    assert designs.Design("ch99", claim(), 0.05, fake_run, "docs/x.md").document == "docs/x.md"
+    for key in chapters.designs():
+        design = chapters.design(key)
+        assert (recorded.ROOT / design.document).is_file(), f"{key}: {design.document} is missing"
 
 
 @pytest.fixture
 def fake_design(tmp_path, monkeypatch):
     monkeypatch.setattr(recorded, "RESULTS_DIR", tmp_path)
-    design = designs.Design("ch08", "docs/experiments/fake.md", claim(), 0.02, fake_run, arms=(("a", "A"), ("b", "B")))
+    design = designs.Design("ch08", claim(), 0.02, fake_run, "docs/experiments/fake.md", arms=(("a", "A"), ("b", "B")))
     module = types.ModuleType("fake_design_module")
     module.DESIGN = design
     monkeypatch.setitem(sys.modules, "fake_design_module", module)
@@ -150,7 +158,7 @@ def test_the_designed_claim_joins_the_chapter_verdicts(fake_design, capsys, tmp_
 
 
 def test_a_design_whose_effect_points_the_other_way_is_not_reproduced(fake_design, monkeypatch, tmp_path):
-    flipped = designs.Design("ch08", "doc.md", claim(), 0.02, lambda s: {"a_minus_b": -fake_run(s)["a_minus_b"]})
+    flipped = designs.Design("ch08", claim(), 0.02, lambda s: {"a_minus_b": -fake_run(s)["a_minus_b"]})
     design_runs.run_seeds(flipped, range(6), record=True)
     verdict = verdicts.decide(flipped.claim, designs.recorded_design_seeds(flipped))
     assert not verdict.holds and verdict.status == "not reproduced at this scale"

@@ -15,7 +15,7 @@ from course_lib.engine.bookkeeping import expected_tokens
 from course_lib.engine.rollout import RolloutEngine
 from course_lib.envs.function_calling import answer_text
 from course_lib.integrations import course_trl
-from course_lib.lab import bench
+from course_lib.lab import trl_pairs
 from course_lib.tokenizer import encode
 
 
@@ -119,7 +119,7 @@ def test_unknown_chapters_and_prompts_are_refused(ch00):
 
 
 def test_the_trl_benchmark_pairs_iterations_and_prints_its_ratio_last(capsys):
-    speedup = bench.bench_trl(pairs=1, prompts=4, group=4, tool_prompts=4, tool_group=4)
+    speedup = trl_pairs.bench_trl(pairs=1, prompts=4, group=4, tool_prompts=4, tool_group=4)
     out = capsys.readouterr().out
     assert out.count("1 interleaved pairs") == 2
     assert len(re.findall(r"course_lib +\d+\.\d{3} s: generation \d+\.\d{3}, scoring \d+\.\d{3}, update", out)) == 2

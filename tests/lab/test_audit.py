@@ -256,19 +256,6 @@ def test_corpus_pairs_read_state_and_goal_back_from_prompts():
     assert leakage.corpus_pairs(rows, "act") == {("a | b | hand empty", "b a")}
 
 
-def test_ch05_demonstration_texts_reproduce_the_warm_start_examples():
-    from course_lib.chapters import ch05_toolrl as ch05
-    from course_lib.tokenizer import encode
-
-    tokenizer = ch05.build_tokenizer_for_chapter()
-    config = ch05.preset("cpu")
-    built = ch05.demonstration_examples(tokenizer, 50, 3, config.noise, config.demo_mix)
-    texts = ch05.demonstration_pairs(50, 3, config.noise, config.demo_mix)
-    assert [ids for ids, _ in built] == [
-        [tokenizer.bos_token_id, *encode(tokenizer, q), *encode(tokenizer, r)] for q, r in texts
-    ]
-
-
 def test_grpo_task_seeds_are_the_seeds_training_resets_with():
     """The audit's copy of the task-seed rule must match `train.policy_iteration`'s."""
 

@@ -373,5 +373,5 @@ def test_a_chapter_records_the_real_model_only_on_the_gpu_preset(monkeypatch, ca
 
     monkeypatch.setenv("COURSE_SCALE", "cpu")
     with pytest.raises(SystemExit):
-        ch00.main(["--model", "smollm2", "--record"])
+        ch00.CHAPTER.main(["--model", "smollm2", "--record"])
     assert "results/gpu/ch00_smollm2.json" in capsys.readouterr().err

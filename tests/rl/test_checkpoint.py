@@ -212,10 +212,10 @@ def test_a_chapter_runs_end_to_end_on_a_stand_in(chapter, tmp_path, monkeypatch)
 
 def test_the_chapter_command_refuses_to_record_a_checkpoint(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        ch00.main(["--model", str(tmp_path), "--record"])
+        ch00.CHAPTER.main(["--model", str(tmp_path), "--record"])
     assert "not recorded" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        ch00.main(["--full-finetune"])
+        ch00.CHAPTER.main(["--full-finetune"])
     assert "give --model" in capsys.readouterr().err
 
 
@@ -224,7 +224,7 @@ def test_a_chapter_that_cannot_take_a_checkpoint_refuses_it(tmp_path, capsys):
     from course_lib.chapters import ch09_ragen as ch09
 
     with pytest.raises(SystemExit):
-        ch09.main(["--model", str(tmp_path)])
+        ch09.CHAPTER.main(["--model", str(tmp_path)])
     assert "always starts from its own base" in capsys.readouterr().err
 
 
