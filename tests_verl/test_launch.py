@@ -53,9 +53,11 @@ def test_launch_overrides_compose_against_ppo_trainer_yaml(method):
     settings = MonitorSettings.from_trainer_config(config.trainer)
     if method == "mi_monitor":  # chapter 12's settings, every measured step checkpointed, the base measured first
         from course_lib.chapters import ch12_capstone as ch12
+        from course_lib.tasks import two_hop_search
 
         chapter12 = ch12.Chapter12Config()
-        assert settings == MonitorSettings("ch00", chapter12.gate_drop, chapter12.monitor_prompts, ch12.MONITOR_SEED)
+        expected = MonitorSettings("ch00", chapter12.gate_drop, chapter12.monitor_prompts, two_hop_search.MONITOR_SEED)
+        assert settings == expected
         assert config.trainer.save_freq == config.trainer.test_freq > 0 and config.trainer.val_before_train
     else:
         assert settings is None

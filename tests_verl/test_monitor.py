@@ -4,7 +4,6 @@ layout, rolls back to a checkpoint, and is inert without its config."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import warnings
 from types import SimpleNamespace
 
@@ -39,8 +38,8 @@ def test_first_action_mi_in_verl_layout_matches_chapter_12(ch08, tmp_path):
     verl's `logprobs_from_logits`."""
     from verl.utils.torch_functional import logprobs_from_logits
 
-    from course_lib.chapters import ch12_capstone as ch12
     from course_lib.integrations import verl_monitor
+    from course_lib.tasks import two_hop_search
 
     model, tokenizer = ch08
     tasks = course_verl.chapter_tasks(MONITOR_CHAPTER)
@@ -60,7 +59,7 @@ def test_first_action_mi_in_verl_layout_matches_chapter_12(ch08, tmp_path):
         for t in trajectories
     ]
     batch = to_dataproto(worker(tokenizer, *lengths), outputs, [str(k) for k in range(count)])
-    course = ch12.first_action_mi(model, tokenizer, trajectories, count, seed=0)
+    course = two_hop_search.first_action_mi(model, tokenizer, trajectories, count, seed=0)
     width = batch.batch["prompts"].shape[1]
     prompts, actions = verl_monitor.first_actions(
         batch.batch["prompts"], batch.batch["attention_mask"][:, :width], batch.batch["responses"],
@@ -194,15 +193,15 @@ def monitor_trainer(model, tokenizer, tmp_path, **settings):
 
 
 def course_monitor_mi(model, tokenizer, prompts: int) -> float:
-    """Chapter 12's own `monitor_mi` (its `Chapter12Config`, `prompts` monitor questions, run seed
-    `MONITOR_RUN_SEED`): chapter 08's environment and sampling, which verl's export of chapter 08 carries."""
+    """Chapter 12's `monitor_mi` (`tasks.two_hop_search`, on its `Chapter12Config`'s task, `prompts` monitor
+    questions, run seed `MONITOR_RUN_SEED`): chapter 08's environment and sampling, which verl's export of chapter 08
+    carries."""
     from course_lib.chapters import ch12_capstone as ch12
+    from course_lib.tasks import two_hop_search
 
-    config = dataclasses.replace(ch12.Chapter12Config(), monitor_prompts=prompts)
-    from course_lib.chapters import ch08_arpo as ch08
-
-    assert config.task == ch08.preset("cpu")  # the chapter 08 that `chapter_tasks("08")` exports
-    return ch12.monitor_mi(model, tokenizer, config, MONITOR_RUN_SEED)
+    config = ch12.Chapter12Config()
+    assert config.task == two_hop_search.preset("cpu")  # the task that `chapter_tasks("08")` exports
+    return two_hop_search.monitor_mi(model, tokenizer, config.task, prompts, MONITOR_RUN_SEED)
 
 
 def test_the_installed_monitor_measures_chapter_12s_mi_and_rolls_back(ch08, tmp_path, monkeypatch):
@@ -218,6 +217,7 @@ def test_the_installed_monitor_measures_chapter_12s_mi_and_rolls_back(ch08, tmp_
 
     from course_lib.chapters import ch12_capstone as ch12
     from course_lib.integrations import verl_monitor
+    from course_lib.tasks import two_hop_search
 
     model, tokenizer = ch08
     model = copy.deepcopy(model)
@@ -226,7 +226,7 @@ def test_the_installed_monitor_measures_chapter_12s_mi_and_rolls_back(ch08, tmp_
     verl_monitor.install_monitor()
     drop = ch12.Chapter12Config().gate_drop
     trainer = monitor_trainer(model, tokenizer, tmp_path, chapter=MONITOR_CHAPTER, prompts=prompts, drop=drop)
-    seeds = [ch12.MONITOR_SEED + p for p in range(prompts)]
+    seeds = [two_hop_search.MONITOR_SEED + p for p in range(prompts)]
     measured, expected = [], []
     for step in (0, 10, 20):
         if step == 20:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["lint", "format"])
 def test_ruff_is_clean(command):
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", *command, "course_lib", "tests", "notebooks", "exercises"],
+        [sys.executable, "-m", "ruff", *command, "course_lib", "tests", "tests_verl", "notebooks", "exercises"],
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
