@@ -83,6 +83,7 @@ def test_a_new_chapter_module_reaches_every_table_of_the_course(monkeypatch):
         assert audit.audits()["ch99"]() == [split]
         assert golden.cases()["ch99 case"]() == 1
         assert chapters.module("ch99") is module and chapters.index()["ch99"] is module.CHAPTER
+        assert chapters.load("ch99") is module.CHAPTER  # what `python -m course_lib.chapters ch99` runs
         assert chapters.tool_tasks()["ch99"].chapter == "ch99"
         exported = verl.chapter_tasks("99")
         assert exported.chapter == "ch99" and exported.held_out_seeds("test", 3) == [0, 1, 2]
