@@ -79,7 +79,7 @@ def test_the_autograder_fails_the_stubs_passes_the_library_and_grades_a_students
     library = autograde(edition, "exercises/", "--impl", "library")
     assert library.returncode == 0 and f"{total} passed" in library.stdout, library.stdout[-2000:]
     # a student's own update, written by hand into the edition's stub file, is graded by the same checks
-    from tests.course.test_exercises import update_by_hand
+    from tests.project.test_exercises import update_by_hand
 
     source = inspect.getsource(update_by_hand).replace("def update_by_hand(", "def grpo_update(", 1)
     (edition / "exercises" / "loop.py").write_text("import torch\n\n\n" + source, encoding="utf-8")
