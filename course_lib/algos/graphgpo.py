@@ -23,8 +23,10 @@ its episode score after the fact, as GiGPO's code does.
 Where this differs from the official recipe, disclosed:
 - The last step of a failed episode leads here to a node of its own (the step table holds the state each action
   was taken in, not the state after the last one), so it counts as unreachable; the code knows that final state.
-- r_succ is the environment's success reward (1 in the course; the recipe's episodes score 10): a scale that the
-  std normalisation removes.
+- r_succ is the environment's success reward (1 in the course; the recipe's episodes score 10). The std
+  normalisation removes that scale only in a step group with no penalised step: the invalid-action penalty (0.1)
+  is not scaled with it, so against a success reward of 1 a penalty weighs ten times what it weighs in the recipe
+  (`success_reward=10` gives the recipe's balance).
 
 `progress(...)` marks the steps that bring the agent closer (d(s') < d(s)): the paper's Fig. 1 counts 22% of the
 steps of ALFWorld's failed episodes as progress (its exact definition was not available here; this is ours).

@@ -24,6 +24,14 @@ What follows the official code where the paper is silent (the Feb-2026 release, 
 taken as 1; `separate` normalises gains and outcomes in two pools (the option its example script uses). The first
 release subtracted a per-position group mean from raw returns instead; the course follows the later, paper-like one.
 The outcome here is the environment's reward (exact match, 0 or 1), where IGPO scores token-set F1.
+
+Where a turn ends, disclosed: the library discounts every turn and pools every turn's reward. The official code
+finds a turn's end by a non-zero reward at its last token: the normalised reward in `_compute_turn_level_advantage`
+called alone, the raw reward in the release read last (commit 49a8c4e, `turn_boundary_mask`). A turn whose reward
+there is exactly 0 is folded into the next: its tokens get the next turn's advantage, so with gamma < 1 one discount
+step is skipped (with gamma = 1 and the normalised rule the two agree, since the folded turn adds 0); under the raw
+rule a gain of exactly 0 also leaves the pool. The two agree whenever no such reward is exactly 0; a gain is 0 only
+when a turn leaves the gold answer's probability unchanged to the last bit (`tests/algos/test_igpo.py` shows both).
 """
 
 from __future__ import annotations

@@ -73,3 +73,24 @@ def test_next_states_and_bad_input():
         graphgpo_advantages([1], [True], ["A"], [0], [1], [0], omega=0.0)
     with pytest.raises(ValueError, match="same length"):
         graphgpo_advantages([1], [True], ["A", "B"], [0], [1], [0])
+
+
+def test_the_success_scale_cancels_only_where_no_step_is_penalised():
+    # one group: tau1 A -> B -> success; tau2 A -> C -> B -> success; tau3 A -> D -> (fails). d: B 1, C 2, D 3
+    # (unreachable: d_max + 1). Step group A holds r omega^1, r omega^2 and r omega^3 (minus 0.1 where A -> D is
+    # invalid): without the penalty they are one vector times r, which the std normalisation removes; with it,
+    # (0.1, 0.01, -0.099) at r = 1 and (1, 0.1, -0.09) at r = 10 are not multiples of each other.
+    anchors, trajs, steps = list("ABACBAD"), [1, 1, 2, 2, 2, 3, 3], [0, 1, 0, 1, 2, 0, 1]
+    rewards, groups = [0, 1, 0, 0, 1, 0, 0], [0] * 7
+
+    def group_a(valid: list[bool], success_reward: float) -> list[float]:
+        out = graphgpo_advantages(rewards, valid, anchors, groups, trajs, steps, omega=0.1,
+                                  success_reward=success_reward, eps=0.0)  # fmt: skip
+        assert out.distance == [1, 0, 2, 1, 0, 3, 3]
+        return [out.step[row] for row in (0, 2, 5)]
+
+    clean, penalised = [True] * 7, [True] * 5 + [False, True]
+    assert group_a(clean, 1.0) == approx(group_a(clean, 10.0))
+    assert group_a(clean, 1.0) == approx([1.1508, -0.4932, -0.6576])  # z-scores (sample std) of (0.1, 0.01, 0.001)
+    assert group_a(penalised, 1.0) == approx([0.9667, 0.0636, -1.0303])  # z-scores of (0.1, 0.01, -0.099)
+    assert group_a(penalised, 10.0) == approx([1.1392, -0.4065, -0.7328])  # z-scores of (1, 0.1, -0.09)

@@ -62,3 +62,26 @@ def test_turn_rewards_of_an_episode_and_bad_input():
         igpo_advantages([1.0, 0.0], [True, False], [0, 0], ["A", "A"], [0, 0])
     with pytest.raises(ValueError, match="gain"):
         information_gains([0.0], gain="ratio")
+
+
+def folded_at_zero(normalised: list[float], gamma: float) -> list[float]:
+    """The official turn rule on one episode's normalised turn rewards `[T]`: a turn ends where its reward is
+    non-zero (the last turn always ends), and a turn that does not end shares the advantage of the next that does."""
+    ends = [t for t, r in enumerate(normalised) if r != 0 or t == len(normalised) - 1]
+    advantages, running = [0.0] * len(normalised), 0.0
+    for end, start in zip(reversed(ends), reversed([0] + [e + 1 for e in ends[:-1]])):
+        running = normalised[end] + gamma * running
+        advantages[start : end + 1] = [running] * (end + 1 - start)
+    return advantages
+
+
+def test_a_turn_whose_normalised_reward_is_zero_is_discounted_here_and_folded_in_the_official_code():
+    # pooled (0.5, 1.0, 0.5, 0.0): mean 0.5, population std sqrt(0.125); normalised (0, +1.4142, 0, -1.4142)
+    rewards = [0.5, 1.0, 0.5, 0.0]
+    normalised = {"A": [0.0, 1.4142], "B": [0.0, -1.4142]}
+    for gamma in (1.0, 0.5):
+        ours = igpo_advantages(rewards, OUTCOME, GROUPS, TRAJS, STEPS, gamma=gamma)
+        official = folded_at_zero(normalised["A"], gamma) + folded_at_zero(normalised["B"], gamma)
+        assert ours == approx([gamma * 1.4142, 1.4142, -gamma * 1.4142, -1.4142])
+        assert official == approx([1.4142, 1.4142, -1.4142, -1.4142])  # the first turn folded into the answer's
+        assert (ours == approx(official)) == (gamma == 1.0)  # they differ by the skipped discount step
