@@ -235,8 +235,8 @@ CLAIMS: tuple[ClaimSpec, ...] = (
     effect_at_least(
         "C2.2",
         "at equal interaction budget B, LATS solves at least 5 points more held-out problems than the better of "
-        "retries with a memory of failures and best-of-k, checked at the largest B (the smallest B with such a "
-        "lead is reported, not checked)",
+        "retries with a memory of failures and best-of-k, checked at the largest B, on average over the seeds (95% "
+        "t-interval above 0; the smallest B with such a lead is reported, not checked)",
         "LATS paper (GPT-3.5, HotPotQA): LATS 0.71 exact match, Reflexion 0.51, ReAct 0.32",
         "lats_top_lead",
         LEAD,

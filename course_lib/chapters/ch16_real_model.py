@@ -348,11 +348,13 @@ def claim_numbers(results: Mapping) -> dict[str, float]:
     return numbers
 
 
-def premise(claim_id: str, statement: str, source: str, number: str, margin: float) -> ClaimSpec:
+def premise(claim_id: str, statement: str, source: str, number: str, margin: float, **fields) -> ClaimSpec:
     """A premise as a finding (not required): `number`, a paired difference per seed, exceeds `margin` (strictly
-    above 0 for a margin of 0: "higher"), decided by the course's rule on its interval against `margin`."""
+    above 0 for a margin of 0: "higher"), decided by the course's rule on its interval against `margin`. `fields`:
+    what makes it testable (`scored`, `reach`)."""
     check = (lambda n: n[number] > 0) if margin == 0 else (lambda n: at_least(n[number], margin))
-    return ClaimSpec(claim_id, statement, source, number, check, effects=((number, margin),), required=False)
+    return ClaimSpec(claim_id, statement, source, number, check, effects=((number, margin),), required=False,
+                     **fields)  # fmt: skip
 
 
 CLAIMS: tuple[ClaimSpec, ...] = (
@@ -365,25 +367,30 @@ CLAIMS: tuple[ClaimSpec, ...] = (
     ),
     premise(
         "C16.2",
-        "reading the calculator's result raises held-out success by at least 20 points",
+        "reading the calculator's result raises held-out success by at least 20 points on average over the seeds "
+        "(95% t-interval above 0)",
         "TORL (Li et al. 2025): a model that computes badly alone has room for a tool; P2 of the pre-registration",
         "arithmetic_with_result_minus_alone",
         0.20,
     ),
     premise(
         "C16.3",
-        "first-turn reasoning retrieves its own input above chance by at least 5 points",
+        "first-turn reasoning retrieves its own input above chance by at least 5 points on average over the seeds "
+        "(95% t-interval above 0)",
         "RAGEN-2 (2026): template collapse is reasoning that stops depending on the input, so a pretrained model's "
         "starts input-dependent; P3 of the pre-registration",
         "reasoning_retrieval_minus_chance",
         0.05,
+        scored="reasoning_valid_reasonings",  # retrieval reads closed, non-empty reasonings
     ),
     premise(
         "C16.4",
-        "ARPO's entropy-guided tree concentrates its branches beyond the uniform reference by at least 5 points",
+        "ARPO's entropy-guided tree concentrates its branches beyond the uniform reference by at least 5 points on "
+        "average over the seeds (95% t-interval above 0)",
         "AEPO (Dong et al. 2025): ARPO's branching piles onto a few high-entropy roots; P4 of the pre-registration",
         "branching_top3_over_uniform",
         0.05,
+        reach=lambda n: 1.0 - n["branching_uniform_top3_share"],  # the top-3 share is at most 1
     ),
     ClaimSpec(
         "C16.5",

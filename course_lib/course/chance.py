@@ -10,8 +10,11 @@ says how; `course_lib.lab.verdicts` prints it and a test holds it under `claims.
   follows the t predictive distribution, mean + sd sqrt(1 + 1/n) T_{n-1}, so the probability of landing on the
   wrong side is T_{n-1}((threshold - mean) / (sd sqrt(1 + 1/n))) (or its complement). With three seeds this is
   heavy-tailed (2 degrees of freedom): a check needs a wide margin to be called a mechanism;
-- `at_least_one`: a count that must not be zero (a batch needs a tool call, a tree a branch): Poisson with the
-  recorded counts' mean as its rate (the rate's maximum-likelihood estimate), P(0) = exp(-mean);
+- `at_least_one`: a count that must not be zero (a batch needs a tool call, a tree a branch): Poisson counts whose
+  rate is itself uncertain, so the chance of a zero is the posterior predictive, not the plug-in exp(-mean): with
+  Jeffreys' prior on the rate and counts summing to S over n seeds, the rate's posterior is Gamma(S + 1/2, n) and
+  a new seed's count is negative binomial, P(0) = (n / (n + 1))^(S + 1/2). It exceeds exp(-mean) most when seeds
+  are few (24 calls over 5 seeds: 1.1% against 0.8%);
 - `any_of`: a check made of several parts fails when one does: the sum of their probabilities (a union bound).
 """
 
@@ -77,17 +80,19 @@ def next_seed(
 
 
 def at_least_one(key: str) -> Rule:
-    """The check needs the count `key` to be at least 1: P(0) of a Poisson whose rate is the recorded counts' mean
-    (a batch with tool calls, a tree that branched)."""
+    """The check needs the count `key` to be at least 1 (a batch with tool calls, a tree that branched): the
+    posterior predictive chance of a 0 on a new seed, Poisson counts with Jeffreys' prior on their rate (module
+    docstring): (n / (n + 1))^(S + 1/2) for counts summing to S over n seeds."""
 
     def rule(seeds: Sequence[Mapping[str, float]]) -> Chance:
         values = [numbers[key] for numbers in seeds if key in numbers]
         if not values:
             return Chance(1.0, f"{key} was never recorded")
-        rate = sum(values) / len(values)
-        least = min(values)
-        how = f"{key} >= 1: {rate:.3g} on average over {len(values)} seeds (least {least:g}); P(0) = exp(-{rate:.3g})"
-        return Chance(math.exp(-rate), how)
+        n, total = len(values), sum(values)
+        probability = math.exp((total + 0.5) * math.log(n / (n + 1)))
+        how = (f"{key} >= 1: {total / n:.3g} on average over {n} seeds (least {min(values):g}); predictive "
+               f"P(0) = ({n}/{n + 1})^({total:g} + 1/2)")  # fmt: skip
+        return Chance(probability, how)
 
     return rule
 

@@ -6,13 +6,18 @@ its claims once, as `ClaimSpec`s in its module's `CLAIMS`: a check is a pure fun
 dictionary of numbers that the chapter's `claim_numbers(results)` extracts from a run, so a verdict
 can be recomputed from recorded numbers alone (`course_lib.course.recorded`, `tests/course/test_recorded.py`).
 
-Every claim has a kind (`KINDS`): a **finding** is a paper's empirical result, tested by a check that could come
-out either way; a **mechanism** check is exact or about the implementation (an identity, a mask, a gradient
-equality, the course's own engine), and cannot fail by chance (its `chance` says how likely it is to, computed from
-the recorded seeds: under 1%, or it is not a mechanism); a **design** check holds by how the experiment is built (a
-planted signal, a count that cannot differ, a property of the warm start) and is shown, never counted; a
-**description** is a measurement that can come out either way by chance and tests no paper's finding, shown with
-how often its check passed and never counted. A phenomenon that an inducer creates (a bonus, a planted base) is
+Every claim has a kind (`KINDS`): a **finding** is a result a paper reports, tested in the miniature by a check that
+could come out either way; a **hypothesis** is the course's own conjecture (when step credit helps, say), tested by
+the same rule as a finding and tallied apart from the papers' findings; a **mechanism** check is exact or about the
+implementation (an identity, a mask, a gradient equality, the course's own engine), and cannot fail by chance (its
+`chance` says how likely it is to, computed from the recorded seeds: under 1%, or it is not a mechanism; an
+integration check, that a real model trains through the course's engine, is one); a **design** check holds by how
+the experiment is built (a planted signal, a count that cannot differ, a property of the warm start or of the
+designed setting) and is shown, never counted; a **description** is a measurement that can come out either way by
+chance and tests no paper's finding, shown with how often its check passed and never counted. A finding or
+hypothesis that its deciding seeds cannot test (nothing to score, or a margin beyond the largest effect the
+measurement can show) is **not testable**, with the reason computed from its numbers (`ClaimSpec.scored`,
+`ClaimSpec.reach`), and counted neither way. A phenomenon that an inducer creates (a bonus, a planted base) is
 `induced`.
 
 A claim has two verdicts. This run's (`ClaimSpec.evaluate`) depends on the machine's floating-point kernels, since
@@ -46,13 +51,22 @@ def settled(numbers: Mapping[str, float]) -> dict[str, float]:
 
 NOT_REPRODUCED = "not reproduced at this scale"
 NOT_RUN_HERE = "not run here (its arms are read from results/)"
+NOT_SUPPORTED = "not supported at this scale"
+"""This run's status of a hypothesis whose check did not pass (the course's own conjecture is supported or not; it
+reproduces no paper)."""
+NOT_TESTABLE = "not testable"
+"""The course-level status of a finding or hypothesis its deciding seeds cannot test (`lab.verdicts`), with the
+reason."""
 NOT_MET = "not met"
 """This run's status of a description whose check did not pass (a description reproduces nothing, so it cannot be
 "not reproduced")."""
 NOT_APPLICABLE = "not applicable"
 """The status of a claim that cannot apply to a run's setting (a fork on another environment), with the reason."""
-KINDS = ("finding", "mechanism", "design", "description")
+KINDS = ("finding", "hypothesis", "mechanism", "design", "description")
 """What a claim is (see the module docstring); only findings are counted as a paper's results reproduced."""
+TESTED_KINDS = ("finding", "hypothesis")
+"""The kinds decided by the course's rule on their recorded seeds (paired effects, or every seed), and that can be
+not testable."""
 CHANCE_LIMIT = 0.01
 """A mechanism check may fail by chance (its `ClaimSpec.chance`, on the recorded seeds) with at most this
 probability; above it, the check is a finding or a description, never a required mechanism."""
@@ -130,7 +144,9 @@ class Claim:
             return "PASS"
         if self.kind == "description":
             return NOT_MET
-        return "FAIL" if self.required else NOT_REPRODUCED
+        if self.required:
+            return "FAIL"
+        return NOT_SUPPORTED if self.kind == "hypothesis" else NOT_REPRODUCED
 
 
 @dataclass(frozen=True)
@@ -151,7 +167,7 @@ class ClaimSpec:
     """True only for a claim that holds on every recorded seed and on any machine (a mechanism check, or a finding
     with room to spare): the claims cell raises when it fails. The others report instead of failing."""
     kind: str = "finding"
-    """`finding`, `mechanism` or `design` (`KINDS`)."""
+    """`finding`, `hypothesis`, `mechanism`, `design` or `description` (`KINDS`)."""
     induced: bool = False
     """True when the phenomenon is created by an inducer of the experiment (a bonus, a planted signal)."""
     effects: tuple[tuple[str, float], ...] = ()
@@ -165,6 +181,14 @@ class ClaimSpec:
     """For a mechanism check: the probability that its check fails by chance although what it checks is true,
     computed from the recorded seeds' numbers, with the computation in words (`course.chance`). Every mechanism
     declares it; under `CHANCE_LIMIT`, or the check is not a mechanism."""
+    scored: str = ""
+    """For a finding or hypothesis: the number (a count or a share) of what its check scores on a seed, e.g. the
+    share of answers written in the tags that success reads. 0 on every deciding seed: nothing was scored, and the
+    claim is not testable there (`lab.verdicts`)."""
+    reach: Callable[[Mapping[str, float]], float] | None = None
+    """For a finding or hypothesis decided on a paired effect with a margin above 0: numbers -> the largest effect
+    the measurement can show on that seed (e.g. 1 minus a reference share). When its mean over the deciding seeds
+    is below the margin, no result could meet the margin, and the claim is not testable (`lab.verdicts`)."""
 
     @property
     def label(self) -> str:
@@ -176,8 +200,8 @@ class ClaimSpec:
             raise ValueError(f"claim {self.id}: kind must be one of {KINDS}, got {self.kind!r}")
         if self.kind == "mechanism" and self.chance is None:
             raise ValueError(f"claim {self.id}: a mechanism says how likely its check is to fail by chance (`chance`)")
-        if self.kind != "finding" and self.effects:
-            raise ValueError(f"claim {self.id}: only a finding is decided on paired effects")
+        if self.kind not in TESTED_KINDS and (self.effects or self.scored or self.reach):
+            raise ValueError(f"claim {self.id}: only a finding or a hypothesis is decided on paired effects")
 
     def evaluate(self, numbers: Mapping[str, float], measured: bool = True) -> Claim:
         """Today's `Claim`: run the check on `numbers`, rounded first (`settled`). With `measured` False (a run that
@@ -188,13 +212,19 @@ class ClaimSpec:
         return Claim(self.id, self.statement, bool(self.check(settled(numbers))), self.required, self.kind)
 
 
+ON_AVERAGE = " on average over the seeds (95% t-interval above 0)"
+"""What "at least X" means in a statement decided on a paired difference (`lab.verdicts`): a mean over the recorded
+seeds of at least X, and a 95% t-interval above 0 (not a lower bound at X)."""
+
+
 def effect_at_least(claim_id: str, statement: str, paper: str, key: str, margin: float, **fields) -> ClaimSpec:
     """A finding decided on one paired difference, its margin written once: the check `key >= margin` on a seed
-    (`at_least`), and the course-level verdict on the effect `(key, margin)` over the recorded seeds. `fields`:
-    the other `ClaimSpec` fields (`required`, `induced`, `shown`)."""
-    return ClaimSpec(
-        claim_id, statement, paper, key, lambda n: at_least(n[key], margin), effects=((key, margin),), **fields
-    )
+    (`at_least`), and the course-level verdict on the effect `(key, margin)` over the recorded seeds (a mean of at
+    least `margin`, its 95% t-interval above 0). The statement gets `ON_AVERAGE` appended, unless it already says
+    where its interval lies. `fields`: the other `ClaimSpec` fields (`required`, `induced`, `shown`, `kind`,
+    `scored`, `reach`)."""
+    said = statement if "95%" in statement else statement + ON_AVERAGE
+    return ClaimSpec(claim_id, said, paper, key, lambda n: at_least(n[key], margin), effects=((key, margin),), **fields)
 
 
 def positive_effects(claim_id: str, statement: str, paper: str, *keys: str, **fields) -> ClaimSpec:
@@ -205,6 +235,12 @@ def positive_effects(claim_id: str, statement: str, paper: str, *keys: str, **fi
         claim_id, statement, paper, keys[0], lambda n: all(n[key] > 0 for key in keys),
         effects=tuple((key, 0.0) for key in keys), **fields,
     )  # fmt: skip
+
+
+def hypothesis(claim_id: str, statement: str, paper: str, *keys: str, **fields) -> ClaimSpec:
+    """The course's own conjecture, in the direction it predicts: `positive_effects` of kind `hypothesis` (tallied
+    apart from the papers' findings), never required."""
+    return positive_effects(claim_id, statement, paper, *keys, kind="hypothesis", required=False, **fields)
 
 
 NONTRIVIAL_BASE = (0.05, 0.80)

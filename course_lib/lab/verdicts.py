@@ -14,6 +14,12 @@ notebooks' compared cells and takeaways, `docs/claims.md`, the README's chapter 
   (three passes in a row happen one time in eight for a coin). A seed that failed decides it at once: no further
   seed can make it pass on every seed;
 - below `MIN_SEEDS` a finding is **undecided**, never reproduced;
+- a finding its deciding seeds cannot test is **not testable**, counted neither reproduced nor not reproduced, with
+  the reason computed from its numbers: nothing was scored on any deciding seed (its `scored` number is 0 on all,
+  or its effect could not be measured on any), or its margin is out of reach by arithmetic (the mean over the
+  seeds of the largest effect the measurement can show, its `reach`, lies below the margin);
+- a **hypothesis** (the course's own conjecture, not a paper's result) is decided exactly as a finding, and its
+  status is supported or not supported; it is tallied apart from the papers' findings;
 - a **mechanism** check (required, and unable to fail by chance: its `chance` is computed from the recorded seeds
   and printed) holds when it passed on every recorded seed; a **design** check is shown and never counted; a
   **description** is shown with how often its check passed, and never counted.
@@ -40,7 +46,18 @@ from pathlib import Path
 
 from course_lib import chapters
 from course_lib.course import designs, recorded
-from course_lib.course.claims import NOT_REPRODUCED, TOLERANCE, Chance, ClaimSpec, Setting, at_least, chapter_of
+from course_lib.course.claims import (
+    NOT_REPRODUCED,
+    NOT_SUPPORTED,
+    NOT_TESTABLE,
+    TESTED_KINDS,
+    TOLERANCE,
+    Chance,
+    ClaimSpec,
+    Setting,
+    at_least,
+    chapter_of,
+)
 from course_lib.diagnostics import stats
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,6 +157,8 @@ class CourseVerdict:
     shown: tuple[tuple[str, str], ...] = ()
     """`(label, "mean [low, high] over n seeds")` of the spec's `shown` numbers, beside the verdict: deciding
     nothing."""
+    untestable: str = ""
+    """Why its deciding seeds cannot test it (`untestable`), computed from their numbers; empty when they can."""
 
     @property
     def id(self) -> str:
@@ -159,27 +178,39 @@ class CourseVerdict:
         return self.seeds > 0 and self.passed == self.seeds
 
     @property
+    def tested(self) -> bool:
+        """A finding or hypothesis its deciding seeds can test (counted in its kind's tally)."""
+        return self.kind in TESTED_KINDS and not self.untestable
+
+    @property
     def decided(self) -> bool:
         """Whether a finding's status is settled: on at least `MIN_SEEDS` seeds, or (decided on every seed) by a
-        seed that failed, which no further seed can undo."""
+        seed that failed, which no further seed can undo. A claim found not testable is settled as such."""
+        if self.untestable:
+            return True
         if self.effects:
             return all(e.decided for e in self.effects)
         return self.seeds >= MIN_SEEDS or (self.seeds > 0 and not self.every_seed)
 
     @property
     def holds(self) -> bool:
-        """Reproduced (a finding), holds (a mechanism or design); a description never counts."""
-        if self.kind == "finding":
-            if not self.decided:
+        """Reproduced (a finding), supported (a hypothesis), holds (a mechanism or design); a description never
+        counts, nor does a claim that is not testable."""
+        if self.kind in TESTED_KINDS:
+            if not self.decided or self.untestable:
                 return False
             return all(e.holds for e in self.effects) if self.effects else self.every_seed
         return self.every_seed and self.kind != "description"
 
     @property
     def status(self) -> str:
-        if self.kind == "finding":
+        if self.kind in TESTED_KINDS:
+            if self.untestable:
+                return NOT_TESTABLE
             if not self.decided:
                 return f"{UNDECIDED} ({self.seeds} seed{'s' * (self.seeds != 1)})"
+            if self.kind == "hypothesis":
+                return "supported" if self.holds else NOT_SUPPORTED
             return "reproduced" if self.holds else NOT_REPRODUCED
         if self.kind == "mechanism":
             return "holds" if self.holds else "fails"
@@ -197,9 +228,11 @@ class CourseVerdict:
         if self.dirty:
             passed += f", {self.dirty} of them recorded from uncommitted code"
         beside = "".join(f"; shown: {label} {text}" for label, text in self.shown)
+        if self.untestable:
+            passed += f"; {self.untestable}"
         if self.effects:
             return f"{passed}; decided on " + "; ".join(e.text() for e in self.effects) + beside
-        if self.kind == "finding":
+        if self.kind in TESTED_KINDS:
             return f"{passed}; decided on its check on every recorded seed (at least {MIN_SEEDS})"
         if self.chance is not None:
             return f"{passed}; P(fails by chance) {self.chance.probability:.2g}: {self.chance.how}{beside}"
@@ -217,6 +250,8 @@ class CourseVerdict:
         else:
             detail = f"its check passed on {self.passed} of {self.seeds} seeds"
         detail += "".join(f"; beside it, {label} {text}" for label, text in self.shown)
+        if self.untestable:
+            detail = f"{self.untestable}; {detail}"
         return f"**{self.id}: {self.status}** ({detail})"
 
 
@@ -231,7 +266,30 @@ def decide(
     )
     chance = spec.chance(seed_numbers) if spec.chance is not None and seed_numbers else None
     shown = tuple((label, interval_text([n[key] for n in seed_numbers if key in n])) for key, label in spec.shown)
-    return CourseVerdict(spec, len(seed_numbers), passed, effects, chance, dirty, tuple(files), shown)
+    reason = untestable(spec, seed_numbers, effects)
+    return CourseVerdict(spec, len(seed_numbers), passed, effects, chance, dirty, tuple(files), shown, reason)
+
+
+def untestable(spec: ClaimSpec, seed_numbers: Sequence[Mapping[str, float]], effects: Sequence[Effect]) -> str:
+    """Why `spec`'s deciding seeds cannot test it, computed from their numbers, or "" when they can (and for a
+    mechanism, design or description, or below `MIN_SEEDS` seeds, where the question does not arise): nothing
+    scored (its `scored` number is 0 on every seed, or no effect could be measured on any), or a margin out of
+    reach (the mean of its `reach` over the seeds, the largest effect the measurement can show, is below it)."""
+    n = len(seed_numbers)
+    if spec.kind not in TESTED_KINDS or n < MIN_SEEDS:
+        return ""
+    if spec.scored and all(numbers.get(spec.scored, 0.0) == 0 for numbers in seed_numbers):
+        return f"nothing to score: {spec.scored} is 0 on all {n} seeds"
+    unmeasurable = [e.key for e in effects if e.seeds == 0]
+    if effects and len(unmeasurable) == len(effects):
+        return f"nothing to score: {', '.join(unmeasurable)} could not be measured on any of {n} seeds"
+    if spec.reach is not None:
+        largest = sum(spec.reach(numbers) for numbers in seed_numbers) / n
+        beyond = [e for e in effects if e.margin > 0 and not at_least(largest, e.margin)]
+        if beyond:
+            return (f"margin out of reach: the largest effect the measurement can show is {largest:+.3f} on average "
+                    f"over {n} seeds, below the margin {beyond[0].margin:+.3f}")  # fmt: skip
+    return ""
 
 
 def interval_text(values: Sequence[float]) -> str:
@@ -240,10 +298,6 @@ def interval_text(values: Sequence[float]) -> str:
         return "not recorded"
     mean, low, high = stats.t_interval(values)
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}] over {len(values)} seeds"
-
-
-def chapter_module(chapter: str):
-    return chapters.module(chapter)
 
 
 def recorded_design(chapter: str) -> designs.Design | None:
@@ -258,7 +312,7 @@ def settings(chapter: str) -> list[Setting]:
     its `course_lib.course.designs` design."""
     found = []
     for key in chapters.modules():
-        for setting in getattr(chapter_module(key), "SETTINGS", ()):
+        for setting in getattr(chapters.module(key), "SETTINGS", ()):
             own = tuple(spec for spec in setting.claims if chapter_of(spec.id) == chapter)
             if own and recorded.path(setting.results).exists():
                 found.append(dataclasses.replace(setting, claims=own))
@@ -270,7 +324,7 @@ def settings(chapter: str) -> list[Setting]:
 
 def chapter_specs(chapter: str) -> tuple[ClaimSpec, ...]:
     """The chapter's `CLAIMS`, then its designed settings' claims once their seeds are recorded."""
-    specs = tuple(chapter_module(chapter).CLAIMS)
+    specs = tuple(chapters.module(chapter).CLAIMS)
     return specs + tuple(spec for setting in settings(chapter) for spec in setting.claims)
 
 
@@ -297,7 +351,7 @@ def chapter_verdicts(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> 
     setting's (unless `specs` are given) on that setting's file."""
     names = (chapter,) + ((confirmation(chapter),) if confirmation(chapter) else ())
     numbers, dirty = recorded_seeds(*names)
-    own = specs if specs else chapter_module(chapter).CLAIMS
+    own = specs if specs else chapters.module(chapter).CLAIMS
     verdicts = [decide(spec, numbers, dirty, names) for spec in own]
     for setting in () if specs else settings(chapter):
         numbers, dirty = recorded_seeds(setting.results)
@@ -311,15 +365,24 @@ def course_lines(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> dict
 
 
 def tally(verdicts: Sequence[CourseVerdict]) -> str:
-    """`findings reproduced 1 of 3 (C7.1); undecided C8.2 (3 seeds); mechanism checks 2 of 2 hold; design (shown,
-    not counted): C8.1; described (not counted): C14.4`."""
-    findings = [v for v in verdicts if v.kind == "finding"]
+    """`findings reproduced 1 of 3 (C7.1); undecided C8.2 (3 seeds); not testable: C16.4; the course's hypotheses
+    supported 1 of 2 (C17.12d); mechanism checks 2 of 2 hold; design (shown, not counted): C8.1; described (not
+    counted): C14.4`. A claim that is not testable is left out of its kind's count."""
+    findings = [v for v in verdicts if v.kind == "finding" and v.tested]
     reproduced = [v.id for v in findings if v.holds]
     parts = [f"findings reproduced {len(reproduced)} of {len(findings)}"
              + (f" ({', '.join(reproduced)})" if reproduced else "")]  # fmt: skip
-    undecided = [f"{v.id} ({v.seeds} seeds)" for v in findings if not v.decided]
+    undecided = [f"{v.id} ({v.seeds} seeds)" for v in verdicts if v.tested and not v.decided]
     if undecided:
         parts.append(f"undecided: {', '.join(undecided)}")
+    untestable = [v.id for v in verdicts if v.untestable]
+    if untestable:
+        parts.append(f"not testable (counted neither way): {', '.join(untestable)}")
+    hypotheses = [v for v in verdicts if v.kind == "hypothesis" and v.tested]
+    if hypotheses:
+        supported = [v.id for v in hypotheses if v.holds]
+        parts.append(f"the course's hypotheses supported {len(supported)} of {len(hypotheses)}"
+                     + (f" ({', '.join(supported)})" if supported else ""))  # fmt: skip
     mechanisms = [v for v in verdicts if v.kind == "mechanism"]
     if mechanisms:
         parts.append(f"mechanism checks {sum(v.holds for v in mechanisms)} of {len(mechanisms)} hold")
@@ -444,16 +507,19 @@ FINDINGS_COLUMN = "findings reproduced"
 
 
 def findings_cell(verdicts: Sequence[CourseVerdict]) -> str:
-    """The README chapter map's short cell: `2 of 2`, `0 of 5 (1 undecided)`, or for a chapter that tests no finding
+    """The README chapter map's short cell: `2 of 2`, `0 of 5 (1 undecided)`, `0 of 1 (3 not testable)`, with the
+    course's own hypotheses apart (`1 of 3; hypotheses 2 of 3 supported`), or for a chapter that tests no finding
     `none tested (mechanism checks 5 of 5 hold)`; `docs/claims.md`'s tally line gives the ids."""
     findings = [v for v in verdicts if v.kind == "finding"]
+    tested = [v for v in findings if v.tested]
+    hypotheses = [v for v in verdicts if v.kind == "hypothesis" and v.tested]
+    apart = f"; hypotheses {sum(v.holds for v in hypotheses)} of {len(hypotheses)} supported" if hypotheses else ""
     if findings:
-        undecided = sum(not v.decided for v in findings)
-        return f"{sum(v.holds for v in findings)} of {len(findings)}" + (
-            f" ({undecided} undecided)" if undecided else ""
-        )
+        undecided, untestable = sum(not v.decided for v in tested), len(findings) - len(tested)
+        notes = [f"{undecided} undecided"] * bool(undecided) + [f"{untestable} not testable"] * bool(untestable)
+        return f"{sum(v.holds for v in tested)} of {len(tested)}" + (f" ({', '.join(notes)})" if notes else "") + apart
     mechanisms = [v for v in verdicts if v.kind == "mechanism"]
-    return f"none tested (mechanism checks {sum(v.holds for v in mechanisms)} of {len(mechanisms)} hold)"
+    return f"none tested (mechanism checks {sum(v.holds for v in mechanisms)} of {len(mechanisms)} hold)" + apart
 
 
 def readme_claims(text: str) -> str:
@@ -461,7 +527,8 @@ def readme_claims(text: str) -> str:
     total regenerated from `results/`."""
     from course_lib.lab.study_time import fill_column
 
-    totals = {"finding": [0, 0, 0], "mechanism": [0, 0, 0]}
+    # per kind: [holds, counted, undecided, not testable]
+    totals = {kind: [0, 0, 0, 0] for kind in ("finding", "hypothesis", "mechanism")}
 
     def cell(row: dict[str, str]) -> str | None:
         chapter = f"ch{row.get('#', '')}"
@@ -470,20 +537,25 @@ def readme_claims(text: str) -> str:
         verdicts = chapter_verdicts(chapter)
         for v in verdicts:
             if v.kind in totals:
-                totals[v.kind][0] += v.holds
-                totals[v.kind][1] += 1
-                totals[v.kind][2] += v.kind == "finding" and not v.decided
+                count = totals[v.kind]
+                count[3] += bool(v.untestable)
+                if not v.untestable:
+                    count[0] += v.holds
+                    count[1] += 1
+                    count[2] += v.kind in TESTED_KINDS and not v.decided
         return findings_cell(verdicts)
 
     text = fill_column(text, FINDINGS_COLUMN, cell)
-    findings, mechanisms = totals["finding"], totals["mechanism"]
-    undecided = f" ({findings[2]} undecided on fewer than {MIN_SEEDS} seeds)" if findings[2] else ""
+    findings, hypotheses, mechanisms = totals["finding"], totals["hypothesis"], totals["mechanism"]
+    notes = [f"{findings[2]} undecided on fewer than {MIN_SEEDS} seeds"] if findings[2] else []
+    notes += [f"{findings[3]} more not testable on their seeds, counted neither way"] if findings[3] else []
     total = (
         f"{TOTAL_START}\n**Findings reproduced over the course: {findings[0]} of the {findings[1]} papers' findings "
-        f"tested**{undecided}; apart from them, {mechanisms[0]} of {mechanisms[1]} mechanism checks hold (generated "
-        f"by `python -m course_lib.lab.verdicts --write` from `results/`: a finding is reproduced when, "
-        f"over at least "
-        f"{MIN_SEEDS} seeds, its 95% t-interval lies above zero and its mean reaches its margin).\n{TOTAL_END}"
+        f"tested**{f' ({chr(59).join(notes)})' if notes else ''}; apart from them, the course's own hypotheses: "
+        f"{hypotheses[0]} of {hypotheses[1]} supported; {mechanisms[0]} of {mechanisms[1]} mechanism checks hold "
+        f"(generated by `python -m course_lib.lab.verdicts --write` from `results/`: a finding is reproduced when, "
+        f"over at least {MIN_SEEDS} seeds, the mean of its paired difference reaches its margin and its 95% "
+        f"t-interval lies above zero).\n{TOTAL_END}"
     )
     if TOTAL_START in text:
         return re.sub(re.escape(TOTAL_START) + ".*?" + re.escape(TOTAL_END), lambda _: total, text, flags=re.S)

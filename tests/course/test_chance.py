@@ -12,10 +12,22 @@ def test_an_exact_check_cannot_fail_by_chance():
     assert found.probability == 0.0 and found.how == "exact: compared token by token"
 
 
-def test_a_count_that_must_not_be_zero_is_poisson_at_its_mean():
-    # counts 2 and 4: rate 3, P(0) = exp(-3) = 0.0498
+PREDICTIVE = (2 / 3) ** 6.5
+"""Counts 2 and 4 over 2 seeds: S = 6, P(0) = (2/3)^(6 + 1/2) = 0.0717 (the plug-in exp(-3) would say 0.0498)."""
+
+
+def test_a_count_that_must_not_be_zero_is_negative_binomial_predictive():
     found = chance.at_least_one("calls")([{"calls": 2.0}, {"calls": 4.0}])
-    assert found.probability == pytest.approx(math.exp(-3)) and "least 2" in found.how
+    assert found.probability == pytest.approx(0.07168, abs=1e-5)
+    assert found.probability > math.exp(-3), "the rate's uncertainty makes a zero likelier than the plug-in says"
+    assert "least 2" in found.how and "(2/3)^(6 + 1/2)" in found.how
+    # chapter 00's SmolLM2 mask check: 24 calls over 5 seeds, 1.15% (above the 1% a mechanism allows)
+    assert chance.at_least_one("c")([{"c": x} for x in (2.0, 6.0, 5.0, 7.0, 4.0)]).probability == pytest.approx(
+        (5 / 6) ** 24.5
+    )
+    # many seeds: the predictive approaches the plug-in
+    many = chance.at_least_one("c")([{"c": 3.0}] * 10_000).probability
+    assert many == pytest.approx(math.exp(-3), rel=1e-3)
     assert chance.at_least_one("calls")([{"other": 1.0}]).probability == 1.0, "never recorded: no guarantee"
 
 
@@ -37,10 +49,10 @@ def test_a_measured_number_uses_the_t_predictive_tail():
 def test_parts_add_up():
     seeds = [{"calls": 2.0}, {"calls": 4.0}]
     both = chance.any_of(chance.exact("by hand"), chance.at_least_one("calls"), chance.at_least_one("calls"))(seeds)
-    assert both.probability == pytest.approx(2 * math.exp(-3)) and both.how.startswith("exact: by hand; calls >= 1")
+    assert both.probability == pytest.approx(2 * PREDICTIVE) and both.how.startswith("exact: by hand; calls >= 1")
 
 
 def test_an_exact_comparison_fails_by_chance_only_when_nothing_was_compared():
     seeds = [{"calls": 2.0}, {"calls": 4.0}]
     found = chance.compared_exactly("by hand", "calls")(seeds)
-    assert found.probability == pytest.approx(math.exp(-3)) and found.how.startswith("exact: by hand; calls >= 1")
+    assert found.probability == pytest.approx(PREDICTIVE) and found.how.startswith("exact: by hand; calls >= 1")

@@ -350,6 +350,19 @@ def test_an_effect_at_least_its_margin_writes_the_margin_once():
     # 0.905 - 0.855 = 0.05000000000000004 and 0.85 - 0.80 = 0.04999999999999993: both are a tie at the margin
     assert [spec.check({"a_minus_b": x}) for x in (0.049, 0.85 - 0.80, 0.05, 0.2)] == [False, True, True, True]
     assert not spec.check({"a_minus_b": math.nan})
+    # its statement says what the course-level rule checks: a mean over the seeds, the interval above 0
+    assert spec.statement == "a beats b by 5 points on average over the seeds (95% t-interval above 0)"
+    said = effect_at_least("C9.9", "a beats b (95% t-interval above 0; history)", "paper", "a_minus_b", 0.05)
+    assert said.statement == "a beats b (95% t-interval above 0; history)", "a statement that says it is kept"
+
+
+def test_a_hypothesis_is_the_courses_own_and_never_required():
+    from course_lib.course.claims import NOT_SUPPORTED, hypothesis
+
+    spec = hypothesis("C9.7", "a leads more where states recur", "no paper: the course's", "lead_gap")
+    assert spec.kind == "hypothesis" and not spec.required and spec.effects == (("lead_gap", 0.0),)
+    assert spec.evaluate({"lead_gap": 0.1}).status == "PASS"
+    assert spec.evaluate({"lead_gap": -0.1}).status == NOT_SUPPORTED
 
 
 def test_positive_effects_need_every_difference_above_zero():

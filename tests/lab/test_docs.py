@@ -173,10 +173,12 @@ def test_readme_findings_column_matches_docs():
         declared = {re.sub(r"[a-z]$", "", spec.id) for spec in specs}  # a designed setting's ids too (C0.5d)
         assert docs[chapter] == declared, (chapter, docs[chapter], declared)
         held, tested = tallies[chapter]
-        assert tested == sum(spec.kind == "finding" for spec in specs), (chapter, tested)
+        untestable = sum(bool(v.untestable) for v in verdicts.chapter_verdicts(key) if v.kind == "finding")
+        assert tested == sum(spec.kind == "finding" for spec in specs) - untestable, (chapter, tested)
         cell = readme[chapter]
         if tested:
-            assert re.fullmatch(rf"{held} of {tested}( \(\d+ undecided\))?", cell), (chapter, cell, tallies[chapter])
+            notes = r"( \((\d+ undecided)?(, )?(\d+ not testable)?\))?(; hypotheses \d+ of \d+ supported)?"
+            assert re.fullmatch(rf"{held} of {tested}{notes}", cell), (chapter, cell, tallies[chapter])
         else:
             assert cell.startswith("none tested"), (chapter, cell)
 
@@ -187,12 +189,16 @@ def test_readme_findings_cell_reads_the_verdicts():
 
     from course_lib.lab import verdicts
 
-    def verdict(kind, holds, decided=True):
-        return SimpleNamespace(kind=kind, holds=holds, decided=decided)
+    def verdict(kind, holds, decided=True, tested=True):
+        return SimpleNamespace(kind=kind, holds=holds, decided=decided, tested=tested)
 
     mixed = [verdict("finding", True), verdict("finding", False), verdict("design", True)]
     assert verdicts.findings_cell(mixed) == "1 of 2"
     assert verdicts.findings_cell([verdict("finding", False, decided=False)]) == "0 of 1 (1 undecided)"
+    untestable = [verdict("finding", False), verdict("finding", False, tested=False)]
+    assert verdicts.findings_cell(untestable) == "0 of 1 (1 not testable)"
+    hypotheses = [verdict("finding", True), verdict("hypothesis", True), verdict("hypothesis", False)]
+    assert verdicts.findings_cell(hypotheses) == "1 of 1; hypotheses 1 of 2 supported"
     assert verdicts.findings_cell([verdict("mechanism", True), verdict("mechanism", True)]) == (
         "none tested (mechanism checks 2 of 2 hold)"
     )

@@ -9,15 +9,15 @@ import pytest
 
 from course_lib import chapters
 from course_lib.course import chance
-from course_lib.course.claims import CHANCE_LIMIT, NOT_REPRODUCED, ClaimSpec, at_least
+from course_lib.course.claims import CHANCE_LIMIT, NOT_REPRODUCED, NOT_SUPPORTED, NOT_TESTABLE, ClaimSpec, at_least
 from course_lib.diagnostics import stats
 from course_lib.lab import verdicts
 
 
-def spec(kind="finding", effects=(), check=lambda n: n["x"] > 0, required=False) -> ClaimSpec:
+def spec(kind="finding", effects=(), check=lambda n: n["x"] > 0, required=False, **fields) -> ClaimSpec:
     exact = chance.exact("by construction") if kind == "mechanism" else None
     return ClaimSpec("C99.1", "x is positive", "paper", "x", check, required=required or kind == "mechanism",
-                     kind=kind, effects=effects, chance=exact)  # fmt: skip
+                     kind=kind, effects=effects, chance=exact, **fields)  # fmt: skip
 
 
 def test_at_least_absorbs_rounding_but_not_a_real_shortfall():
@@ -50,6 +50,49 @@ def test_a_comparison_is_decided_on_the_paired_interval_and_the_margin():
     assert not verdicts.decide(spec(effects=(("x", 0.0),)), mixed).holds
     # one seed gives no interval
     assert not verdicts.decide(spec(effects=(("x", 0.0),)), leads[:1]).holds
+
+
+def test_a_claim_its_seeds_cannot_test_is_not_testable_with_the_reason_computed():
+    leads = [{"x": v, "scored": 0.0, "ceiling": 0.03} for v in (0.01, 0.02, 0.0, 0.01, 0.02)]
+    # nothing scored on any deciding seed
+    nothing = verdicts.decide(spec(effects=(("x", 0.05),), scored="scored"), leads)
+    assert nothing.status == NOT_TESTABLE and not nothing.holds and not nothing.tested and nothing.decided
+    assert nothing.untestable == "nothing to score: scored is 0 on all 5 seeds"
+    assert "nothing to score" in nothing.line() and "nothing to score" in nothing.phrase()
+    # one seed that scored something makes it testable again (then simply not reproduced)
+    some = [dict(n, scored=1.0) if i == 2 else n for i, n in enumerate(leads)]
+    assert verdicts.decide(spec(effects=(("x", 0.05),), scored="scored"), some).status == NOT_REPRODUCED
+    # a paired difference measurable on no seed
+    unmeasured = verdicts.decide(spec(effects=(("x", 0.05),)), [{"x": math.nan}] * 5)
+    assert unmeasured.status == NOT_TESTABLE and "could not be measured on any of 5 seeds" in unmeasured.untestable
+    # a margin beyond the largest effect the measurement can show: the mean reach 0.03 is below 0.05
+    beyond = verdicts.decide(spec(effects=(("x", 0.05),), reach=lambda n: n["ceiling"]), leads)
+    assert beyond.status == NOT_TESTABLE and beyond.untestable.startswith("margin out of reach: ")
+    assert "+0.030 on average over 5 seeds, below the margin +0.050" in beyond.untestable
+    reachable = [dict(n, ceiling=0.2) for n in leads]
+    assert verdicts.decide(spec(effects=(("x", 0.05),), reach=lambda n: n["ceiling"]), reachable).status == (
+        NOT_REPRODUCED
+    )
+    # below 5 seeds nothing is settled, not even that
+    assert verdicts.decide(spec(effects=(("x", 0.05),), scored="scored"), leads[:3]).status == "undecided (3 seeds)"
+    # the tally leaves it out of the count and names it
+    tally = verdicts.tally([nothing, verdicts.decide(spec(), [{"x": 1.0}] * 5)])
+    assert tally.startswith("findings reproduced 1 of 1 (C99.1); not testable (counted neither way): C99.1")
+    with pytest.raises(ValueError, match="only a finding or a hypothesis"):
+        spec(kind="design", scored="scored")
+
+
+def test_a_hypothesis_is_decided_as_a_finding_and_tallied_apart():
+    leads = [{"x": v} for v in (0.04, 0.06, 0.08, 0.05, 0.07)]
+    supported = verdicts.decide(spec(kind="hypothesis", effects=(("x", 0.05),)), leads)
+    assert supported.holds and supported.status == "supported"
+    against = verdicts.decide(spec(kind="hypothesis", effects=(("x", 0.07),)), leads)
+    assert not against.holds and against.status == NOT_SUPPORTED
+    finding = verdicts.decide(spec(effects=(("x", 0.05),)), leads)
+    assert verdicts.tally([finding, supported, against]) == (
+        "findings reproduced 1 of 1 (C99.1); the course's hypotheses supported 1 of 2 (C99.1)"
+    )
+    assert spec(kind="hypothesis").evaluate({"x": -1.0}).status == NOT_SUPPORTED
 
 
 def test_a_margin_below_zero_asks_the_interval_to_clear_the_margin():
