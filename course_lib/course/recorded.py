@@ -287,11 +287,11 @@ step): they differ between two runs of the same seed even on one machine, so `or
 
 
 def origin(chapter: str, seed: int, numbers: Mapping[str, float] | None = None) -> str:
-    """Which numbers of a notebook came from this run, in one line: this machine's CPU and threads against those
-    `results/<chapter>.json` recorded seed `seed` on. Only on the same CPU and thread count does a live run repeat
-    its recorded seed bit for bit (floating-point kernels and the split of sums over threads round differently).
-    With `numbers` (this run's claim numbers) on the same machine, it checks that: how many of the numbers both have
-    (timings aside) are equal to the recorded seed's."""
+    """This run against its recorded seed: this machine's CPU and threads against those `results/<chapter>.json`
+    recorded seed `seed` on, and, with `numbers` (this run's claim numbers), how many of the numbers both hold
+    (timings aside) are equal, and which differ and by how much (`agreement`). Only on the same CPU and thread count
+    can a live run repeat its recorded seed bit for bit (floating-point kernels and the split of sums over threads
+    round differently); elsewhere the comparison shows how far it landed."""
     import torch
 
     from course_lib.machine import cpu_description
@@ -311,21 +311,35 @@ def origin(chapter: str, seed: int, numbers: Mapping[str, float] | None = None) 
                      provenance.get("torch_threads"))  # fmt: skip
     if there == here:
         line = f"this run: seed {seed} on {here}, the machine and threads results/{chapter}.json recorded it on"
-        if numbers is None:
-            return line
-        return f"{line}: {_agreement(numbers, record['numbers'])}"
-    return (f"this run: seed {seed} on {here}; results/{chapter}.json recorded it on {there}: the numbers marked "
-            "'this run' are this machine's, the course-level verdicts the recorded seeds'")  # fmt: skip
+    else:
+        line = (f"this run: seed {seed} on {here}; results/{chapter}.json recorded it on {there}: the numbers "
+                "marked 'this run' are this machine's, the course-level verdicts the recorded seeds'")  # fmt: skip
+    return line if numbers is None else f"{line}\n{agreement(numbers, record['numbers'])}"
 
 
-def _agreement(numbers: Mapping[str, float], recorded: Mapping[str, float]) -> str:
-    """`41 of 41 numbers equal the recorded seed's` (or which differ), over the finite, untimed numbers both hold."""
+SHOWN_DIFFERENCES = 12
+"""At most this many differing numbers are listed (the largest differences first)."""
+
+
+def agreement(numbers: Mapping[str, float], recorded: Mapping[str, float]) -> str:
+    """`41 of 41 numbers equal the recorded seed's`, over the finite, untimed numbers both hold; when some differ,
+    each of them (the largest differences first, at most `SHOWN_DIFFERENCES`) as `key: this run 0.860, recorded
+    0.865 (-0.005)`, one per line."""
     shared = [key for key in numbers if key in recorded and not TIMING.search(key)
               and math.isfinite(float(numbers[key])) and math.isfinite(float(recorded[key]))]  # fmt: skip
     differ = [key for key in shared if float(numbers[key]) != float(recorded[key])]
+    head = f"{len(shared) - len(differ)} of {len(shared)} numbers equal the recorded seed's"
     if not differ:
-        return f"{len(shared)} of {len(shared)} numbers equal the recorded seed's"
-    return f"{len(differ)} of {len(shared)} numbers differ from the recorded seed's (first: {', '.join(differ[:3])})"
+        return head
+    differ.sort(key=lambda key: -abs(float(numbers[key]) - float(recorded[key])))
+    lines = [f"{head}; {len(differ)} differ (this run, recorded, difference):"]
+    for key in differ[:SHOWN_DIFFERENCES]:
+        mine, theirs = float(numbers[key]), float(recorded[key])
+        lines.append(f"  {key}: this run {format_number(mine)}, recorded {format_number(theirs)} "
+                     f"({mine - theirs:+.4g})")  # fmt: skip
+    if len(differ) > SHOWN_DIFFERENCES:
+        lines.append(f"  ... and {len(differ) - SHOWN_DIFFERENCES} more")
+    return "\n".join(lines)
 
 
 def recorded_numbers(recorded: Mapping, key: str) -> list[float]:

@@ -247,13 +247,22 @@ def test_origin_says_whether_this_run_can_equal_its_recorded_seed(tmp_results, m
     # on that machine it checks the numbers: timings aside, this run's equal the recorded seed's
     same = recorded.origin("ch09", 0, {"gain": 0.2, "cost": 1.0, "grpo_seconds_per_iteration": 9.0})
     assert same.endswith("2 of 2 numbers equal the recorded seed's")
-    assert "1 of 2 numbers differ from the recorded seed's (first: gain)" in recorded.origin(
-        "ch09", 0, {"gain": 0.3, "cost": 1.0}
+    assert recorded.origin("ch09", 0, {"gain": 0.3, "cost": 1.0}).endswith(
+        "1 of 2 numbers equal the recorded seed's; 1 differ (this run, recorded, difference):\n"
+        "  gain: this run 0.300, recorded 0.200 (+0.1)"
     )
     elsewhere = {**here, "cpu": "Another CPU (family 1, model 2)"}
     recorded.write("ch09", [{**record, "provenance": elsewhere}])
     line = recorded.origin("ch09", 0)
     assert "recorded it on Another CPU" in line and "the numbers marked 'this run' are this machine's" in line
+    # elsewhere too, this run is compared with the record: which numbers differ, and by how much
+    moved = recorded.origin("ch09", 0, {"gain": 0.25, "cost": 1.5})
+    assert moved.splitlines()[1:] == [
+        "0 of 2 numbers equal the recorded seed's; 2 differ (this run, recorded, difference):",
+        "  cost: this run 1.500, recorded 1 (+0.5)",
+        "  gain: this run 0.250, recorded 0.200 (+0.05)",
+    ]
+    assert recorded.origin("ch09", 0, {"gain": 0.2, "cost": 1.0}).endswith("2 of 2 numbers equal the recorded seed's")
     other_threads = {**here, "torch_threads": here["torch_threads"] + 1}
     recorded.write("ch09", [{**record, "provenance": other_threads}])
     assert "this machine's" in recorded.origin("ch09", 0)

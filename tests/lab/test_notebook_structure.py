@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.course.claims import NOT_MET, NOT_REPRODUCED, NOT_RUN_HERE
+from course_lib.course.claims import NOT_MET, NOT_REPRODUCED, NOT_RUN_HERE, NOT_SUPPORTED
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SECTIONS = ["## 1 ", "## 2 ", "## 3 ", "## 4 ", "## 5 ", "## 6 · Claims", "## 7 ", "## 8 "]
@@ -58,12 +58,17 @@ def test_claims_cell_prints_this_run_beside_the_course_verdict_which_is_compared
     assert "verdicts.course_lines(" in source, "this run's result is printed beside the course's"
     assert "recorded.origin(" in source, "the cell says which numbers came from this run"
     text = "".join("".join(o.get("text", "")) for o in cell["outputs"])
-    origin, *lines = text.strip().splitlines()
+    origin, against, *lines = text.strip().splitlines()
     assert origin.startswith("this run: seed "), origin
-    statuses = "|".join(re.escape(status) for status in ("PASS", "FAIL", NOT_MET, NOT_REPRODUCED, NOT_RUN_HERE))
+    # this run against its recorded seed: how many numbers are equal, then each that differs, indented
+    assert re.match(r"\d+ of \d+ numbers equal the recorded seed's", against), against
+    lines = [line for line in lines if not line.startswith("  ")]
+    statuses = "|".join(
+        re.escape(status) for status in ("PASS", "FAIL", NOT_MET, NOT_REPRODUCED, NOT_SUPPORTED, NOT_RUN_HERE)
+    )
     verdict_line = re.compile(
-        rf"^C\d+\.\d+[a-z]?\s+(finding|mechanism|design|description)\s+this run ({statuses}); recorded \d+ of \d+ "
-        r"seeds: \S"
+        rf"^C\d+\.\d+[a-z]?\s+(finding|hypothesis|mechanism|design|description)\s+this run ({statuses}); "
+        r"recorded \d+ of \d+ seeds: \S"
     )  # ids such as C4.3a; NOT_RUN_HERE for a claim whose arms the notebook does not train live
     assert lines and all(verdict_line.match(ln) for ln in lines), lines
     assert "verdicts.print_chapter(" in "".join(after["source"]), "the course-level verdicts follow the claims cell"
@@ -73,14 +78,17 @@ def test_claims_cell_prints_this_run_beside_the_course_verdict_which_is_compared
 
 
 STATUS_WORDS = re.compile(
-    r"\b(C\d+\.\d+[a-z]?)\b([^.;:]*?)\b(not reproduced|reproduced|undecided|holds by design|holds|fails|held)\b(?!-)"
+    r"\b(C\d+\.\d+[a-z]?)\b([^.;:]*?)\b"
+    r"(not reproduced|reproduced|not supported|supported|not testable|undecided|holds by design|holds|fails|held)"
+    r"\b(?!-)"
 )
 """A clause naming a claim and a status: in a notebook's markdown, a status typed by hand."""
 
 
 def test_status_words_catch_the_ways_a_status_was_typed_by_hand():
     for typed in ("C1.3 is reproduced in the designed setting", "C11.2a, a mechanism check, holds on every seed",
-                  "C9.3 (not reproduced)", "C8.2 is undecided on three seeds"):  # fmt: skip
+                  "C9.3 (not reproduced)", "C8.2 is undecided on three seeds", "C17.13d is supported",
+                  "C16.4 is not testable"):  # fmt: skip
         assert STATUS_WORDS.search(typed), typed
     assert not STATUS_WORDS.search("C7.1 asks whether GiGPO leads. The lead is reproduced below.")
     assert not STATUS_WORDS.search("C4.3b's metric (the mean held-out accuracy)")
