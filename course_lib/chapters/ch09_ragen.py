@@ -231,7 +231,8 @@ def timeline(history: Sequence[Mapping], config: Chapter09Config) -> dict[str, f
 
 def plot_timeline(history: Sequence[Mapping], config: Chapter09Config, title: str = ""):
     """The timeline of one run on four panels, under the chapter's thresholds (`diagnostics.collapse.plot_timeline`)."""
-    return collapse.plot_timeline(history, config.collapse_drop, config.signal_window, config.signal_drop, title)
+    return collapse.plot_timeline(history, config.collapse_drop, config.signal_window, config.signal_drop, title,
+                                  config.eval_tasks)  # fmt: skip
 
 
 # Claims -----------------------------------------------------------------------------------------

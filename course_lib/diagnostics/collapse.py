@@ -40,6 +40,13 @@ def collapse_point(history: Sequence[Mapping], drop: float) -> dict[str, float]:
     }
 
 
+def evaluation_noise(success: float, tasks: int) -> float:
+    """The standard deviation of the difference of two held-out evaluations of one policy, each the success rate on
+    `tasks` episodes at rate `success`: sqrt(2 p (1 - p) / N). A drop between two evaluations smaller than about
+    twice this is what sampling alone gives (at N = 128 and p = 0.5, 2 sd is 0.125)."""
+    return math.sqrt(2 * success * (1 - success) / tasks)
+
+
 def echo_windows(history: Sequence[Mapping]) -> dict[str, float]:
     """C9.1's pre-registered windows of held-out success (fixed before the runs on the layout-split base, so that the
     peak is not the maximum of noisy evaluations): the mean over the evaluations after iteration 0 up to half the run
@@ -99,10 +106,13 @@ def plot_timeline(
     window: int = WINDOW,
     signal_drop: float = SIGNAL_DROP,
     title: str = "",
+    eval_tasks: int | None = None,
 ):
-    """The Echo Trap's timeline of one run on a `plots.grid` of four panels: held-out success (peak and collapse
-    marked), and the windowed within-group reward std, entropy and gradient norm of the training batches, each
-    with a dotted line where it moved (`timeline`)."""
+    """The Echo Trap's timeline of one run on a `plots.grid` of four panels: held-out success (peak and the first
+    evaluation `collapse_drop` below it marked), and the windowed within-group reward std, entropy and gradient norm
+    of the training batches, each with a dotted line where it moved (`timeline`). With `eval_tasks` (the episodes of
+    one evaluation) that drop is called a collapse only when it exceeds twice the noise of two evaluations
+    (`evaluation_noise` at the peak's rate); a smaller one is labelled as within that noise."""
     from course_lib.diagnostics.plots import grid
 
     t = timeline(history, collapse_drop, window, signal_drop)
@@ -111,7 +121,13 @@ def plot_timeline(
     axes[0].plot(*zip(*curve, strict=True), marker=".", label="held-out success")
     axes[0].axvline(t["peak_iteration"], color="C2", linestyle=":", label="peak")
     if not math.isnan(t["collapse_iteration"]):
-        axes[0].axvline(t["collapse_iteration"], color="C3", linestyle=":", label="collapse")
+        drop = t["peak_success"] - dict(curve)[int(t["collapse_iteration"])]
+        label = f"first drop of {collapse_drop:g} or more ({drop:.2f})"
+        if eval_tasks:
+            noise = 2 * evaluation_noise(t["peak_success"], eval_tasks)
+            label = f"collapse: a drop of {drop:.2f}" if drop > noise else f"a drop of {drop:.2f}, within noise"
+            label += f" (2 sd of two evaluations: {noise:.2f})"
+        axes[0].axvline(t["collapse_iteration"], color="C3", linestyle=":", label=label)
     panels = (("reward_std", "within-group reward std"), ("entropy", "entropy (policy tokens)"),
               ("grad_norm", "gradient norm"))  # fmt: skip
     for ax, (key, label) in zip(axes[1:], panels, strict=True):

@@ -99,11 +99,13 @@ def paired_differences(
     ax: Axes,
     y_label: str = "",
     title: str | None = None,
-    margin: float | None = None,
+    margin: float | Mapping[int, tuple[float, str]] | None = None,
 ) -> Axes:
     """For each `(arm, baseline)` of `pairs`, arm minus baseline on the same seed (`values[name][k]` is seed k's):
     one dot per seed, the mean with its 95% t-interval (`stats.interval`), a line at 0 and, when given, the claim's
-    margin. What a paired claim is decided on, which bars from 0 hide when the seeds' spread exceeds the difference."""
+    margin: a number draws it across the panel; `{pair index: (margin, label)}` draws each over its own pair (a
+    panel whose pairs are different claims). What a paired claim is decided on, which bars from 0 hide when the
+    seeds' spread exceeds the difference."""
     for position, (label, baseline) in enumerate(pairs):
         arm, base = np.asarray(values[label], dtype=float), np.asarray(values[baseline], dtype=float)
         if arm.shape != base.shape:
@@ -115,7 +117,10 @@ def paired_differences(
         ax.scatter(np.full(differences.size, position + 0.18), differences, s=12, color="black", alpha=0.6,
                    label="one seed" if position == 0 else None)  # fmt: skip
     ax.axhline(0.0, color="grey", linewidth=1)
-    if margin is not None:
+    if isinstance(margin, Mapping):
+        for position, (value, label) in margin.items():
+            ax.hlines(value, position - 0.4, position + 0.4, color="C3", linestyle="--", linewidth=1, label=label)
+    elif margin is not None:
         ax.axhline(margin, color="C3", linestyle="--", linewidth=1, label=f"the claim's margin, {margin:+g}")
     ax.set_xticks(range(len(pairs)), [f"{label}\nminus {baseline}" for label, baseline in pairs], fontsize=8)
     ax.set_xlim(-0.5, len(pairs) - 0.5)

@@ -135,7 +135,7 @@ def fill_column(text: str, header: str, cell: Callable[[dict[str, str]], str | N
     """`text` with the column headed `header` of each of its Markdown tables rewritten: each body row's cell becomes
     `cell(row)` (`row` maps each header to its cell), or stays as it is where `cell` returns None. A table without
     such a column is left alone. The README's chapter map finds its generated columns this way (study time here, CPU
-    minutes in `notebooks.readme_minutes`, findings reproduced in `verdicts.readme_claims`), never by position."""
+    minutes in `notebooks.readme_minutes`, findings reproduced in `verdict_docs.readme_claims`), never by position."""
     lines = text.split("\n")
     columns: list[str] | None = None
     for i, line in enumerate(lines):

@@ -130,11 +130,11 @@ def test_claims_cell_ids_are_unique(path: Path):
 
 def readme_findings() -> dict[int, str]:
     """Chapter -> the README chapter map's "findings reproduced" cell (`2 of 2`, `none tested (...)`)."""
-    from course_lib.lab import study_time, verdicts
+    from course_lib.lab import study_time, verdict_docs
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    rows = [row for table in study_time.tables(text) for row in table if verdicts.FINDINGS_COLUMN in row]
-    return {int(row["#"]): row[verdicts.FINDINGS_COLUMN] for row in rows}
+    rows = [row for table in study_time.tables(text) for row in table if verdict_docs.FINDINGS_COLUMN in row]
+    return {int(row["#"]): row[verdict_docs.FINDINGS_COLUMN] for row in rows}
 
 
 def docs_tallies() -> dict[int, tuple[int, int]]:
@@ -187,19 +187,19 @@ def test_readme_findings_cell_reads_the_verdicts():
     """The README's cell, on verdicts made up for the purpose."""
     from types import SimpleNamespace
 
-    from course_lib.lab import verdicts
+    from course_lib.lab import verdict_docs
 
     def verdict(kind, holds, decided=True, tested=True):
         return SimpleNamespace(kind=kind, holds=holds, decided=decided, tested=tested)
 
     mixed = [verdict("finding", True), verdict("finding", False), verdict("design", True)]
-    assert verdicts.findings_cell(mixed) == "1 of 2"
-    assert verdicts.findings_cell([verdict("finding", False, decided=False)]) == "0 of 1 (1 undecided)"
+    assert verdict_docs.findings_cell(mixed) == "1 of 2"
+    assert verdict_docs.findings_cell([verdict("finding", False, decided=False)]) == "0 of 1 (1 undecided)"
     untestable = [verdict("finding", False), verdict("finding", False, tested=False)]
-    assert verdicts.findings_cell(untestable) == "0 of 1 (1 not testable)"
+    assert verdict_docs.findings_cell(untestable) == "0 of 1 (1 not testable)"
     hypotheses = [verdict("finding", True), verdict("hypothesis", True), verdict("hypothesis", False)]
-    assert verdicts.findings_cell(hypotheses) == "1 of 1; hypotheses 1 of 2 supported"
-    assert verdicts.findings_cell([verdict("mechanism", True), verdict("mechanism", True)]) == (
+    assert verdict_docs.findings_cell(hypotheses) == "1 of 1; hypotheses 1 of 2 supported"
+    assert verdict_docs.findings_cell([verdict("mechanism", True), verdict("mechanism", True)]) == (
         "none tested (mechanism checks 2 of 2 hold)"
     )
 

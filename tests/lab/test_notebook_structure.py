@@ -181,6 +181,32 @@ def test_every_figure_has_alt_text(path):
                 assert len(alt.split()) >= 6, f"cell {index}: a figure without alt text (use plots.show(fig, alt=...))"
 
 
+DECIDED_FIGURE = re.compile(r"the (\d+) seeds that decide (C\d+\.\d+[a-z]?)")
+"""How a figure's alt text names the claim it plots and its seeds (`verdicts.deciding_numbers`)."""
+
+
+def test_a_figure_of_a_claim_plots_the_seeds_that_decide_it():
+    """A figure drawn for a claim says, in its committed alt text, how many seeds it plots; they are the seeds its
+    course-level verdict is decided on (chapter 07's C7.1 on twenty, not the record's ten). A cell that draws a
+    claim's margin reads its seeds through `verdicts.deciding_numbers`."""
+    from course_lib.course.claims import chapter_of
+    from course_lib.lab import verdicts
+
+    checked = []
+    for path in NOTEBOOKS:
+        for index, cell in enumerate(load(path)["cells"]):
+            source = "".join(cell["source"])
+            if cell["cell_type"] == "code" and "paired_differences(" in source and "margin=" in source:
+                assert "verdicts.deciding_numbers(" in source, f"{path.name} cell {index}: a claim's margin drawn"
+            for output in cell.get("outputs", []):
+                alt = output.get("metadata", {}).get("image/png", {}).get("alt", "")
+                for seeds, claim in DECIDED_FIGURE.findall(alt):
+                    verdict = {v.id: v for v in verdicts.chapter_verdicts(chapter_of(claim))}[claim]
+                    assert int(seeds) == verdict.seeds, (path.name, index, claim, seeds, verdict.seeds)
+                    checked.append(claim)
+    assert {"C7.1", "C17.2"} <= set(checked), checked
+
+
 LINK = re.compile(r"\]\(([^)#]+\.ipynb)\)")
 
 

@@ -11,7 +11,7 @@ from course_lib import chapters
 from course_lib.course import chance
 from course_lib.course.claims import CHANCE_LIMIT, NOT_REPRODUCED, NOT_SUPPORTED, NOT_TESTABLE, ClaimSpec, at_least
 from course_lib.diagnostics import stats
-from course_lib.lab import verdicts
+from course_lib.lab import verdict_docs, verdicts
 
 
 def spec(kind="finding", effects=(), check=lambda n: n["x"] > 0, required=False, **fields) -> ClaimSpec:
@@ -260,7 +260,7 @@ def test_takeaways_fill_statuses_and_numbers_from_results():
 
 
 def test_generated_claims_tables_and_readme_match_results():
-    assert verdicts.drift() == [], "run `python -m course_lib.lab.verdicts --write`"
+    assert verdict_docs.drift() == [], "run `python -m course_lib.lab.verdicts --write`"
 
 
 def test_a_difference_that_could_not_be_measured_is_counted_apart_and_never_holds():
