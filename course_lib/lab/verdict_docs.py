@@ -26,11 +26,14 @@ TABLE_HEADER = "| id | kind | finding | check | status (recorded seeds; paired m
 
 
 def status_cell(verdict: CourseVerdict) -> str:
-    """The status column of `docs/claims.md`: status, seeds, effects, and a mechanism's chance of failing."""
+    """The status column of `docs/claims.md`: status, seeds, why it is not testable (if so), effects, and a
+    mechanism's chance of failing."""
     text = f"{verdict.status} (check passed on {verdict.passed} of {verdict.seeds} seeds"
     if verdict.dirty:
         text += f", {verdict.dirty} recorded from uncommitted code"
-    text += "".join(f"; {e.key} {e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]" for e in verdict.effects)
+    if verdict.untestable:
+        text += f"; {verdict.untestable}"
+    text += "".join(f"; {e.key} {e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]" for e in verdict.effects if e.seeds)
     text += "".join(f"; shown: {label} {value}" for label, value in verdict.shown)
     if verdict.chance is not None:
         text += f"; P(fails by chance) {verdict.chance.probability:.2g}"
