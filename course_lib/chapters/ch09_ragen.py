@@ -283,7 +283,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "C9.1",
         "vanilla StarPO (GRPO) improves, then collapses: its mean held-out success over the early window (evaluations "
         "after 0 up to half the run) is at least 5 points above the base's, and over the late window (the last third) "
-        "at least 5 points below the early window's (windows fixed before the runs) (each on average over the seeds, "
+        "at least 5 points below the early window's (windows fixed before the runs; each on average over the seeds, "
         "95% t-interval above 0)",
         "RAGEN: StarPO-PPO and -GRPO improve, then collapse on Bandit, Sokoban and FrozenLake (Qwen2.5-0.5B)",
         "starpo_early_minus_late",
