@@ -95,14 +95,16 @@ def test_referenced_paths_finds_links_and_paths():
 
 
 def committed_claim_ids(path: Path) -> list[str]:
-    """The ids printed by a notebook's claims cell (the one that calls `report(`), in order, after its first line,
-    `results.origin`'s "this run: ..." (which machine ran the cell, against the recorded seed)."""
+    """The ids printed by a notebook's claims cell (the one that calls `report(`), in order, after `recorded.origin`'s
+    lines: "this run: ..." (which machine ran the cell), then this run against the recorded seed ("k of n numbers
+    equal ...", and each number that differs, indented)."""
     cells = [c for c in load(path)["cells"] if c["cell_type"] == "code" and "report(" in "".join(c["source"])]
     assert len(cells) == 1, "exactly one claims cell"
     text = "".join("".join(o.get("text", "")) for o in cells[0]["outputs"])
-    origin, *lines = text.strip().splitlines()
+    origin, against, *lines = text.strip().splitlines()
     assert origin.startswith("this run: seed "), f"the claims cell starts with results.origin's line: {origin!r}"
-    return [line.split()[0] for line in lines]
+    assert " numbers equal the recorded seed's" in against, against
+    return [line.split()[0] for line in lines if not line.startswith("  ")]
 
 
 # Committed outputs that fail today; each entry names the fix that flips it (then remove the entry).
