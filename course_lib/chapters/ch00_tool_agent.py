@@ -18,15 +18,8 @@ from pathlib import Path
 from course_lib import data
 from course_lib.chapters import command, skeleton
 from course_lib.course import chance, leakage, recorded
-from course_lib.course.claims import (
-    Claim,
-    ClaimSpec,
-    Setting,
-    at_least,
-    effect_at_least,
-    evaluate_all,
-    nontrivial_base,
-)
+from course_lib.course import claims as rules
+from course_lib.course.claims import Claim, ClaimSpec, Setting, effect_at_least, evaluate_all, nontrivial_base
 from course_lib.engine.rollout import RolloutEngine
 from course_lib.envs.arithmetic import draw_problem, solve, vocabulary
 from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
@@ -228,7 +221,7 @@ SMOLLM2_CLAIMS: tuple[ClaimSpec, ...] = (
         "no paper: the course's warm-up on a real pretrained model (ToRL, ToolRL and ARTIST report RL gains over "
         "their base); docs/experiments/ch00-smollm2.md",
         "success_gain",
-        lambda n: at_least(n["success_gain"], 0.30),
+        lambda n: rules.at_least(n["success_gain"], 0.30),
         kind="mechanism",
         chance=chance.next_seed("success_gain", 0.30),
     ),

@@ -133,8 +133,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
     nontrivial_base("C{number}.1", "the base"),
     ClaimSpec(
         "C{number}.2",
-        "GiGPO ends at least 5 points above GRPO in held-out success at the same budget, on average over the seeds "
-        "(95% t-interval above 0)",
+        "GiGPO ends at least 5 points above GRPO in held-out success, on average over seeds (95% t-interval > 0)",
         "GiGPO (arXiv 2505.10978): +13.3 points over GRPO on ALFWorld; replace with your paper's finding",
         "gigpo_minus_grpo",
         lambda n: at_least(n["gigpo_minus_grpo"], 0.05),
