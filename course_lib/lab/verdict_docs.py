@@ -127,7 +127,7 @@ def readme_claims(text: str) -> str:
     text = fill_column(text, FINDINGS_COLUMN, cell)
     findings, hypotheses, mechanisms = totals["finding"], totals["hypothesis"], totals["mechanism"]
     notes = [f"{findings[2]} undecided on fewer than {MIN_SEEDS} seeds"] if findings[2] else []
-    notes += [f"{findings[3]} more not testable on their seeds, counted neither way"] if findings[3] else []
+    notes += [f"{findings[3]} more not testable, counted neither way"] if findings[3] else []
     total = (
         f"{TOTAL_START}\n**Findings reproduced over the course: {findings[0]} of the {findings[1]} papers' findings "
         f"tested**{f' ({chr(59).join(notes)})' if notes else ''}; apart from them, the course's own hypotheses: "
