@@ -143,7 +143,8 @@ def arithmetic_premises(model, tokenizer, config: Chapter16Config, seed: int) ->
     alone, and after a teacher-forced tool call with the calculator's true result in the tool role. Returns
     `success_alone`, `success_with_result`, `with_result_minus_alone` (P2), `entropy_first_turn`,
     `entropy_after_tool`, `entropy_after_tool_minus_first` (P1: the mean entropy of the first
-    `entropy_tokens` sampled tokens, per question, then averaged)."""
+    `entropy_tokens` sampled tokens, per question, then averaged), and the share of answers closed by
+    `</answer>` alone and with the result (`answer_tag_share_*`: success reads only answers in the tags)."""
     chat = ChatFormat(system=ARITHMETIC_INSTRUCTION, observation_role="tool")
     seeds = distinct_seeds(lambda: tool_arithmetic.make_env("test"), config.prompts, start=10_000 * seed)
     alone_envs, tool_envs = (
@@ -173,6 +174,9 @@ def arithmetic_premises(model, tokenizer, config: Chapter16Config, seed: int) ->
     def first_entropy(turns) -> list[float]:
         return [float(np.mean(ent[: config.entropy_tokens])) for _, ent in turns]
 
+    def tag_share(turns) -> float:
+        return float(np.mean(["</answer>" in turn_text(tokenizer, ids) for ids, _ in turns]))
+
     first, after = first_entropy(alone), first_entropy(with_result)
     success_alone, success_tool = success(alone_envs, alone), success(tool_envs, with_result)
     return {
@@ -182,7 +186,8 @@ def arithmetic_premises(model, tokenizer, config: Chapter16Config, seed: int) ->
         "entropy_first_turn": float(np.mean(first)),
         "entropy_after_tool": float(np.mean(after)),
         "entropy_after_tool_minus_first": float(np.mean(np.subtract(after, first))),
-        "answer_tag_share_alone": float(np.mean(["</answer>" in turn_text(tokenizer, ids) for ids, _ in alone])),
+        "answer_tag_share_alone": tag_share(alone),
+        "answer_tag_share_with_result": tag_share(with_result),
     }
 
 
@@ -372,6 +377,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
         "TORL (Li et al. 2025): a model that computes badly alone has room for a tool; P2 of the pre-registration",
         "arithmetic_with_result_minus_alone",
         0.20,
+        scored="arithmetic_answer_tag_share_with_result",  # a gain shows only in answers written after the result
     ),
     premise(
         "C16.3",

@@ -84,6 +84,7 @@ def test_every_premise_runs_on_a_standin(standin):
     config = ch16.Chapter16Config(prompts=4, tree_prompts=2, answer_tokens=6, think_tokens=8)
     arithmetic = ch16.arithmetic_premises(model, tokenizer, config, 0)
     assert 0 <= arithmetic["success_alone"] <= 1 and arithmetic["entropy_first_turn"] > 0
+    assert 0 <= arithmetic["answer_tag_share_with_result"] <= 1
     assert arithmetic["entropy_after_tool_minus_first"] == pytest.approx(
         arithmetic["entropy_after_tool"] - arithmetic["entropy_first_turn"]
     )
