@@ -38,10 +38,12 @@ class HFDecoder:
 
     The interface and its semantics are `KVDecoder`'s: `length` counts the cache slots written so far (padding
     included, the same for every row); writing past `max_len` slots raises `RuntimeError`. The cache grows by
-    concatenation rather than being preallocated, so `batch_size` only checks the prefill's batch.
+    concatenation rather than being preallocated, so `batch_size` only checks the prefill's batch. With `dtype`
+    (bfloat16), the forwards run under autocast in that precision and return float32 logits: the same numbers a
+    low-precision sampler gives, without `KVDecoder`'s merged copy, so without its speed.
     """
 
-    def __init__(self, model: torch.nn.Module, batch_size: int, max_len: int):
+    def __init__(self, model: torch.nn.Module, batch_size: int, max_len: int, dtype: torch.dtype | None = None):
         self.model = model  # called as given, so a peft wrapper's adapters take part
         self.lm = _unwrap(model)
         device = next(model.parameters()).device
@@ -52,6 +54,7 @@ class HFDecoder:
         self.next_position = torch.zeros(batch_size, dtype=torch.long, device=device)  # [B] real tokens so far
         self.length = 0
         self.max_len = max_len
+        self.dtype = dtype
         # Only the last position's logits are needed: skip the output projection of the others where the model can.
         keep_last = "logits_to_keep" in inspect.signature(self.lm.forward).parameters
         self.extra = {"logits_to_keep": 1} if keep_last else {}
@@ -95,13 +98,14 @@ class HFDecoder:
         # position (any value would do: no query sees it).
         positions = self.next_position[:, None] + valid.cumsum(-1) - valid
         mask = torch.cat([self.key_valid, valid], dim=-1)  # [B, S + L]: the mask of every slot, past and new
-        out = self.model(
-            input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=self.cache, use_cache=True,
-            **self.extra,
-        )  # fmt: skip
+        with torch.autocast(input_ids.device.type, dtype=self.dtype or torch.bfloat16, enabled=self.dtype is not None):
+            out = self.model(
+                input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=self.cache, use_cache=True,
+                **self.extra,
+            )  # fmt: skip
         self.key_valid, self.length = mask, end
         self.next_position = self.next_position + valid.sum(-1)
-        return out.logits[:, -1]
+        return out.logits[:, -1].float() if self.dtype is not None else out.logits[:, -1]
 
 
 def has_fast_path(model: torch.nn.Module) -> bool:
@@ -125,9 +129,12 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
     return ids, mask
 
 
-def make_decoder(model: torch.nn.Module, batch_size: int, max_len: int, generic: bool = False) -> KVDecoder | HFDecoder:
+def make_decoder(
+    model: torch.nn.Module, batch_size: int, max_len: int, generic: bool = False, dtype: torch.dtype | None = None
+) -> KVDecoder | HFDecoder:
     """The decoder for `model`: the lean `KVDecoder` for the families it supports, `HFDecoder` for any other
-    causal LM (or for every model when `generic` is True: tests and benchmarks compare the two)."""
+    causal LM (or for every model when `generic` is True: tests and benchmarks compare the two); with `dtype`, in
+    that precision (`SamplingConfig.precision`)."""
     if not generic and has_fast_path(model):
-        return KVDecoder(model, batch_size, max_len)
-    return HFDecoder(model, batch_size, max_len)
+        return KVDecoder(model, batch_size, max_len, dtype)
+    return HFDecoder(model, batch_size, max_len, dtype)

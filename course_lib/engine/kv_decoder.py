@@ -6,6 +6,12 @@ Llama-family model (embeddings, norms, projections, MLPs, rotary tables; LoRA-wr
 too) in a lean loop over a static cache. `tests/engine/test_rollout.py` checks that its logits equal
 the model's own forward pass, so nothing here changes what the model computes, only how fast.
 
+With `dtype` (bfloat16 for sampling at a real model's speed), the decoder runs on its own copy of the weights in
+that precision, each LoRA adapter merged into its projection (W + scale B A, peft's `get_delta_weight`), taken when
+the decoder is built (once per rollout, so it follows every update); norms and the softmax's logits stay float32.
+That is a sampler's precision, not the model's: the log-probs it stores are not what a float32 forward computes, so
+an update must score its ratio against old log-probs of its own forward (`GRPOConfig.old_logprobs`).
+
 Shapes: B sequences, L new positions, S cache slots, H heads, D head size, V vocabulary.
 """
 
@@ -34,7 +40,7 @@ class KVDecoder:
     `keep(rows)` when their sequences finish, so later steps compute only on live sequences.
     """
 
-    def __init__(self, model: torch.nn.Module, batch_size: int, max_len: int):
+    def __init__(self, model: torch.nn.Module, batch_size: int, max_len: int, dtype: torch.dtype | None = None):
         self.lm = causal_lm(model)
         config = self.lm.config
         self.layers = self.lm.model.layers
@@ -42,17 +48,25 @@ class KVDecoder:
         self.kv_heads = config.num_key_value_heads
         self.groups = config.num_attention_heads // self.kv_heads
         param = next(self.lm.parameters())
+        self.dtype = dtype or param.dtype
         shape = (batch_size, self.kv_heads, max_len, self.head_dim)
-        self.keys = [torch.zeros(shape, dtype=param.dtype, device=param.device) for _ in self.layers]
-        self.values = [torch.zeros(shape, dtype=param.dtype, device=param.device) for _ in self.layers]
+        self.keys = [torch.zeros(shape, dtype=self.dtype, device=param.device) for _ in self.layers]
+        self.values = [torch.zeros(shape, dtype=self.dtype, device=param.device) for _ in self.layers]
         self.key_valid = torch.zeros(batch_size, max_len, dtype=torch.bool, device=param.device)
         self.next_position = torch.zeros(batch_size, dtype=torch.long, device=param.device)
         self.length = 0
         self.max_len = max_len
-        self.fused = [_fuse(layer) for layer in self.layers]
+        if dtype is None:  # the model's own modules and weights
+            self.fused = [_fuse(layer) for layer in self.layers]
+            self.embedding = self.head = None
+        else:  # a merged copy in `dtype`
+            self.fused = [_FusedWeights(layer, dtype) for layer in self.layers]
+            self.embedding = _weight(self.lm.model.embed_tokens, dtype)
+            head = self.lm.lm_head
+            self.head = self.embedding if head.weight is self.lm.model.embed_tokens.weight else _weight(head, dtype)
         table_positions = torch.arange(max(max_len, config.max_position_embeddings), device=param.device)[None]
-        cos, sin = self.lm.model.rotary_emb(self.keys[0], table_positions)
-        self.cos_table, self.sin_table = cos[0], sin[0]  # [P, D]
+        cos, sin = self.lm.model.rotary_emb(self.keys[0].float(), table_positions)
+        self.cos_table, self.sin_table = cos[0].to(self.dtype), sin[0].to(self.dtype)  # [P, D]
 
     @torch.no_grad()
     def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -106,7 +120,9 @@ class KVDecoder:
         self.key_valid[:, start:end] = valid
         if mask is None:
             mask = self.key_valid[:, None, None, :end]
-        hidden = self.lm.model.embed_tokens(input_ids)
+        hidden = (
+            self.lm.model.embed_tokens(input_ids) if self.embedding is None else F.embedding(input_ids, self.embedding)
+        )
         # Rotary tables are looked up by position rather than recomputed each step.
         cos, sin = self.cos_table[positions], self.sin_table[positions]  # [B, new, D]
         batch, heads = hidden.shape[0], self.kv_heads * self.groups
@@ -117,7 +133,7 @@ class KVDecoder:
                 q, k, v = attn.q_proj(normed), attn.k_proj(normed), attn.v_proj(normed)
                 qkv = torch.cat([q, k, v], dim=-1)
             else:
-                qkv = F.linear(normed, fused.qkv_weight)
+                qkv = F.linear(normed, fused.qkv_weight, fused.qkv_bias)
             qkv = qkv.view(batch, new, heads + 2 * self.kv_heads, self.head_dim)
             qk = _rotate(qkv[:, :, : heads + self.kv_heads], cos[:, :, None], sin[:, :, None])
             q = qk[:, :, :heads].transpose(1, 2)
@@ -137,7 +153,8 @@ class KVDecoder:
                 gate, up = F.linear(normed, fused.gate_up_weight).chunk(2, dim=-1)
                 hidden = hidden + F.linear(F.silu(gate) * up, fused.down_weight)
         self.length = end
-        return self.lm.lm_head(_rms_norm(self.lm.model.norm, hidden[:, -1]))
+        last = _rms_norm(self.lm.model.norm, hidden[:, -1])
+        return self.lm.lm_head(last) if self.head is None else F.linear(last, self.head).float()
 
 
 def _take_rows(cache: torch.Tensor, rows: torch.Tensor, used: int) -> torch.Tensor:
@@ -149,8 +166,12 @@ def _take_rows(cache: torch.Tensor, rows: torch.Tensor, used: int) -> torch.Tens
 
 
 def _rms_norm(norm: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
-    """The model's RMSNorm as one fused op (same formula: x / rms(x) * weight, in float32)."""
-    return F.rms_norm(hidden, norm.weight.shape, norm.weight, norm.variance_epsilon)
+    """The model's RMSNorm as one fused op (same formula: x / rms(x) * weight, in float32), returned in the hidden
+    state's precision (a low-precision decoder normalises in float32, as transformers' Llama does)."""
+    if hidden.dtype == norm.weight.dtype:
+        return F.rms_norm(hidden, norm.weight.shape, norm.weight, norm.variance_epsilon)
+    normed = F.rms_norm(hidden.float(), norm.weight.shape, norm.weight.float(), norm.variance_epsilon)
+    return normed.to(hidden.dtype)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -161,15 +182,46 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 class _FusedWeights:
     """Concatenated q/k/v and gate/up weights of one layer (fewer, larger matrix products), and its
-    o/down weights, applied with `F.linear` directly (no `nn.Module` call on the hot path)."""
+    o/down weights, applied with `F.linear` directly (no `nn.Module` call on the hot path).
 
-    def __init__(self, layer: torch.nn.Module):
+    Without `dtype`, the model's own weights of plain, bias-free projections (`_fuse` checks). With `dtype`, a copy
+    in that precision of every projection's effective weight, a LoRA adapter merged (`_weight`), and q/k/v's biases
+    where the family has them (qwen2)."""
+
+    def __init__(self, layer: torch.nn.Module, dtype: torch.dtype | None = None):
         attn, mlp = layer.self_attn, layer.mlp
+        if dtype is not None and mlp.act_fn.__class__.__name__ not in ("SiLU", "SiLUActivation"):
+            raise NotImplementedError(f"a {dtype} decoder needs SiLU MLPs, not {mlp.act_fn.__class__.__name__}")
+        if any(_bias(m) is not None for m in (attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)):
+            raise NotImplementedError("a merged decoder takes biases on q/k/v only (llama's, qwen2's layouts)")
         projections = [attn.q_proj, attn.k_proj, attn.v_proj]
-        self.qkv_weight = torch.cat([p.weight for p in projections]).detach()
-        self.gate_up_weight = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()
-        self.o_weight = attn.o_proj.weight.detach()
-        self.down_weight = mlp.down_proj.weight.detach()
+        weights = [_weight(p, dtype) for p in projections]
+        self.qkv_weight = torch.cat(weights)
+        biases = [_bias(p) for p in projections]
+        self.qkv_bias = None  # a missing bias of the three is zeros, so one fused product serves all
+        if any(b is not None for b in biases):
+            zeros = [w.new_zeros(w.shape[0]) for w in weights]
+            self.qkv_bias = torch.cat([z if b is None else b.to(z.dtype) for b, z in zip(biases, zeros, strict=True)])
+        self.gate_up_weight = torch.cat([_weight(mlp.gate_proj, dtype), _weight(mlp.up_proj, dtype)])
+        self.o_weight = _weight(attn.o_proj, dtype)
+        self.down_weight = _weight(mlp.down_proj, dtype)
+
+
+def _weight(module: torch.nn.Module, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """`module`'s effective weight, detached: a plain layer's own, or a peft LoRA layer's base weight plus each active
+    adapter's delta (W + scale B A), cast to `dtype` when given."""
+    base = getattr(module, "base_layer", module)
+    weight = base.weight.detach()
+    if hasattr(module, "lora_A") and not module.disable_adapters and not module.merged:
+        deltas = [module.get_delta_weight(name) for name in module.active_adapters if name in module.lora_A]
+        weight = weight + sum(deltas).detach() if deltas else weight
+    return weight if dtype is None else weight.to(dtype)
+
+
+def _bias(module: torch.nn.Module) -> torch.Tensor | None:
+    """`module`'s bias (a LoRA layer's base bias), detached, or None."""
+    bias = getattr(getattr(module, "base_layer", module), "bias", None)
+    return None if bias is None else bias.detach()
 
 
 def _fuse(layer: torch.nn.Module) -> _FusedWeights | None:

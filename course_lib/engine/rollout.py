@@ -44,6 +44,8 @@ from course_lib.engine.prompt_format import resolve as resolve_format
 from course_lib.envs.base import TextEnv
 from course_lib.tokenizer import decode, is_word_level, single_token_id, tag_id
 
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}  # SamplingConfig.precision -> the decoder's dtype
+
 
 @dataclass
 class SamplingConfig:
@@ -68,6 +70,9 @@ class SamplingConfig:
     """How the prompt and observations become ids (`course_lib.engine.prompt_format.FORMATS`): `plain` for the course's
     bases, `chat` for a checkpoint with a chat template (`chat:user` and the like: observations in that role's turns,
     for a template without a `tool` role)."""
+    precision: str = "fp32"
+    """The sampler's precision (`PRECISIONS`): `fp32`, the model's own; `bf16`, a bfloat16 copy of its weights, LoRA
+    merged (`kv_decoder`), for speed. Its log-probs are then not the update's (`GRPOConfig.old_logprobs`)."""
 
     def __post_init__(self) -> None:
         """Refuse a configuration that cannot mean what it says, when it is made (also by `dataclasses.replace`),
@@ -90,6 +95,8 @@ class SamplingConfig:
                 f"SamplingConfig.stop_tags must be a tuple of non-empty strings, e.g. ('</answer>',), "
                 f"got {self.stop_tags!r}"
             )
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"SamplingConfig.precision must be one of {sorted(PRECISIONS)}, got {self.precision!r}")
         if self.end_at_eos not in (None, True, False):
             raise ValueError(f"SamplingConfig.end_at_eos must be None, True or False, got {self.end_at_eos!r}")
         # A format object (as `RolloutEngine(prompt_format=...)` takes) is used as is; a name must be a known one.
@@ -351,7 +358,8 @@ class RolloutEngine:
         source = [unique.setdefault(tuple(t.token_ids), len(unique)) for t in trajectories]
         input_ids, attention = left_pad(list(unique), self.pad_id)  # dicts keep insertion order: row = value
         # A prefix already longer than the budget is cut after one token: the cache still needs its one slot.
-        decoder = make_decoder(self.model, len(unique), width + max(config.max_total_tokens - min(lengths), 0) + 1)
+        slots = width + max(config.max_total_tokens - min(lengths), 0) + 1
+        decoder = make_decoder(self.model, len(unique), slots, dtype=PRECISIONS[config.precision])
         was_training = self.model.training
         self.model.eval()
         self.timings = dict.fromkeys(self.timings, 0.0)
@@ -565,22 +573,14 @@ def fork_trajectory(engine, trajectory: Trajectory, steps: int, parent: int | No
     if not 0 <= steps < len(trajectory.snapshots) or trajectory.snapshots[steps].done:
         raise ValueError(f"cannot branch after step {steps} of a {trajectory.num_turns}-step trajectory")
     cut = trajectory.prefix_length(steps)
+    tokens = {name: getattr(trajectory, name)[:cut] for name in ("token_ids", "loss_mask", "logprobs", "entropies",
+                                                                 "turn_ids")}  # fmt: skip
+    steps_so_far = {name: getattr(trajectory, name)[:steps] for name in ("rewards", "infos", "anchors")}
     return Trajectory(
-        env=trajectory.snapshots[steps].fork(),
-        token_ids=trajectory.token_ids[:cut],
-        loss_mask=trajectory.loss_mask[:cut],
-        logprobs=trajectory.logprobs[:cut],
-        entropies=trajectory.entropies[:cut],
-        turn_ids=trajectory.turn_ids[:cut],
-        group_id=trajectory.group_id,
-        seed=trajectory.seed,
-        rewards=trajectory.rewards[:steps],
-        infos=trajectory.infos[:steps],
-        anchors=trajectory.anchors[:steps],
-        snapshots=[s.fork() for s in trajectory.snapshots[: steps + 1]],
-        parent=parent,
+        env=trajectory.snapshots[steps].fork(), **tokens, **steps_so_far, group_id=trajectory.group_id,
+        seed=trajectory.seed, snapshots=[s.fork() for s in trajectory.snapshots[: steps + 1]], parent=parent,
         branch_position=cut,
-    )
+    )  # fmt: skip
 
 
 def pad_id(tokenizer) -> int:

@@ -6,6 +6,7 @@
     python -m course_lib.lab.bench decoder [--batch 64] [--steps 24] [--repeats 7]
     python -m course_lib.lab.bench roofline [--presets tiny tiny_wide] [--batch 64] [--repeats 7]
     python -m course_lib.lab.bench update --model smollm2 [--rows 32] [--tokens 110] [--budgets 0 1024 ...]
+    python -m course_lib.lab.bench iteration [--model smollm2] [--iterations 3] [--paths fp32 bf16 bf16_top8]
 
 `rollout`:
 
@@ -50,6 +51,9 @@ the lean one's, the median over the pairs.
 adapter on every linear layer of `--model` (default the course's real model, `python -m course_lib.data build
 smollm2`), on `--rows` x `--tokens` random ids, for each `--budgets` value of `GRPOConfig.micro_batch_tokens` (0: the
 whole batch in one forward), each in a fresh process: seconds per update and the process's peak resident memory.
+
+`iteration`: a GRPO iteration of chapter 00's SmolLM2 shape in float32 against bf16's fast path, and the fast
+sampler's mismatch with the update (`course_lib.lab.fast_path`).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from course_lib import data
 from course_lib.chapters import tool_tasks
 from course_lib.engine.hf_decoder import left_pad, make_decoder
 from course_lib.engine.rollout import RolloutEngine
+from course_lib.lab import fast_path
 from course_lib.lab.roofline import bench_roofline, roofline_phases
 from course_lib.lab.trl_pairs import bench_trl
 from course_lib.models import build_model, count_parameters
@@ -488,8 +493,14 @@ def main(argv: list[str] | None = None) -> int:
     update.add_argument("--tokens", type=int, default=110)
     update.add_argument("--budgets", type=int, nargs="+", default=[0, 2048, 1024], help="micro_batch_tokens values")
     update.add_argument("--repeats", type=int, default=2)
+    iteration = sub.add_parser("iteration", help="a GRPO iteration on a real model: float32 against bf16's fast path")
+    iteration.add_argument("--model", default="smollm2", help="a real model's name or a checkpoint folder")
+    iteration.add_argument("--iterations", type=int, default=3, help="per path, the first a warm-up")
+    iteration.add_argument("--paths", nargs="+", default=list(fast_path.PATHS), choices=list(fast_path.PATHS))
     args = parser.parse_args(argv)
-    if args.command == "update":
+    if args.command == "iteration":
+        fast_path.bench_iteration(args.model, args.iterations, args.paths)
+    elif args.command == "update":
         bench_update(args.model, args.rows, args.tokens, args.budgets, args.repeats)
     elif args.command == "roofline":
         bench_roofline(args.presets, args.batch, args.repeats, args.matmul_seconds)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import re
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -195,14 +196,28 @@ def demonstration_examples(
     return examples
 
 
-def add_adapter(model: torch.nn.Module, rank: int = 16, alpha: int = 32) -> torch.nn.Module:
+def add_adapter(model: torch.nn.Module, rank: int = 16, alpha: int = 32, top_layers: int = 0) -> torch.nn.Module:
     """A LoRA adapter on every linear layer but the output head (peft's `all-linear`, which works for any family's
-    module names); the base is frozen and, with the adapter disabled, is the reference policy."""
-    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+    module names), or with `top_layers` > 0 on the linear layers of the last `top_layers` decoder blocks only (the
+    backward then stops at the lowest adapted block: 2x faster updates on SmolLM2 with the top 8 of 30); the base is
+    frozen and, with the adapter disabled, is the reference policy."""
+    targets: str | list[str] = "all-linear"
+    if top_layers:
+        blocks = [int(match.group(1)) for name, _ in model.named_modules() if (match := BLOCK.search(name))]
+        if not blocks or top_layers > max(blocks) + 1:
+            raise ValueError(f"top_layers={top_layers}, but the model has {max(blocks, default=-1) + 1} decoder blocks")
+        first = max(blocks) + 1 - top_layers
+        targets = [name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)
+                   and (match := BLOCK.search(name)) and int(match.group(1)) >= first]  # fmt: skip
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM")
     with warnings.catch_warnings():
         # peft calls a transformers 5.x API that is deprecated; the warning is not about this model.
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         return get_peft_model(model, config)
+
+
+BLOCK = re.compile(r"\.layers\.(\d+)\.")
+"""A decoder block's index in a module's name (`model.layers.7.self_attn.q_proj`: 7), as transformers names them."""
 
 
 def warm_start(
@@ -213,8 +228,10 @@ def warm_start(
     lora: bool = True,
     device: torch.device | str = "cpu",
     prompt_format: ChatFormat | None = None,
+    lora_top_layers: int = 0,
 ):
-    """`(model, tokenizer, history)`: the checkpoint at `path`, with a LoRA adapter (or fully, `lora=False`) fitted on
+    """`(model, tokenizer, history)`: the checkpoint at `path`, with a LoRA adapter (on the last `lora_top_layers`
+    blocks only when positive: `add_adapter`) or fully (`lora=False`) fitted on
     the chapter's demonstrations `texts` in the chat format (`prompt_format`, `ChatFormat()` by default). Seeded, so a
     rerun gives the same adapter."""
     from course_lib import course_config
@@ -222,7 +239,7 @@ def warm_start(
     generator = course_config.seed_everything(seed)
     model, tokenizer = load_checkpoint(path, device)
     if lora:
-        model = add_adapter(model)
+        model = add_adapter(model, top_layers=lora_top_layers)
     examples = demonstration_examples(tokenizer, texts, prompt_format)
     longest = max((len(ids) for ids, _ in examples), default=0)
     check_context(model, longest, f"the longest demonstration, {longest} tokens in its chat format", path)

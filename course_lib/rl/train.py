@@ -39,6 +39,16 @@ ENTROPY_SCOPES = ("policy", "reasoning")
 """`GRPOConfig.entropy_scope`."""
 ENTROPY_ROWS = ("all", "zero_variance")
 """`GRPOConfig.entropy_rows`."""
+OLD_LOGPROBS = ("auto", "sampler", "update")
+"""`GRPOConfig.old_logprobs`."""
+
+
+def recomputes_old_logprobs(config: GRPOConfig, sampling_precision: str) -> bool:
+    """Whether the update takes its old log-probs from its own forward (`GRPOConfig.old_logprobs`): always for
+    `update`, never for `sampler`, and for `auto` when the sampler's precision or the update's is not float32."""
+    if config.old_logprobs != "auto":
+        return config.old_logprobs == "update"
+    return config.autocast != "none" or sampling_precision != "fp32"
 
 
 def stored_logprob_error(model: torch.nn.Module, trajectories: Sequence[Trajectory], pad_id: int) -> float:
@@ -105,6 +115,12 @@ class GRPOConfig:
     autocast: str = "none"
     """The update's forwards: `none` (float32) or `bf16` (matrix products under bfloat16 autocast, logits scored in
     float32)."""
+    old_logprobs: str = "auto"
+    """What the ratio's denominator is (`OLD_LOGPROBS`): `sampler`, the log-probs the rollout engine stored; `update`,
+    the update's own forward on the batch before its first step (detached), so the first ratio is exactly 1 and the
+    sampler's precision cannot leak into it (verl recomputes them; a bf16 sampler's differ from a float32 forward's
+    by about 0.03 nats a token on SmolLM2); `auto`, `update` when the sampler or the update runs in bf16, else
+    `sampler` (the float32 runs are bit-identical to before)."""
     updates_per_batch: int = 1
     """Optimizer steps on each batch of rollouts (1 is on-policy)."""
     mask_observations: bool = True
@@ -163,6 +179,7 @@ class GRPOConfig:
         within("GRPOConfig.clip_low", self.clip_low, 0.0, 1.0)
         at_least("GRPOConfig.clip_high", self.clip_high, 0.0)
         one_of("GRPOConfig.autocast", self.autocast, micro_batch.AUTOCAST)
+        one_of("GRPOConfig.old_logprobs", self.old_logprobs, OLD_LOGPROBS)
         one_of("GRPOConfig.aggregation", self.aggregation, AGGREGATIONS)
         at_least("GRPOConfig.kl_coef", self.kl_coef, 0.0)
         one_of("GRPOConfig.entropy_scope", self.entropy_scope, ENTROPY_SCOPES)
@@ -375,7 +392,8 @@ def policy_iteration(
 
     temperature, budget = engine.config.temperature, config.micro_batch_tokens
     old_logprobs = batch.old_logprobs
-    if not config.mask_observations:
+    own_old = recomputes_old_logprobs(config, engine.config.precision)
+    if not config.mask_observations and not own_old:
         with torch.no_grad():  # observation tokens were never sampled: take the pre-update policy's log-probs
             old_logprobs, _ = micro_batch.logprobs_and_entropy(
                 model, batch.input_ids, batch.attention_mask, temperature, budget
@@ -389,6 +407,9 @@ def policy_iteration(
 
     def whole_batch_loss(logprobs: torch.Tensor, entropy: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
         """The update's loss on the whole batch from its `[B, T]` log-probs and entropies."""
+        nonlocal old_logprobs
+        if own_old and update == 0:  # the first update's own forward, before any step: the ratio is exactly 1
+            old_logprobs = logprobs.detach()
         weighted = advantages
         if config.entropy_advantage:  # AEPO: the current policy's entropy, through a stop-gradient
             weighted = entropy_aware_advantages(advantages, entropy, loss_mask, config.entropy_advantage)

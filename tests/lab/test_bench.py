@@ -93,3 +93,24 @@ def test_the_chat_generate_baseline_plays_the_same_episodes_as_the_engine(tmp_pa
     generate = bench.time_generate_chat(model, tokenizer, task, [0, 1], 0)
     assert engine.turns == generate.turns == 3  # an empty action is invalid: the episode runs to its 3 turns
     assert engine.tokens == generate.tokens == 6  # one end-of-turn token per turn, two episodes
+
+
+@pytest.mark.slow
+def test_the_iteration_benchmark_compares_float32_with_the_fast_path(tmp_path, capsys):
+    """`iteration --model`: float32 and bf16's fast path each time GRPO iterations of chapter 00's SmolLM2 shape in a
+    process of their own, then the bf16 sampler's mismatch with the update is measured by chapter 15's monitor; on a
+    stand-in (a two-block Llama with a BPE tokenizer and ChatML) in place of SmolLM2."""
+    from course_lib.course import standins
+
+    folder = standins.build_standin(tmp_path / "llama", "llama", max_positions=512)
+    status = bench.main(["iteration", "--model", str(folder), "--iterations", "1", "--paths", "fp32", "bf16"])
+    out = capsys.readouterr().out
+    assert status == 0
+    for path in ("fp32", "bf16"):
+        assert re.search(rf"{path}: +\d+\.\d s per iteration \(rollout +\d+\.\d, update +\d+\.\d\), \d+\.\d policy "
+                         r"tokens an episode, peak \d+\.\d\d GiB", out)  # fmt: skip
+    for label in ("float32 update", "bf16-autocast update"):
+        assert re.search(rf"{label}: mean \|gap\| \d\.\d{{3}} nats, largest \d+\.\d\d; ratio off 1 by \d", out)
+    last = re.fullmatch(r"iteration_seconds_fp32=(\S+) iteration_seconds_fast=(\S+) speedup=(\S+) "
+                        r"peak_gib_fast=(\S+) \(bf16\)", out.strip().splitlines()[-1])  # fmt: skip
+    assert last and all(0 < float(value) < math.inf for value in last.groups())

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
+import pytest
 import torch
 
 from course_lib import envs
@@ -229,3 +231,31 @@ def test_train_grpo_stops_where_its_stop_says(warm_model, tokenizer):
     train_grpo(copy.deepcopy(warm_model), tokenizer, make_env, SAMPLING, config, 0, evaluate=lambda m: {},
                stop=lambda r: asked.append(r["iteration"]) or False)  # fmt: skip
     assert asked == [0, 2, 4], "the final evaluation is asked too (a stop there means: roll back)"
+
+
+def test_the_updates_own_old_log_probs_make_the_first_ratio_exactly_one(warm_model, tokenizer):
+    """Sampling in bf16 and updating under bf16 autocast, `old_logprobs="auto"` takes the ratio's denominator from the
+    update's own forward: the first update's ratio is exactly 1 (no clip), the second's is not (the step moved the
+    policy). Taken from the bf16 sampler instead (the pitfall), the first ratio is already off 1."""
+    sampling = dataclasses.replace(SAMPLING, precision="bf16")
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=4, autocast="bf16", updates_per_batch=2,
+                        learning_rate=5e-2)  # fmt: skip
+    assert train.recomputes_old_logprobs(config, "bf16")
+    own = train_grpo(copy.deepcopy(warm_model), tokenizer, make_env, sampling, config, seed=0)[0]
+    assert own["clip_fraction_update_0"] == 0.0 and own["clip_fraction_update_1"] > 0
+    first = dataclasses.replace(config, updates_per_batch=1)
+    assert train_grpo(copy.deepcopy(warm_model), tokenizer, make_env, sampling, first, seed=0)[0]["ratio_mean"] == 1.0
+    stale = dataclasses.replace(first, old_logprobs="sampler")
+    ratio = train_grpo(copy.deepcopy(warm_model), tokenizer, make_env, sampling, stale, seed=0)[0]["ratio_mean"]
+    assert ratio != 1.0 and abs(ratio - 1.0) < 0.05
+
+
+def test_old_log_probs_come_from_the_sampler_in_float32_unless_asked():
+    """`auto` keeps the float32 runs as they were (the sampler's log-probs, the golden run's arithmetic)."""
+    assert not train.recomputes_old_logprobs(GRPOConfig(), "fp32")
+    assert train.recomputes_old_logprobs(GRPOConfig(), "bf16")
+    assert train.recomputes_old_logprobs(GRPOConfig(autocast="bf16"), "fp32")
+    assert train.recomputes_old_logprobs(GRPOConfig(old_logprobs="update"), "fp32")
+    assert not train.recomputes_old_logprobs(GRPOConfig(old_logprobs="sampler", autocast="bf16"), "bf16")
+    with pytest.raises(ValueError, match="GRPOConfig.old_logprobs"):
+        GRPOConfig(old_logprobs="engine")

@@ -1,0 +1,153 @@
+"""What bf16 buys a real model on a CPU: one GRPO iteration of chapter 00's shape on SmolLM2, float32 against the fast
+path, and what the fast path's sampler costs in fidelity.
+
+    python -m course_lib.lab.bench iteration [--model smollm2] [--iterations 3] [--paths fp32 bf16 bf16_top8]
+
+Each path runs in a fresh process (its peak resident memory is its own): SmolLM2 with a fresh LoRA r 16 adapter on
+chapter 00's arithmetic task in the chat format, GRPO iterations of 4 prompts x 8 samples (chapter 00's SmolLM2
+design), the update micro-batched at the checkpoint budget (512 tokens of SmolLM2's vocabulary). The first iteration
+warms up; the others are timed (the median). Paths:
+
+- `fp32`: the sampler and the update in float32 (what chapter 00's SmolLM2 runs recorded);
+- `bf16`: the sampler on a bfloat16 copy with LoRA merged (`SamplingConfig.precision`), the update under bf16
+  autocast with float32 trainable weights (`GRPOConfig.autocast`), its old log-probs from its own forward;
+- `bf16_top8`: that, with LoRA on the top 8 of 30 blocks only (`checkpoint.add_adapter(top_layers=8)`).
+
+The policy tokens an episode are printed beside each path's time: the paths sample different tokens (the same seeds
+through different arithmetic), so their episodes' lengths differ by chance.
+
+Then the sampler-against-update mismatch, the known failure the fast path must avoid: on one bf16 batch, each policy
+token's log-prob as the bf16 sampler stored it against the update's own forward, float32 and bf16 autocast; the
+ratio exp(update - sampler) a first update would see if it took the sampler's log-probs as old (against a clip range
+of 0.2), and what the update's own old log-probs give instead (exactly 1). The last line,
+`iteration_seconds_fp32=X iteration_seconds_fast=X speedup=X peak_gib_fast=X`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import resource
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+
+import torch
+
+PATHS = {
+    "fp32": {"precision": "fp32", "autocast": "none", "top_layers": 0},
+    "bf16": {"precision": "bf16", "autocast": "bf16", "top_layers": 0},
+    "bf16_top8": {"precision": "bf16", "autocast": "bf16", "top_layers": 8},
+}
+"""The paths the benchmark compares: the sampler's precision, the update's autocast and the LoRA blocks (0: all)."""
+
+
+def setup(model_name: str, path: str):
+    """`(model, tokenizer, sampling, config)`: `model_name` with a fresh LoRA adapter as `path` asks, chapter 00's
+    task in the chat format and its SmolLM2 GRPO shape."""
+    from course_lib.chapters.ch00_tool_agent import smollm2_config
+    from course_lib.lab import gpu_preset
+    from course_lib.rl import checkpoint
+    from course_lib.tasks import tool_arithmetic
+
+    options = PATHS[path]
+    torch.manual_seed(0)
+    model, tokenizer = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
+    model = checkpoint.add_adapter(model, top_layers=options["top_layers"])
+    sampling = dataclasses.replace(tool_arithmetic.chat_sampling(tokenizer), precision=options["precision"])
+    config = dataclasses.replace(
+        smollm2_config().grpo, autocast=options["autocast"], eval_every=10**6,
+        micro_batch_tokens=checkpoint.micro_batch_tokens(model.config.vocab_size),
+    )  # fmt: skip
+    return model, tokenizer, sampling, config
+
+
+def time_iterations(model_name: str, path: str, iterations: int) -> dict[str, float]:
+    """`iterations` GRPO iterations on `path` in this process: the median seconds of the timed ones (all but the
+    first), split into rollout and update, the policy tokens sampled per iteration, and the process's peak memory."""
+    from course_lib.rl.train import train_grpo
+    from course_lib.tasks import tool_arithmetic
+
+    model, tokenizer, sampling, config = setup(model_name, path)
+    config = dataclasses.replace(config, iterations=iterations)
+    history = [r for r in train_grpo(model, tokenizer, tool_arithmetic.make_env, sampling, config, 0) if "loss" in r]
+    timed = history[1:] or history
+
+    def median(key: str) -> float:
+        return statistics.median(r[key] for r in timed)
+
+    rollout, update = median("time_rollout"), median("time_update")
+    return {
+        "seconds": statistics.median(r["time_rollout"] + r["time_advantage"] + r["time_update"] for r in timed),
+        "rollout": rollout,
+        "update": update,
+        "policy_tokens": statistics.median(r["policy_tokens"] for r in timed),  # per episode
+        "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    }
+
+
+def sampler_mismatch(model_name: str, episodes: int = 32) -> dict[str, float]:
+    """On one bf16-sampled batch of chapter 00's task: the mean and largest |log-prob difference| per policy token
+    between the bf16 sampler and the update's forward in float32 and under bf16 autocast, and the 95th percentile
+    of the ratio's distance from 1, |exp(update - sampler) - 1|, that an update taking the sampler's log-probs as
+    old would start from."""
+    from course_lib.course.pitfalls import ratio_stats
+    from course_lib.engine.rollout import RolloutEngine, collate
+    from course_lib.rl import micro_batch
+    from course_lib.tasks import tool_arithmetic
+
+    model, tokenizer, sampling, config = setup(model_name, "bf16")
+    engine = RolloutEngine(model, tokenizer, sampling)
+    seeds = [seed // 8 for seed in range(episodes)]  # groups of 8, as an iteration samples them
+    trajectories = engine.rollout([tool_arithmetic.make_env() for _ in seeds], seeds,
+                                  generator=torch.Generator().manual_seed(0))  # fmt: skip
+    batch = collate(trajectories, tokenizer.pad_token_id)
+    policy = batch.loss_mask.bool()
+    numbers = {"policy_tokens": float(policy.sum())}
+    for autocast in ("none", "bf16"):
+        with torch.no_grad(), micro_batch.memory_options(model, autocast=autocast):
+            update, _ = micro_batch.logprobs_and_entropy(
+                model, batch.input_ids, batch.attention_mask, sampling.temperature, config.micro_batch_tokens
+            )
+        gap = (update - batch.old_logprobs)[policy]
+        numbers[f"mean_abs_gap_{autocast}"] = float(gap.abs().mean())
+        numbers[f"ratio_p95_off_one_{autocast}"] = float(torch.quantile((gap.exp() - 1).abs().double(), 0.95))
+        stats = ratio_stats(update, batch.old_logprobs, batch.loss_mask, config.clip_high)  # chapter 15's monitor
+        numbers |= {f"{key}_{autocast}": value for key, value in stats.items()}
+    return numbers
+
+
+def in_fresh_process(call: str) -> dict[str, float]:
+    """The JSON a `course_lib.lab.fast_path` call prints, run in a new Python process."""
+    code = f"import json; from course_lib.lab import fast_path; print(json.dumps(fast_path.{call}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_iteration(model_name: str, iterations: int, paths: Sequence[str]) -> None:
+    """Print each path's seconds per iteration, its split and peak memory, then the sampler mismatch."""
+    print(f"{model_name}: GRPO iterations of chapter 00's SmolLM2 shape (4 prompts x 8 samples, LoRA r 16), "
+          f"{torch.get_num_threads()} threads, " + (f"median of {iterations - 1} after a warm-up" if iterations > 1
+          else "one iteration, no warm-up"))  # fmt: skip
+    results = {}
+    for path in paths:
+        results[path] = r = in_fresh_process(f"time_iterations({model_name!r}, {path!r}, {iterations})")
+        print(f"{path:>10}: {r['seconds']:6.1f} s per iteration (rollout {r['rollout']:5.1f}, update "
+              f"{r['update']:5.1f}), {r['policy_tokens']:.1f} policy tokens an episode, "
+              f"peak {r['peak_gib']:.2f} GiB")  # fmt: skip
+    m = in_fresh_process(f"sampler_mismatch({model_name!r})")
+    print(f"the bf16 sampler's log-probs as old ones, against the update's forward, on {m['policy_tokens']:.0f} "
+          "policy tokens of one batch (chapter 15's staleness monitor, pitfalls.ratio_stats):")  # fmt: skip
+    for autocast, label in (("none", "float32 update"), ("bf16", "bf16-autocast update")):
+        print(f"  {label:>20}: mean |gap| {m[f'mean_abs_gap_{autocast}']:.3f} nats, largest "
+              f"{m[f'max_log_ratio_{autocast}']:.2f}; ratio off 1 by {m[f'ratio_p95_off_one_{autocast}']:.3f} at the "
+              f"95th percentile, {m[f'outside_clip_{autocast}']:.1%} of tokens outside the clip range, "
+              f"KL {m[f'kl_{autocast}']:.5f}")  # fmt: skip
+    print("  the update's own old log-probs (GRPOConfig.old_logprobs): ratio exactly 1 (tests/rl/test_train.py)")
+    fast = min((p for p in results if p != "fp32"), key=lambda p: results[p]["seconds"], default=None)
+    if "fp32" in results and fast:
+        base, best = results["fp32"], results[fast]
+        print(f"iteration_seconds_fp32={base['seconds']:.1f} iteration_seconds_fast={best['seconds']:.1f} "
+              f"speedup={base['seconds'] / best['seconds']:.2f} "
+              f"peak_gib_fast={best['peak_gib']:.2f} ({fast})")  # fmt: skip
