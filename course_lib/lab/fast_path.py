@@ -46,9 +46,9 @@ PATHS = {
 def setup(model_name: str, path: str):
     """`(model, tokenizer, sampling, config)`: `model_name` with a fresh LoRA adapter as `path` asks, chapter 00's
     task in the chat format and its SmolLM2 GRPO shape."""
-    from course_lib.chapters.ch00_tool_agent import smollm2_config
     from course_lib.lab import gpu_preset
     from course_lib.rl import checkpoint
+    from course_lib.rl.train import GRPOConfig
     from course_lib.tasks import tool_arithmetic
 
     options = PATHS[path]
@@ -56,9 +56,9 @@ def setup(model_name: str, path: str):
     model, tokenizer = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
     model = checkpoint.add_adapter(model, top_layers=options["top_layers"])
     sampling = dataclasses.replace(tool_arithmetic.chat_sampling(tokenizer), precision=options["precision"])
-    config = dataclasses.replace(
-        smollm2_config().grpo, autocast=options["autocast"], eval_every=10**6,
-        micro_batch_tokens=checkpoint.micro_batch_tokens(model.config.vocab_size),
+    config = GRPOConfig(  # chapter 00's SmolLM2 design (docs/experiments/ch00-smollm2.md), without evaluations
+        iterations=8, prompts_per_iteration=4, group_size=8, learning_rate=2e-4, eval_every=10**6,
+        autocast=options["autocast"], micro_batch_tokens=checkpoint.micro_batch_tokens(model.config.vocab_size),
     )  # fmt: skip
     return model, tokenizer, sampling, config
 

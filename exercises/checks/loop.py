@@ -41,9 +41,9 @@ def library_grpo_update(model, rows, pad_id, config, optimizer, temperature=1.0)
     from course_lib.rl.train import policy_iteration
 
     config = dataclasses.replace(config, sampler="exercise_rows", advantage="grpo", policy_loss="clipped")
-    engine = SimpleNamespace(
-        tokenizer=SimpleNamespace(pad_token_id=pad_id), config=SimpleNamespace(temperature=temperature)
-    )
+    # rows sampled in float32: the update takes their stored log-probs as old (GRPOConfig.old_logprobs)
+    sampling = SimpleNamespace(temperature=temperature, precision="fp32")
+    engine = SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=pad_id), config=sampling)
     seams.register("sampler", "exercise_rows", lambda *_: Rollouts(rows=list(rows), episodes=list(rows)))
     try:
         return policy_iteration(model, engine, [], config, 0, 0, None, optimizer)["loss"]
