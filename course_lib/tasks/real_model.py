@@ -1,0 +1,152 @@
+"""The survey's tasks on a real model: SmolLM2-135M-Instruct warm-started on each, at bf16 speed (issue 57's chapter,
+the survey on a real model, stands on it).
+
+Chapter 16 measured the survey's premises on the untrained SmolLM2 and found that three of four could not act: the
+model writes prose, not the environments' formats. This chapter gives it the formats first. Per task, a short LoRA
+warm start on the task's own demonstrators (the course's fast path: a bf16 sampler with LoRA merged, the update
+under bf16 autocast, LoRA on the top blocks only; `docs/bring-your-own-model.md`), then the held-out rate of valid
+actions and the held-out success, on distinct problems that no demonstration saw:
+
+- `calculator`: chapter 04's word problems with a calculator that runs the policy's code (ToRL's setting);
+- `key_door`: chapter 07's key-and-door grid in step mode (GiGPO's setting);
+- `two_hop`: chapter 08's two-hop search questions (ARPO's setting);
+- `lake`: chapters 09-10's FrozenLake with reasoning before each move (RAGEN-2's setting).
+
+A warm start that leaves no room for RL (held-out success near 1) is shortened until it leaves some; the settings
+each task uses, and why, are in `WARM_STARTS` and `docs/experiments/real-model-survey.md`.
+
+`python -m course_lib.lab.real_survey warm-start --seeds 0 1 2 3 4 --record` runs and records them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from course_lib import real_models
+from course_lib.engine.prompt_format import ChatFormat
+from course_lib.rl import checkpoint
+from course_lib.rl.warm_start import SFTConfig
+from course_lib.tasks import key_door_grid, lake_reasoning, two_hop_search, word_math_tool
+
+MODEL = "smollm2"
+"""The real model (`python -m course_lib.data build smollm2`)."""
+
+
+@dataclass(frozen=True)
+class SurveyTask:
+    """One of the survey's tasks as this chapter warm-starts and evaluates it: the task's cpu-preset config, its
+    demonstrator and its held-out evaluation, each the task module's own."""
+
+    name: str
+    chapter: str
+    """The chapter whose task it is (`ch04`, ...)."""
+    config: Callable[[], object]
+    """The task's config (its cpu preset): sampling, rollout mode and evaluation size."""
+    demonstrations: Callable[[object, int, int], list]
+    """`demonstrations(config, count, seed)`: `(prompt, completion)` pairs of the task's demonstrator on training
+    problems."""
+    evaluate: Callable[..., dict]
+    """`evaluate(model, tokenizer, config, seed)`: held-out statistics (`success`, `invalid_rate`, ...)."""
+
+
+TASKS: dict[str, SurveyTask] = {
+    task.name: task
+    for task in (
+        SurveyTask(
+            "calculator",
+            "ch04",
+            lambda: word_math_tool.preset("cpu"),
+            lambda c, n, seed: word_math_tool.demonstration_texts(n, seed, c.tool_share, c.direct_correct),
+            word_math_tool.evaluate,
+        ),
+        SurveyTask(
+            "key_door",
+            "ch07",
+            lambda: key_door_grid.preset("cpu"),
+            lambda c, n, seed: key_door_grid.demonstration_texts(n, seed, c),
+            key_door_grid.evaluate,
+        ),
+        SurveyTask(
+            "two_hop",
+            "ch08",
+            lambda: two_hop_search.preset("cpu"),
+            lambda c, n, seed: two_hop_search.demonstration_texts(n, seed, c),
+            two_hop_search.evaluate,
+        ),
+        SurveyTask(
+            "lake",
+            "ch10",
+            lambda: lake_reasoning.preset("cpu"),
+            lambda c, n, seed: lake_reasoning.demonstration_texts(n, seed, c),
+            lake_reasoning.evaluate,
+        ),
+    )  # fmt: skip
+}
+"""The survey's tasks, by name."""
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """A LoRA warm start of the real model on a task's demonstrations, and its held-out evaluation."""
+
+    demonstrations: int = 512
+    """Demonstration episodes drawn (a step-mode task makes one example per step)."""
+    sft: SFTConfig = field(
+        default_factory=lambda: SFTConfig(steps=30, batch_size=8, learning_rate=1e-3, warmup_steps=3, autocast="bf16")
+    )
+    """The warm start: chapter 00's on SmolLM2 (30 steps of 8 at 1e-3), under bf16 autocast."""
+    top_layers: int = 8
+    """LoRA on the last `top_layers` blocks of 30 (0: every block)."""
+    precision: str = "bf16"
+    """The sampler's precision in evaluation (`SamplingConfig.precision`)."""
+    eval_tasks: int = 64
+    """Distinct held-out problems per evaluation."""
+
+
+WARM_STARTS: dict[str, WarmStart] = {name: WarmStart() for name in TASKS}
+"""Each task's warm start (chapter 00's on SmolLM2 until a pilot says otherwise; docs/experiments)."""
+
+
+def warm_start(task: SurveyTask, settings: WarmStart, seed: int, model: str = MODEL):
+    """`(model, tokenizer, config, history)`: the real model `model` LoRA-warm-started on `settings.demonstrations`
+    episodes of `task`'s demonstrator (drawn with `seed`, the adapter initialised with it), in the chat format with
+    observations in the tool role; `config` is the task's, its sampling in this tokenizer's budgets
+    (`checkpoint.chat_sampling`) and `settings.precision`, evaluating on `settings.eval_tasks` problems."""
+    config = task.config()
+    texts = task.demonstrations(config, settings.demonstrations, seed)
+    path = real_models.path(model) if model in real_models.MODELS else model
+    tokenizer = checkpoint.load_tokenizer(path)
+    sampling = checkpoint.chat_sampling(config.sampling, tokenizer, texts[:512], "tool")
+    budget = checkpoint.micro_batch_tokens(len(tokenizer))
+    sft = dataclasses.replace(settings.sft, micro_batch_tokens=settings.sft.micro_batch_tokens or budget)
+    trained, tokenizer, history = checkpoint.warm_start(
+        path, texts, sft, seed, prompt_format=ChatFormat(observation_role="tool"), lora_top_layers=settings.top_layers
+    )
+    sampling = dataclasses.replace(sampling, precision=settings.precision)
+    config = dataclasses.replace(config, sampling=sampling, eval_tasks=settings.eval_tasks)
+    if hasattr(config, "grpo"):
+        config = dataclasses.replace(config, grpo=dataclasses.replace(config.grpo, micro_batch_tokens=budget))
+    return trained, tokenizer, config, history
+
+
+def warm_start_numbers(task_name: str, seed: int, settings: WarmStart | None = None, model: str = MODEL) -> dict:
+    """One task's warm start on `seed` and its held-out evaluation (sampling seed `seed`): `success`,
+    `valid_rate` (1 - the invalid-action rate), `turns`, the warm start's first and last loss, and minutes."""
+    task = TASKS[task_name]
+    settings = settings or WARM_STARTS[task_name]
+    start = time.perf_counter()
+    trained, tokenizer, config, history = warm_start(task, settings, seed, model)
+    warmed = time.perf_counter()
+    stats = task.evaluate(trained, tokenizer, config, seed)
+    return {
+        "success": float(stats["success"]),
+        "valid_rate": 1.0 - float(stats["invalid_rate"]),
+        "turns": float(stats["turns"]),
+        "loss_first": float(history[0]["loss"]),
+        "loss_last": float(history[-1]["loss"]),
+        "warm_start_minutes": (warmed - start) / 60,
+        "eval_minutes": (time.perf_counter() - warmed) / 60,
+    }
