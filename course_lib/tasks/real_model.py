@@ -21,15 +21,18 @@ each task uses, and why, are in `WARM_STARTS` and `docs/experiments/real-model-s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from course_lib import real_models
 from course_lib.engine.prompt_format import ChatFormat
+from course_lib.envs.base import TextEnv
 from course_lib.rl import checkpoint
+from course_lib.rl.train import GRPOConfig, train_grpo
 from course_lib.rl.warm_start import SFTConfig
-from course_lib.tasks import key_door_grid, lake_reasoning, two_hop_search, word_math_tool
+from course_lib.tasks import key_door_grid, lake_reasoning, tool_arithmetic, two_hop_search, word_math_tool
 
 MODEL = "smollm2"
 """The real model (`python -m course_lib.data build smollm2`)."""
@@ -50,42 +53,41 @@ class SurveyTask:
     problems."""
     evaluate: Callable[..., dict]
     """`evaluate(model, tokenizer, config, seed)`: held-out statistics (`success`, `invalid_rate`, ...)."""
+    train_env: Callable[[object], Callable[[], TextEnv]]
+    """`train_env(config)`: the factory of training environments RL draws from."""
 
 
 TASKS: dict[str, SurveyTask] = {
     task.name: task
     for task in (
         SurveyTask(
-            "calculator",
-            "ch04",
-            lambda: word_math_tool.preset("cpu"),
+            "arithmetic", "ch00", lambda: tool_arithmetic.preset("cpu"),
+            lambda c, n, seed: tool_arithmetic.demonstration_texts(n, seed, c.tool_share, c.direct_correct),
+            tool_arithmetic.evaluate, lambda c: tool_arithmetic.make_env,
+        ),
+        SurveyTask(
+            "calculator", "ch04", lambda: word_math_tool.preset("cpu"),
             lambda c, n, seed: word_math_tool.demonstration_texts(n, seed, c.tool_share, c.direct_correct),
-            word_math_tool.evaluate,
+            word_math_tool.evaluate, lambda c: functools.partial(word_math_tool.make_env, "train", c.max_tool_calls),
         ),
         SurveyTask(
-            "key_door",
-            "ch07",
-            lambda: key_door_grid.preset("cpu"),
-            lambda c, n, seed: key_door_grid.demonstration_texts(n, seed, c),
-            key_door_grid.evaluate,
+            "key_door", "ch07", lambda: key_door_grid.preset("cpu"),
+            lambda c, n, seed: key_door_grid.demonstration_texts(n, seed, c), key_door_grid.evaluate,
+            lambda c: key_door_grid.EnvFactory("train", c),
         ),
         SurveyTask(
-            "two_hop",
-            "ch08",
-            lambda: two_hop_search.preset("cpu"),
-            lambda c, n, seed: two_hop_search.demonstration_texts(n, seed, c),
-            two_hop_search.evaluate,
+            "two_hop", "ch08", lambda: two_hop_search.preset("cpu"),
+            lambda c, n, seed: two_hop_search.demonstration_texts(n, seed, c), two_hop_search.evaluate,
+            lambda c: functools.partial(two_hop_search.make_env, "train", c),
         ),
         SurveyTask(
-            "lake",
-            "ch10",
-            lambda: lake_reasoning.preset("cpu"),
-            lambda c, n, seed: lake_reasoning.demonstration_texts(n, seed, c),
-            lake_reasoning.evaluate,
+            "lake", "ch10", lambda: lake_reasoning.preset("cpu"),
+            lambda c, n, seed: lake_reasoning.demonstration_texts(n, seed, c), lake_reasoning.evaluate,
+            lambda c: lake_reasoning.make_env,
         ),
-    )  # fmt: skip
-}
-"""The survey's tasks, by name."""
+    )
+}  # fmt: skip
+"""The survey's tasks, by name (chapter 00's arithmetic too: the fast path's effect on learning is measured there)."""
 
 
 @dataclass(frozen=True)
@@ -149,4 +151,26 @@ def warm_start_numbers(task_name: str, seed: int, settings: WarmStart | None = N
         "loss_last": float(history[-1]["loss"]),
         "warm_start_minutes": (warmed - start) / 60,
         "eval_minutes": (time.perf_counter() - warmed) / 60,
+    }
+
+
+def train_and_evaluate(task_name: str, seed: int, settings: WarmStart, grpo: GRPOConfig, model: str = MODEL) -> dict:
+    """Warm-start on `seed` (`warm_start`), evaluate on the held-out problems (sampling seed `seed`), train with
+    `grpo` (the warm start's sampling; the update micro-batched at the checkpoint budget unless `grpo` sets one),
+    evaluate again (sampling seed `seed + 1`). Returns the success and invalid-action rate before and after, the
+    gain in success, the last iteration's training success, and minutes."""
+    task = TASKS[task_name]
+    start = time.perf_counter()
+    trained, tokenizer, config, _ = warm_start(task, settings, seed, model)
+    before = task.evaluate(trained, tokenizer, config, seed)
+    budget = checkpoint.micro_batch_tokens(len(tokenizer))
+    grpo = dataclasses.replace(grpo, micro_batch_tokens=grpo.micro_batch_tokens or budget)
+    history = train_grpo(trained, tokenizer, task.train_env(config), config.sampling, grpo, seed)
+    after = task.evaluate(trained, tokenizer, config, seed + 1)
+    numbers = {f"{when}_{key}": float(stats[key]) for when, stats in (("before", before), ("after", after))
+               for key in ("success", "invalid_rate")}  # fmt: skip
+    return numbers | {
+        "gain": numbers["after_success"] - numbers["before_success"],
+        "train_success_last": float([r for r in history if "loss" in r][-1]["success"]),
+        "minutes": (time.perf_counter() - start) / 60,
     }

@@ -35,3 +35,13 @@ def test_the_warm_start_adapts_only_the_top_blocks_and_samples_in_bf16(standin):
     assert adapted and all(".layers.1." in name for name in adapted)
     assert config.sampling.precision == "bf16" and config.sampling.prompt_format.startswith("chat")
     assert config.eval_tasks == 4 and len(history) >= 1
+
+
+def test_train_and_evaluate_trains_from_the_warm_start(standin):
+    """Two GRPO iterations on the fast path from the warm start: numbers before and after, and the gain between."""
+    from course_lib.rl.train import GRPOConfig
+
+    grpo = GRPOConfig(iterations=2, prompts_per_iteration=2, group_size=2, learning_rate=1e-3, autocast="bf16")
+    numbers = real_model.train_and_evaluate("arithmetic", 0, TINY, grpo, model=standin)
+    assert numbers["gain"] == pytest.approx(numbers["after_success"] - numbers["before_success"])
+    assert 0 <= numbers["after_invalid_rate"] <= 1 and numbers["minutes"] > 0
