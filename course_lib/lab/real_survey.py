@@ -20,14 +20,18 @@ from course_lib.course import recorded
 from course_lib.rl.train import GRPOConfig
 from course_lib.tasks.real_model import TASKS, WarmStart, train_and_evaluate, warm_start_numbers
 
+PILOT_SEEDS = 100
+"""Pilot seeds are this and up; deciding seeds are below (docs/experiments/real-model-survey.md)."""
 WARM_START_RESULTS = "ch18_warm_start"
 """`results/ch18_warm_start.json`: per seed, every task's warm-start numbers, prefixed by the task's name."""
 
 
-def warm_starts(tasks: Sequence[str], seeds: Sequence[int], record: bool = False) -> dict[int, dict[str, float]]:
+def warm_starts(
+    tasks: Sequence[str], seeds: Sequence[int], record: bool = False, pilot: bool = False
+) -> dict[int, dict[str, float]]:
     """`warm_start_numbers` of every task in `tasks` on every seed, printed, and with `record` written per seed to
-    `results/ch18_warm_start.json` (a seed's record holds the tasks run with it; a later run of the same seed
-    replaces it)."""
+    `results/ch18_warm_start.json` (`_pilot.json` for a `pilot`). A seed's record holds the tasks run with it, and a
+    later run of the same seed replaces it: run a seed's tasks together."""
     if record:
         recorded.begin()
     out: dict[int, dict[str, float]] = {}
@@ -38,7 +42,8 @@ def warm_starts(tasks: Sequence[str], seeds: Sequence[int], record: bool = False
             print(f"seed {seed} {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in found.items()), flush=True)
             numbers |= {f"{name}_{key}": value for key, value in found.items()}
         if record:
-            recorded.record(WARM_START_RESULTS, seed, (), numbers, (time.perf_counter() - start) / 60)
+            name = WARM_START_RESULTS + ("_pilot" if pilot else "")
+            recorded.record(name, seed, (), numbers, (time.perf_counter() - start) / 60)
         out[seed] = numbers
     return out
 
@@ -88,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     warm.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     warm.add_argument("--seeds", nargs="+", type=int, default=[0])
     warm.add_argument("--record", action="store_true", help="write results/ch18_warm_start.json, seed by seed")
+    warm.add_argument("--pilot", action="store_true", help="pilot seeds (100 and up), recorded apart (_pilot.json)")
     blocks = sub.add_parser("lora-blocks", help="chapter 00's SmolLM2 design with LoRA on all blocks and on the top 8")
     blocks.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
     blocks.add_argument("--record", action="store_true", help="write results/ch18_lora_blocks.json, seed by seed")
@@ -95,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "lora-blocks":
         lora_blocks(args.seeds, args.record)
         return 0
-    results = warm_starts(args.tasks, args.seeds, args.record)
+    if args.pilot != all(seed >= PILOT_SEEDS for seed in args.seeds):
+        parser.error(f"pilot seeds are {PILOT_SEEDS} and up, deciding seeds below (--pilot says which these are)")
+    results = warm_starts(args.tasks, args.seeds, args.record, args.pilot)
     print("\n".join(summary(results, args.tasks)))
     return 0
 
