@@ -30,7 +30,7 @@ from course_lib.algos.aepo import uniform_top_share
 from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage
 from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
-from course_lib.diagnostics import mutual_information, teacher_forced_logp
+from course_lib.diagnostics import mutual_information, reasoning_span, teacher_forced_logp
 from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
 from course_lib.engine.hf_decoder import left_pad, make_decoder
 from course_lib.engine.prompt_format import ChatFormat
@@ -192,19 +192,6 @@ def arithmetic_premises(model, tokenizer, config: Chapter16Config, seed: int) ->
 
 
 # P3: input-dependent reasoning ------------------------------------------------------------------
-def reasoning_span(tokenizer, ids: Sequence[int]) -> tuple[int, int] | None:
-    """`(start, end)`: the sampled positions of a turn's reasoning, the tokens after the one that completes
-    `<think>` up to the last one that ends before `</think>` begins; None without a non-empty closed reasoning."""
-    text = tokenizer.decode(list(ids))
-    opening, closing = text.find("<think>"), text.find("</think>")
-    if opening < 0 or closing < 0 or closing < opening:
-        return None
-    ends = [len(tokenizer.decode(list(ids[: k + 1]))) for k in range(len(ids))]
-    start = next(k for k, end in enumerate(ends) if end >= opening + len("<think>")) + 1
-    stop = sum(1 for end in ends if end <= closing)
-    return (start, stop) if stop > start else None
-
-
 @torch.no_grad()
 def reasoning_premise(model, tokenizer, config: Chapter16Config, seed: int) -> dict[str, float]:
     """P3 on `config.prompts` distinct held-out maps of chapter 09: one first turn per map, sampled after

@@ -202,6 +202,21 @@ def first_turn_reasoning(
     return trajectory.token_ids[: first[opening] + 1], tokens[opening + 1 : closing]
 
 
+def reasoning_span(tokenizer, ids: Sequence[int]) -> tuple[int, int] | None:
+    """`(start, end)`: the positions in a sampled turn's `ids` of its reasoning, the tokens after the one that
+    completes `<think>` up to the last one that ends before `</think>` begins, found in the decoded text (a BPE
+    tokenizer spells the tags in pieces; `first_turn_reasoning` matches a word-level tokenizer's tag ids); None without
+    a non-empty closed reasoning."""
+    text = tokenizer.decode(list(ids))
+    opening, closing = text.find("<think>"), text.find("</think>")
+    if opening < 0 or closing < 0 or closing < opening:
+        return None
+    ends = [len(tokenizer.decode(list(ids[: k + 1]))) for k in range(len(ids))]
+    start = next(k for k, end in enumerate(ends) if end >= opening + len("<think>")) + 1
+    stop = sum(1 for end in ends if end <= closing)
+    return (start, stop) if stop > start else None
+
+
 def first_turn_action(trajectory: Trajectory) -> tuple[list[int], list[int]] | None:
     """`(x, z)` token lists of a trajectory's first turn when it has no reasoning channel: x the prompt, z every
     policy token of the first turn (the first action). None if the first turn wrote nothing."""

@@ -2,7 +2,7 @@
 held-out success and valid actions per seed, printed and recorded seed by seed.
 
     python -m course_lib.lab.real_survey warm-start [--tasks calculator key_door two_hop lake] [--seeds 0 1 2 3 4]
-        [--record]      # results/ch18_warm_start.json, one record per seed (a seed run again replaces its record)
+        [--premises] [--record]   # results/ch18_warm_start.json, one record per seed (run again: replaced)
     python -m course_lib.lab.real_survey lora-blocks [--seeds 100 101 102] [--record]   # results/ch18_lora_blocks.json
 
 `lora-blocks`: does LoRA on the top 8 of 30 blocks learn as LoRA on all of them does? Chapter 00's SmolLM2 design on
@@ -27,7 +27,7 @@ WARM_START_RESULTS = "ch18_warm_start"
 
 
 def warm_starts(
-    tasks: Sequence[str], seeds: Sequence[int], record: bool = False, pilot: bool = False
+    tasks: Sequence[str], seeds: Sequence[int], record: bool = False, pilot: bool = False, premises: bool = False
 ) -> dict[int, dict[str, float]]:
     """`warm_start_numbers` of every task in `tasks` on every seed, printed, and with `record` written per seed to
     `results/ch18_warm_start.json` (`_pilot.json` for a `pilot`). A seed's record holds the tasks run with it, and a
@@ -38,7 +38,7 @@ def warm_starts(
     for seed in seeds:
         start, numbers = time.perf_counter(), {}
         for name in tasks:
-            found = warm_start_numbers(name, seed)
+            found = warm_start_numbers(name, seed, premises=premises)
             print(f"seed {seed} {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in found.items()), flush=True)
             numbers |= {f"{name}_{key}": value for key, value in found.items()}
         if record:
@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     warm.add_argument("--seeds", nargs="+", type=int, default=[0])
     warm.add_argument("--record", action="store_true", help="write results/ch18_warm_start.json, seed by seed")
     warm.add_argument("--pilot", action="store_true", help="pilot seeds (100 and up), recorded apart (_pilot.json)")
+    warm.add_argument("--premises", action="store_true", help="also measure each task's premises on its warm start")
     blocks = sub.add_parser("lora-blocks", help="chapter 00's SmolLM2 design with LoRA on all blocks and on the top 8")
     blocks.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
     blocks.add_argument("--record", action="store_true", help="write results/ch18_lora_blocks.json, seed by seed")
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.pilot != all(seed >= PILOT_SEEDS for seed in args.seeds):
         parser.error(f"pilot seeds are {PILOT_SEEDS} and up, deciding seeds below (--pilot says which these are)")
-    results = warm_starts(args.tasks, args.seeds, args.record, args.pilot)
+    results = warm_starts(args.tasks, args.seeds, args.record, args.pilot, args.premises)
     print("\n".join(summary(results, args.tasks)))
     return 0
 

@@ -32,7 +32,14 @@ from course_lib.envs.base import TextEnv
 from course_lib.rl import checkpoint
 from course_lib.rl.train import GRPOConfig, train_grpo
 from course_lib.rl.warm_start import SFTConfig
-from course_lib.tasks import key_door_grid, lake_reasoning, tool_arithmetic, two_hop_search, word_math_tool
+from course_lib.tasks import (
+    key_door_grid,
+    lake_reasoning,
+    real_premises,
+    tool_arithmetic,
+    two_hop_search,
+    word_math_tool,
+)
 
 MODEL = "smollm2"
 """The real model (`python -m course_lib.data build smollm2`)."""
@@ -134,9 +141,12 @@ def warm_start(task: SurveyTask, settings: WarmStart, seed: int, model: str = MO
     return trained, tokenizer, config, history
 
 
-def warm_start_numbers(task_name: str, seed: int, settings: WarmStart | None = None, model: str = MODEL) -> dict:
+def warm_start_numbers(
+    task_name: str, seed: int, settings: WarmStart | None = None, model: str = MODEL, premises: bool = False
+) -> dict:
     """One task's warm start on `seed` and its held-out evaluation (sampling seed `seed`): `success`,
-    `valid_rate` (1 - the invalid-action rate), `turns`, the warm start's first and last loss, and minutes."""
+    `valid_rate` (1 - the invalid-action rate), `turns`, the warm start's first and last loss, and minutes; with
+    `premises`, also the task's premises measured on the warm-started model (`real_premises.measure`)."""
     task = TASKS[task_name]
     settings = settings or WARM_STARTS[task_name]
     start = time.perf_counter()
@@ -151,7 +161,7 @@ def warm_start_numbers(task_name: str, seed: int, settings: WarmStart | None = N
         "loss_last": float(history[-1]["loss"]),
         "warm_start_minutes": (warmed - start) / 60,
         "eval_minutes": (time.perf_counter() - warmed) / 60,
-    }
+    } | (real_premises.measure(task_name, trained, tokenizer, config, seed) if premises else {})
 
 
 def train_and_evaluate(task_name: str, seed: int, settings: WarmStart, grpo: GRPOConfig, model: str = MODEL) -> dict:

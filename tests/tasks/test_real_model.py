@@ -45,3 +45,23 @@ def test_train_and_evaluate_trains_from_the_warm_start(standin):
     numbers = real_model.train_and_evaluate("arithmetic", 0, TINY, grpo, model=standin)
     assert numbers["gain"] == pytest.approx(numbers["after_success"] - numbers["before_success"])
     assert 0 <= numbers["after_invalid_rate"] <= 1 and numbers["minutes"] > 0
+
+
+@pytest.mark.parametrize("name", ["two_hop", "calculator", "lake"])
+def test_each_tasks_premises_are_measured_on_its_warm_start(standin, name):
+    """The premises' numbers come out with their keys, `scored` counted, and the calculator's two arms differ only
+    in the calculator (the reach is what the success without it leaves)."""
+    numbers = real_model.warm_start_numbers(name, 0, TINY, model=standin, premises=True)
+    premises = {key for key in numbers if "_" in key and key.split("_")[0] in ("entropy", "branching", "calculator",
+                                                                                  "reasoning")}  # fmt: skip
+    assert premises
+    if name == "calculator":
+        assert numbers["calculator_reach"] == pytest.approx(1 - numbers["calculator_success_off"])
+        assert numbers["calculator_on_minus_off"] == pytest.approx(
+            numbers["calculator_success_on"] - numbers["calculator_success_off"]
+        )
+    if name == "two_hop":
+        assert numbers["branching_reach"] == pytest.approx(1 - numbers["branching_uniform_top3_share"])
+        assert numbers["entropy_scored"] >= 0
+    if name == "lake":
+        assert numbers["reasoning_scored"] >= 0
