@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from course_lib import real_models
@@ -184,3 +184,47 @@ def train_and_evaluate(task_name: str, seed: int, settings: WarmStart, grpo: GRP
         "train_success_last": float([r for r in history if "loss" in r][-1]["success"]),
         "minutes": (time.perf_counter() - start) / 60,
     }
+
+
+COMPARISONS: dict[str, tuple[str, dict[str, dict]]] = {
+    "gigpo": ("key_door", {"grpo": {"advantage": "grpo"}, "gigpo": {"advantage": "gigpo"}}),
+    "arpo": ("two_hop", {"grpo": {"sampler": "groups"}, "arpo": {"sampler": "tree"}}),
+    "aepo": ("two_hop", {"arpo": {"sampler": "tree"},
+                         "aepo": {"sampler": "tree", "tree": {"rule": "aepo"}, "policy_loss": "entropy_balanced"}}),
+    "starpo_s": ("lake", {"starpo": {"batch_filter": "none"}, "starpo_s": {"batch_filter": "starpo_s"}}),
+}  # fmt: skip
+"""The pre-registered comparisons (docs/experiments/real-model-survey.md, section 3): name -> (task, {arm: changes
+to the task's own GRPO config, `tree` to its tree's}), the baseline first; AEPO as chapter 11 trains it (its
+tree's penalty rule and the entropy-balanced clip). Arms differ only in these fields, so the rollout budget (prompts
+x group size per iteration) is the same."""
+
+
+def paired_arms(comparison: str, seed: int, settings: WarmStart, rl: Mapping, model: str = MODEL) -> dict[str, float]:
+    """`comparison`'s arms from one warm start on `seed`: the warm start evaluated on the held-out problems
+    (sampling seed `seed`), then each arm trained from a copy of it on the same training tasks (the seed's) and
+    evaluated again (sampling seed `seed + 1`). Each arm's loop is the task's own GRPO config (a default one where the
+    task has none: the lake's) with `rl` (its size and rate for this model: `iterations`, `prompts_per_iteration`,
+    `group_size`, `learning_rate`) and the arm's changes. Returns `before_success`, each arm's `<arm>_success`,
+    `<arm>_invalid_rate` and `<arm>_minutes`, and `difference`, the second arm's success minus the first's."""
+    import copy
+
+    task_name, arms = COMPARISONS[comparison]
+    task = TASKS[task_name]
+    trained, tokenizer, config, _ = warm_start(task, settings, seed, model)
+    numbers = {"before_success": float(task.evaluate(trained, tokenizer, config, seed)["success"])}
+    budget = checkpoint.micro_batch_tokens(len(tokenizer))
+    for arm, changes in arms.items():
+        start = time.perf_counter()
+        changes = dict(changes)
+        base = getattr(config, "grpo", GRPOConfig())
+        tree = dataclasses.replace(base.tree, **changes.pop("tree", {}))
+        grpo = dataclasses.replace(base, **rl, **changes, tree=tree, autocast=settings.sft.autocast,
+                                   micro_batch_tokens=budget, eval_every=10**6)  # fmt: skip
+        sampling = dataclasses.replace(config.sampling, snapshot_envs=grpo.sampler == "tree")
+        policy = copy.deepcopy(trained)
+        train_grpo(policy, tokenizer, task.train_env(config), sampling, grpo, seed)
+        after = task.evaluate(policy, tokenizer, config, seed + 1)
+        numbers |= {f"{arm}_success": float(after["success"]), f"{arm}_invalid_rate": float(after["invalid_rate"]),
+                    f"{arm}_minutes": (time.perf_counter() - start) / 60}  # fmt: skip
+    baseline, method = arms
+    return numbers | {"difference": numbers[f"{method}_success"] - numbers[f"{baseline}_success"]}

@@ -65,3 +65,14 @@ def test_each_tasks_premises_are_measured_on_its_warm_start(standin, name):
         assert numbers["entropy_scored"] >= 0
     if name == "lake":
         assert numbers["reasoning_scored"] >= 0
+
+
+@pytest.mark.parametrize("comparison", list(real_model.COMPARISONS))
+def test_each_comparisons_arms_train_from_one_warm_start(standin, comparison):
+    """Every arm of a comparison trains from the same warm start at the same budget and is evaluated after; the
+    difference is the second arm's success minus the first's."""
+    rl = {"iterations": 1, "prompts_per_iteration": 2, "group_size": 4, "learning_rate": 1e-3}
+    numbers = real_model.paired_arms(comparison, 0, TINY, rl, model=standin)
+    baseline, method = real_model.COMPARISONS[comparison][1]
+    assert numbers["difference"] == pytest.approx(numbers[f"{method}_success"] - numbers[f"{baseline}_success"])
+    assert 0 <= numbers["before_success"] <= 1 and numbers[f"{method}_minutes"] > 0
