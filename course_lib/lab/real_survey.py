@@ -4,6 +4,7 @@ held-out success and valid actions per seed, printed and recorded seed by seed.
     python -m course_lib.lab.real_survey warm-start [--tasks calculator key_door two_hop lake] [--seeds 0 1 2 3 4]
         [--premises] [--record]   # results/ch18_warm_start.json, one record per seed (run again: replaced)
     python -m course_lib.lab.real_survey lora-blocks [--seeds 100 101 102] [--record]   # results/ch18_lora_blocks.json
+    python -m course_lib.lab.real_survey compare gigpo [--seeds 100 101 102 --pilot] [--record]  # ch18_gigpo*.json
 
 `lora-blocks`: does LoRA on the top 8 of 30 blocks learn as LoRA on all of them does? Chapter 00's SmolLM2 design on
 the fast path (warm start 30 steps of 8, GRPO 8 iterations of 4 x 8 at 2e-4, held-out success on 64 problems before
@@ -18,7 +19,15 @@ from collections.abc import Mapping, Sequence
 
 from course_lib.course import recorded
 from course_lib.rl.train import GRPOConfig
-from course_lib.tasks.real_model import TASKS, WarmStart, train_and_evaluate, warm_start_numbers
+from course_lib.tasks.real_model import (
+    COMPARISONS,
+    TASKS,
+    WARM_STARTS,
+    WarmStart,
+    paired_arms,
+    train_and_evaluate,
+    warm_start_numbers,
+)
 
 PILOT_SEEDS = 100
 """Pilot seeds are this and up; deciding seeds are below (docs/experiments/real-model-survey.md)."""
@@ -86,6 +95,31 @@ def lora_blocks(seeds: Sequence[int], record: bool = False) -> dict[int, dict[st
     return out
 
 
+RL_SHAPES: dict[str, dict] = {name: {"iterations": 8, "prompts_per_iteration": 4, "group_size": 8,
+                                     "learning_rate": 2e-4} for name in COMPARISONS}  # fmt: skip
+"""Each comparison's RL for SmolLM2 on 2 cores: chapter 00's SmolLM2 shape until the pilot's timings size it
+(docs/experiments/real-model-survey.md)."""
+
+
+def compare(comparison: str, seeds: Sequence[int], record: bool = False, pilot: bool = False) -> dict:
+    """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with `RL_SHAPES`,
+    printed and with `record` written per seed to `results/ch18_<comparison>.json` (`_pilot.json` for a
+    `pilot`)."""
+    if record:
+        recorded.begin()
+    out = {}
+    task = COMPARISONS[comparison][0]
+    for seed in seeds:
+        start = time.perf_counter()
+        numbers = paired_arms(comparison, seed, WARM_STARTS[task], RL_SHAPES[comparison])
+        print(f"seed {seed} {comparison}: " + ", ".join(f"{k} {v:.3f}" for k, v in numbers.items()), flush=True)
+        if record:
+            name = f"ch18_{comparison}" + ("_pilot" if pilot else "")
+            recorded.record(name, seed, (), numbers, (time.perf_counter() - start) / 60)
+        out[seed] = numbers
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.lab.real_survey", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -98,12 +132,20 @@ def main(argv: list[str] | None = None) -> int:
     blocks = sub.add_parser("lora-blocks", help="chapter 00's SmolLM2 design with LoRA on all blocks and on the top 8")
     blocks.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
     blocks.add_argument("--record", action="store_true", help="write results/ch18_lora_blocks.json, seed by seed")
+    pair = sub.add_parser("compare", help="a pre-registered comparison's paired arms, seed by seed")
+    pair.add_argument("comparison", choices=list(COMPARISONS))
+    pair.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
+    pair.add_argument("--record", action="store_true", help="write results/ch18_<comparison>.json, seed by seed")
+    pair.add_argument("--pilot", action="store_true", help="pilot seeds (100 and up), recorded apart (_pilot.json)")
     args = parser.parse_args(argv)
+    if args.command in ("warm-start", "compare") and args.pilot != all(seed >= PILOT_SEEDS for seed in args.seeds):
+        parser.error(f"pilot seeds are {PILOT_SEEDS} and up, deciding seeds below (--pilot says which these are)")
+    if args.command == "compare":
+        compare(args.comparison, args.seeds, args.record, args.pilot)
+        return 0
     if args.command == "lora-blocks":
         lora_blocks(args.seeds, args.record)
         return 0
-    if args.pilot != all(seed >= PILOT_SEEDS for seed in args.seeds):
-        parser.error(f"pilot seeds are {PILOT_SEEDS} and up, deciding seeds below (--pilot says which these are)")
     results = warm_starts(args.tasks, args.seeds, args.record, args.pilot, args.premises)
     print("\n".join(summary(results, args.tasks)))
     return 0
