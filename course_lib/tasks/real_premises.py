@@ -42,22 +42,28 @@ def turn_entropies(trajectory: Trajectory, turn: int, first: int) -> list[float]
 
 
 def entropy_after_result(model, tokenizer, config, seed: int) -> dict[str, float]:
-    """P1 on the warm start's held-out questions (`two_hop_search.evaluate`, sampling seed `seed`): per episode whose
-    first action returned a search result and that went on, the mean entropy of the first `ENTROPY_TOKENS` policy
-    tokens after it minus that of the first turn's first tokens; the mean over those episodes (`scored`)."""
+    """P1 on the warm start's held-out questions (`two_hop_search.evaluate`, sampling seed `seed`):
+    `after_result_entropies` of its episodes."""
     episodes = two_hop_search.evaluate(model, tokenizer, config, seed, keep=True)["trajectories"]
-    first, after = [], []
+    return after_result_entropies(episodes)
+
+
+def after_result_entropies(episodes: Sequence[Trajectory], first: int = ENTROPY_TOKENS) -> dict[str, float]:
+    """Over the episodes whose first action returned a search result (`tool_result` in its info) and that went on
+    to a second turn (`scored` of them): the mean entropy of the first `first` policy tokens of the first turn, of the
+    second turn (right after the result), and the mean per-episode difference (NaN where none is scored)."""
+    before, after = [], []
     for t in episodes:
-        later = turn_entropies(t, 1, ENTROPY_TOKENS)
+        later = turn_entropies(t, 1, first)
         if t.infos and "tool_result" in t.infos[0] and later:
-            first.append(float(np.mean(turn_entropies(t, 0, ENTROPY_TOKENS))))
+            before.append(float(np.mean(turn_entropies(t, 0, first))))
             after.append(float(np.mean(later)))
     nan = float("nan")
     return {
-        "entropy_first_turn": float(np.mean(first)) if first else nan,
+        "entropy_first_turn": float(np.mean(before)) if before else nan,
         "entropy_after_result": float(np.mean(after)) if after else nan,
-        "after_result_minus_first": float(np.mean(np.subtract(after, first))) if first else nan,
-        "scored": float(len(first)),
+        "after_result_minus_first": float(np.mean(np.subtract(after, before))) if before else nan,
+        "scored": float(len(before)),
     }
 
 
