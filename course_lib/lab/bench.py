@@ -6,7 +6,7 @@
     python -m course_lib.lab.bench decoder [--batch 64] [--steps 24] [--repeats 7]
     python -m course_lib.lab.bench roofline [--presets tiny tiny_wide] [--batch 64] [--repeats 7]
     python -m course_lib.lab.bench update --model smollm2 [--rows 32] [--tokens 110] [--budgets 0 1024 ...]
-    python -m course_lib.lab.bench iteration [--model smollm2] [--iterations 3] [--paths fp32 bf16 bf16_top8]
+    python -m course_lib.lab.bench iteration [--model smollm2] [--iterations 3] [--warm-steps 30] [--paths ...]
 
 `rollout`:
 
@@ -497,9 +497,10 @@ def main(argv: list[str] | None = None) -> int:
     iteration.add_argument("--model", default="smollm2", help="a real model's name or a checkpoint folder")
     iteration.add_argument("--iterations", type=int, default=3, help="per path, the first a warm-up")
     iteration.add_argument("--paths", nargs="+", default=list(fast_path.PATHS), choices=list(fast_path.PATHS))
+    iteration.add_argument("--warm-steps", type=int, default=fast_path.WARM_STEPS, help="warm-start steps of 8 first")
     args = parser.parse_args(argv)
     if args.command == "iteration":
-        fast_path.bench_iteration(args.model, args.iterations, args.paths)
+        fast_path.bench_iteration(args.model, args.iterations, args.paths, args.warm_steps)
     elif args.command == "update":
         bench_update(args.model, args.rows, args.tokens, args.budgets, args.repeats)
     elif args.command == "roofline":

@@ -1,17 +1,19 @@
 """What bf16 buys a real model on a CPU: one GRPO iteration of chapter 00's shape on SmolLM2, float32 against the fast
 path, and what the fast path's sampler costs in fidelity.
 
-    python -m course_lib.lab.bench iteration [--model smollm2] [--iterations 3] [--paths fp32 bf16 bf16_top8]
+    python -m course_lib.lab.bench iteration [--model smollm2] [--iterations 3] [--warm-steps 30] [--paths ...]
 
-Each path runs in a fresh process (its peak resident memory is its own): SmolLM2 with a fresh LoRA r 16 adapter on
-chapter 00's arithmetic task in the chat format, GRPO iterations of 4 prompts x 8 samples (chapter 00's SmolLM2
-design), the update micro-batched at the checkpoint budget (512 tokens of SmolLM2's vocabulary). The first iteration
-warms up; the others are timed (the median). Paths:
+Each path runs in a fresh process (its peak resident memory is its own): SmolLM2 with a LoRA r 16 adapter
+warm-started for `--warm-steps` steps on chapter 00's demonstrations (so that its episodes have the task's format and
+length), then GRPO iterations of 4 prompts x 8 samples on chapter 00's task in the chat format (chapter 00's SmolLM2
+design), the update micro-batched at the checkpoint budget (512 tokens of SmolLM2's vocabulary) unless the path
+says otherwise. The first iteration warms up; the others are timed (the median). Paths:
 
 - `fp32`: the sampler and the update in float32 (what chapter 00's SmolLM2 runs recorded);
 - `bf16`: the sampler on a bfloat16 copy with LoRA merged (`SamplingConfig.precision`), the update under bf16
   autocast with float32 trainable weights (`GRPOConfig.autocast`), its old log-probs from its own forward;
-- `bf16_top8`: that, with LoRA on the top 8 of 30 blocks only (`checkpoint.add_adapter(top_layers=8)`).
+- `bf16_top8`: that, with LoRA on the top 8 of 30 blocks only (`checkpoint.add_adapter(top_layers=8)`);
+- `bf16_top8_x4`: that, with micro-batches of 2,048 tokens instead of 512 (fewer, larger matrix products).
 
 The policy tokens an episode are printed beside each path's time: the paths sample different tokens (the same seeds
 through different arithmetic), so their episodes' lengths differ by chance.
@@ -36,40 +38,57 @@ from collections.abc import Sequence
 import torch
 
 PATHS = {
-    "fp32": {"precision": "fp32", "autocast": "none", "top_layers": 0},
-    "bf16": {"precision": "bf16", "autocast": "bf16", "top_layers": 0},
-    "bf16_top8": {"precision": "bf16", "autocast": "bf16", "top_layers": 8},
+    "fp32": {"precision": "fp32", "autocast": "none", "top_layers": 0, "budget": 1},
+    "bf16": {"precision": "bf16", "autocast": "bf16", "top_layers": 0, "budget": 1},
+    "bf16_top8": {"precision": "bf16", "autocast": "bf16", "top_layers": 8, "budget": 1},
+    "bf16_top8_x4": {"precision": "bf16", "autocast": "bf16", "top_layers": 8, "budget": 4},
 }
-"""The paths the benchmark compares: the sampler's precision, the update's autocast and the LoRA blocks (0: all)."""
+"""The paths the benchmark compares: the sampler's precision, the update's autocast, the LoRA blocks (0: all) and
+the update's micro-batch budget in multiples of the checkpoint budget (512 tokens of SmolLM2's vocabulary)."""
+WARM_STEPS = 30
+"""Warm-start steps before the timed iterations (chapter 00's on SmolLM2), so that the policy writes the task's
+format and its episodes have the length a run trains on (the untrained model writes about 85 tokens a turn)."""
 
 
-def setup(model_name: str, path: str):
-    """`(model, tokenizer, sampling, config)`: `model_name` with a fresh LoRA adapter as `path` asks, chapter 00's
-    task in the chat format and its SmolLM2 GRPO shape."""
+def setup(model_name: str, path: str, warm_steps: int = WARM_STEPS):
+    """`(model, tokenizer, sampling, config)`: `model_name` with a LoRA adapter as `path` asks, warm-started for
+    `warm_steps` steps of 8 of chapter 00's demonstrations (in `path`'s update precision), chapter 00's task in the
+    chat format and its SmolLM2 GRPO shape."""
+    from course_lib.engine.prompt_format import ChatFormat
+    from course_lib.engine.rollout import pad_id
     from course_lib.lab import gpu_preset
     from course_lib.rl import checkpoint
     from course_lib.rl.train import GRPOConfig
+    from course_lib.rl.warm_start import SFTConfig, supervised_warm_start
     from course_lib.tasks import tool_arithmetic
 
     options = PATHS[path]
     torch.manual_seed(0)
     model, tokenizer = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
     model = checkpoint.add_adapter(model, top_layers=options["top_layers"])
+    budget = checkpoint.micro_batch_tokens(model.config.vocab_size) * options["budget"]
+    if warm_steps:
+        task = tool_arithmetic.preset("cpu")
+        texts = tool_arithmetic.demonstration_texts(512, 0, task.tool_share, task.direct_correct)
+        examples = checkpoint.demonstration_examples(tokenizer, texts, ChatFormat(observation_role="tool"))
+        sft = SFTConfig(steps=warm_steps, batch_size=8, learning_rate=1e-3, warmup_steps=3,
+                        autocast=options["autocast"], micro_batch_tokens=budget)  # fmt: skip
+        supervised_warm_start(model, examples, pad_id(tokenizer), sft, torch.Generator().manual_seed(0))
     sampling = dataclasses.replace(tool_arithmetic.chat_sampling(tokenizer), precision=options["precision"])
     config = GRPOConfig(  # chapter 00's SmolLM2 design (docs/experiments/ch00-smollm2.md), without evaluations
         iterations=8, prompts_per_iteration=4, group_size=8, learning_rate=2e-4, eval_every=10**6,
-        autocast=options["autocast"], micro_batch_tokens=checkpoint.micro_batch_tokens(model.config.vocab_size),
+        autocast=options["autocast"], micro_batch_tokens=budget,
     )  # fmt: skip
     return model, tokenizer, sampling, config
 
 
-def time_iterations(model_name: str, path: str, iterations: int) -> dict[str, float]:
+def time_iterations(model_name: str, path: str, iterations: int, warm_steps: int = WARM_STEPS) -> dict[str, float]:
     """`iterations` GRPO iterations on `path` in this process: the median seconds of the timed ones (all but the
     first), split into rollout and update, the policy tokens sampled per iteration, and the process's peak memory."""
     from course_lib.rl.train import train_grpo
     from course_lib.tasks import tool_arithmetic
 
-    model, tokenizer, sampling, config = setup(model_name, path)
+    model, tokenizer, sampling, config = setup(model_name, path, warm_steps)
     config = dataclasses.replace(config, iterations=iterations)
     history = [r for r in train_grpo(model, tokenizer, tool_arithmetic.make_env, sampling, config, 0) if "loss" in r]
     timed = history[1:] or history
@@ -87,7 +106,7 @@ def time_iterations(model_name: str, path: str, iterations: int) -> dict[str, fl
     }
 
 
-def sampler_mismatch(model_name: str, episodes: int = 32) -> dict[str, float]:
+def sampler_mismatch(model_name: str, episodes: int = 32, warm_steps: int = WARM_STEPS) -> dict[str, float]:
     """On one bf16-sampled batch of chapter 00's task: the mean and largest |log-prob difference| per policy token
     between the bf16 sampler and the update's forward in float32 and under bf16 autocast, and the 95th percentile
     of the ratio's distance from 1, |exp(update - sampler) - 1|, that an update taking the sampler's log-probs as
@@ -97,7 +116,7 @@ def sampler_mismatch(model_name: str, episodes: int = 32) -> dict[str, float]:
     from course_lib.rl import micro_batch
     from course_lib.tasks import tool_arithmetic
 
-    model, tokenizer, sampling, config = setup(model_name, "bf16")
+    model, tokenizer, sampling, config = setup(model_name, "bf16", warm_steps)
     engine = RolloutEngine(model, tokenizer, sampling)
     seeds = [seed // 8 for seed in range(episodes)]  # groups of 8, as an iteration samples them
     trajectories = engine.rollout([tool_arithmetic.make_env() for _ in seeds], seeds,
@@ -125,18 +144,19 @@ def in_fresh_process(call: str) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def bench_iteration(model_name: str, iterations: int, paths: Sequence[str]) -> None:
+def bench_iteration(model_name: str, iterations: int, paths: Sequence[str], warm_steps: int = WARM_STEPS) -> None:
     """Print each path's seconds per iteration, its split and peak memory, then the sampler mismatch."""
-    print(f"{model_name}: GRPO iterations of chapter 00's SmolLM2 shape (4 prompts x 8 samples, LoRA r 16), "
+    print(f"{model_name}: GRPO iterations of chapter 00's SmolLM2 shape (4 prompts x 8 samples, LoRA r 16, after "
+          f"{warm_steps} warm-start steps), "
           f"{torch.get_num_threads()} threads, " + (f"median of {iterations - 1} after a warm-up" if iterations > 1
           else "one iteration, no warm-up"))  # fmt: skip
     results = {}
     for path in paths:
-        results[path] = r = in_fresh_process(f"time_iterations({model_name!r}, {path!r}, {iterations})")
+        results[path] = r = in_fresh_process(f"time_iterations({model_name!r}, {path!r}, {iterations}, {warm_steps})")
         print(f"{path:>10}: {r['seconds']:6.1f} s per iteration (rollout {r['rollout']:5.1f}, update "
               f"{r['update']:5.1f}), {r['policy_tokens']:.1f} policy tokens an episode, "
               f"peak {r['peak_gib']:.2f} GiB")  # fmt: skip
-    m = in_fresh_process(f"sampler_mismatch({model_name!r})")
+    m = in_fresh_process(f"sampler_mismatch({model_name!r}, warm_steps={warm_steps})")
     print(f"the bf16 sampler's log-probs as old ones, against the update's forward, on {m['policy_tokens']:.0f} "
           "policy tokens of one batch (chapter 15's staleness monitor, pitfalls.ratio_stats):")  # fmt: skip
     for autocast, label in (("none", "float32 update"), ("bf16", "bf16-autocast update")):
