@@ -13,7 +13,8 @@ says otherwise. The first iteration warms up; the others are timed (the median).
 - `bf16`: the sampler on a bfloat16 copy with LoRA merged (`SamplingConfig.precision`), the update under bf16
   autocast with float32 trainable weights (`GRPOConfig.autocast`), its old log-probs from its own forward;
 - `bf16_top8`: that, with LoRA on the top 8 of 30 blocks only (`checkpoint.add_adapter(top_layers=8)`);
-- `bf16_top8_x4`: that, with micro-batches of 2,048 tokens instead of 512 (fewer, larger matrix products).
+- `bf16_top8_x4`, `bf16_top8_x8`: that, with micro-batches of 2,048 or 4,096 tokens instead of 512 (fewer, larger
+  matrix products, more memory).
 
 The policy tokens an episode are printed beside each path's time: the paths sample different tokens (the same seeds
 through different arithmetic), so their episodes' lengths differ by chance.
@@ -42,6 +43,7 @@ PATHS = {
     "bf16": {"precision": "bf16", "autocast": "bf16", "top_layers": 0, "budget": 1},
     "bf16_top8": {"precision": "bf16", "autocast": "bf16", "top_layers": 8, "budget": 1},
     "bf16_top8_x4": {"precision": "bf16", "autocast": "bf16", "top_layers": 8, "budget": 4},
+    "bf16_top8_x8": {"precision": "bf16", "autocast": "bf16", "top_layers": 8, "budget": 8},
 }
 """The paths the benchmark compares: the sampler's precision, the update's autocast, the LoRA blocks (0: all) and
 the update's micro-batch budget in multiples of the checkpoint budget (512 tokens of SmolLM2's vocabulary)."""
