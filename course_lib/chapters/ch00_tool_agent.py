@@ -22,8 +22,7 @@ from course_lib.course import claims as rules
 from course_lib.course.claims import Claim, ClaimSpec, Setting, effect_at_least, evaluate_all, nontrivial_base
 from course_lib.engine.rollout import RolloutEngine
 from course_lib.envs.arithmetic import draw_problem, solve, vocabulary
-from course_lib.rl.train import GRPOConfig, evaluate_policy, train_grpo
-from course_lib.rl.warm_start import SFTConfig
+from course_lib.rl.train import evaluate_policy, train_grpo
 from course_lib.tasks import bases, tool_arithmetic
 from course_lib.tasks.tool_arithmetic import (
     BASE_NAME,
@@ -32,6 +31,7 @@ from course_lib.tasks.tool_arithmetic import (
     demonstration_texts,
     make_env,
     preset,
+    smollm2_config,
     test_seeds,
     warm_base,
 )
@@ -243,19 +243,6 @@ SMOLLM2_CLAIMS: tuple[ClaimSpec, ...] = (
 )
 """Chapter 00 on the course's real model (issue 43), decided on its own file (`course_lib.lab.verdicts`)."""
 SETTINGS = (Setting(SMOLLM2_RESULTS, SMOLLM2_CLAIMS, "docs/experiments/ch00-smollm2.md"),)
-
-
-def smollm2_config() -> ArithmeticConfig:
-    """Chapter 00 sized for SmolLM2-135M-Instruct with LoRA on 2 CPU cores (docs/experiments/ch00-smollm2.md): 512
-    demonstrations and 30 warm-start steps of 8 (the adapter at 1e-3), then 8 GRPO iterations of 4 prompts x 8
-    samples at 2e-4, evaluated on 64 distinct held-out problems before and after, 32 episodes checked."""
-    return ArithmeticConfig(
-        demonstrations=512,
-        sft=SFTConfig(steps=30, batch_size=8, learning_rate=1e-3, warmup_steps=3),
-        grpo=GRPOConfig(iterations=8, prompts_per_iteration=4, group_size=8, learning_rate=2e-4, eval_every=8),
-        eval_tasks=64,
-        check_episodes=32,
-    )
 
 
 def smollm2(seeds: Sequence[int], record: bool = False, progress: bool = False) -> dict[int, dict[str, float]]:

@@ -573,13 +573,12 @@ def fork_trajectory(engine, trajectory: Trajectory, steps: int, parent: int | No
     if not 0 <= steps < len(trajectory.snapshots) or trajectory.snapshots[steps].done:
         raise ValueError(f"cannot branch after step {steps} of a {trajectory.num_turns}-step trajectory")
     cut = trajectory.prefix_length(steps)
-    tokens = {name: getattr(trajectory, name)[:cut] for name in ("token_ids", "loss_mask", "logprobs", "entropies",
-                                                                 "turn_ids")}  # fmt: skip
-    steps_so_far = {name: getattr(trajectory, name)[:steps] for name in ("rewards", "infos", "anchors")}
     return Trajectory(
-        env=trajectory.snapshots[steps].fork(), **tokens, **steps_so_far, group_id=trajectory.group_id,
-        seed=trajectory.seed, snapshots=[s.fork() for s in trajectory.snapshots[: steps + 1]], parent=parent,
-        branch_position=cut,
+        env=trajectory.snapshots[steps].fork(), group_id=trajectory.group_id, seed=trajectory.seed,
+        token_ids=trajectory.token_ids[:cut], loss_mask=trajectory.loss_mask[:cut],
+        logprobs=trajectory.logprobs[:cut], entropies=trajectory.entropies[:cut], turn_ids=trajectory.turn_ids[:cut],
+        rewards=trajectory.rewards[:steps], infos=trajectory.infos[:steps], anchors=trajectory.anchors[:steps],
+        snapshots=[s.fork() for s in trajectory.snapshots[: steps + 1]], parent=parent, branch_position=cut,
     )  # fmt: skip
 
 

@@ -59,9 +59,7 @@ sampler's mismatch with the update (`course_lib.lab.fast_path`).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -453,10 +451,8 @@ def bench_update(model_name: str, rows: int, tokens: int, budgets: Sequence[int]
     print(f"{model_name}: one update of a LoRA r 16 adapter on {rows} x {tokens} tokens, {torch.get_num_threads()} "
           f"threads; seconds per update (median of {repeats}) and the process's peak memory")  # fmt: skip
     for budget in budgets:
-        code = (f"import json; from course_lib.lab import bench; print(json.dumps(bench.time_update("
-                f"{model_name!r}, {rows}, {tokens}, {budget}, {repeats})))")  # fmt: skip
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        call = f"time_update({model_name!r}, {rows}, {tokens}, {budget}, {repeats})"
+        result = fast_path.in_fresh_process(call, "course_lib.lab.bench")
         label = "whole batch" if budget == 0 else f"{budget} tokens"
         print(f"micro-batch {label:>12}: {result['seconds']:6.1f} s per update, peak {result['peak_gib']:5.2f} GiB")
 

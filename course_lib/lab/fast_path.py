@@ -53,35 +53,23 @@ format and its episodes have the length a run trains on (the untrained model wri
 
 
 def setup(model_name: str, path: str, warm_steps: int = WARM_STEPS):
-    """`(model, tokenizer, sampling, config)`: `model_name` with a LoRA adapter as `path` asks, warm-started for
-    `warm_steps` steps of 8 of chapter 00's demonstrations (in `path`'s update precision), chapter 00's task in the
-    chat format and its SmolLM2 GRPO shape."""
-    from course_lib.engine.prompt_format import ChatFormat
-    from course_lib.engine.rollout import pad_id
-    from course_lib.lab import gpu_preset
+    """`(model, tokenizer, sampling, config)`: `model_name` warm-started on chapter 00's task as the survey does
+    (`tasks.real_model.warm_start`, seed 0) for `warm_steps` steps of 8, with the adapter, precisions and
+    micro-batches `path` asks for; chapter 00's SmolLM2 GRPO shape, without evaluations."""
     from course_lib.rl import checkpoint
-    from course_lib.rl.train import GRPOConfig
-    from course_lib.rl.warm_start import SFTConfig, supervised_warm_start
-    from course_lib.tasks import tool_arithmetic
+    from course_lib.tasks import real_model
 
     options = PATHS[path]
-    torch.manual_seed(0)
-    model, tokenizer = checkpoint.load_checkpoint(gpu_preset.resolve_model(model_name))
-    model = checkpoint.add_adapter(model, top_layers=options["top_layers"])
-    budget = checkpoint.micro_batch_tokens(model.config.vocab_size) * options["budget"]
-    if warm_steps:
-        task = tool_arithmetic.preset("cpu")
-        texts = tool_arithmetic.demonstration_texts(512, 0, task.tool_share, task.direct_correct)
-        examples = checkpoint.demonstration_examples(tokenizer, texts, ChatFormat(observation_role="tool"))
-        sft = SFTConfig(steps=warm_steps, batch_size=8, learning_rate=1e-3, warmup_steps=3,
-                        autocast=options["autocast"], micro_batch_tokens=budget)  # fmt: skip
-        supervised_warm_start(model, examples, pad_id(tokenizer), sft, torch.Generator().manual_seed(0))
-    sampling = dataclasses.replace(tool_arithmetic.chat_sampling(tokenizer), precision=options["precision"])
-    config = GRPOConfig(  # chapter 00's SmolLM2 design (docs/experiments/ch00-smollm2.md), without evaluations
-        iterations=8, prompts_per_iteration=4, group_size=8, learning_rate=2e-4, eval_every=10**6,
-        autocast=options["autocast"], micro_batch_tokens=budget,
-    )  # fmt: skip
-    return model, tokenizer, sampling, config
+    with checkpoint.using(model_name):
+        tokenizer = checkpoint.load_tokenizer(checkpoint.model_path())
+    budget = checkpoint.micro_batch_tokens(len(tokenizer)) * options["budget"]
+    sft = dataclasses.replace(real_model.SMOLLM2.sft, steps=warm_steps, autocast=options["autocast"],
+                              micro_batch_tokens=budget)  # fmt: skip
+    settings = real_model.WarmStart(sft=sft, top_layers=options["top_layers"], precision=options["precision"])
+    model, tokenizer, task, _ = real_model.warm_start(real_model.TASKS["arithmetic"], settings, 0, model_name)
+    config = dataclasses.replace(real_model.SMOLLM2.grpo, eval_every=10**6, autocast=options["autocast"],
+                                 micro_batch_tokens=budget)  # fmt: skip
+    return model, tokenizer, task.sampling, config
 
 
 def time_iterations(model_name: str, path: str, iterations: int, warm_steps: int = WARM_STEPS) -> dict[str, float]:
@@ -139,9 +127,11 @@ def sampler_mismatch(model_name: str, episodes: int = 32, warm_steps: int = WARM
     return numbers
 
 
-def in_fresh_process(call: str) -> dict[str, float]:
-    """The JSON a `course_lib.lab.fast_path` call prints, run in a new Python process."""
-    code = f"import json; from course_lib.lab import fast_path; print(json.dumps(fast_path.{call}))"
+def in_fresh_process(call: str, module: str = "course_lib.lab.fast_path") -> dict[str, float]:
+    """The JSON that `call`, a function of `module` with its arguments, prints, run in a new Python process (its peak
+    resident memory is its own)."""
+    package, name = module.rsplit(".", 1)
+    code = f"import json; from {package} import {name}; print(json.dumps({name}.{call}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 

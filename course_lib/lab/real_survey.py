@@ -14,13 +14,14 @@ and after), once with each adapter, the same seed; per seed, each arm's numbers 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from course_lib.course import recorded
-from course_lib.rl.train import GRPOConfig
 from course_lib.tasks.real_model import (
     COMPARISONS,
+    SMOLLM2,
     TASKS,
     WARM_STARTS,
     WarmStart,
@@ -35,26 +36,37 @@ WARM_START_RESULTS = "ch18_warm_start"
 """`results/ch18_warm_start.json`: per seed, every task's warm-start numbers, prefixed by the task's name."""
 
 
+def record_seeds(
+    name: str, seeds: Sequence[int], measure: Callable[[int], dict[str, float]], record: bool, pilot: bool = False
+) -> dict[int, dict[str, float]]:
+    """`measure(seed)` on every seed, printed, and with `record` written per seed as it finishes to
+    `results/<name>.json` (`<name>_pilot.json` for a `pilot`): a stopped run keeps the seeds it finished."""
+    if record:
+        recorded.begin()
+    out = {}
+    for seed in seeds:
+        start = time.perf_counter()
+        out[seed] = numbers = measure(seed)
+        print(f"seed {seed} {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in numbers.items()), flush=True)
+        if record:
+            recorded.record(name + ("_pilot" if pilot else ""), seed, (), numbers, (time.perf_counter() - start) / 60)
+    return out
+
+
+def prefixed(parts: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """`{part}_{key}` for every part's numbers."""
+    return {f"{part}_{key}": value for part, numbers in parts.items() for key, value in numbers.items()}
+
+
 def warm_starts(
     tasks: Sequence[str], seeds: Sequence[int], record: bool = False, pilot: bool = False, premises: bool = False
 ) -> dict[int, dict[str, float]]:
-    """`warm_start_numbers` of every task in `tasks` on every seed, printed, and with `record` written per seed to
-    `results/ch18_warm_start.json` (`_pilot.json` for a `pilot`). A seed's record holds the tasks run with it, and a
-    later run of the same seed replaces it: run a seed's tasks together."""
-    if record:
-        recorded.begin()
-    out: dict[int, dict[str, float]] = {}
-    for seed in seeds:
-        start, numbers = time.perf_counter(), {}
-        for name in tasks:
-            found = warm_start_numbers(name, seed, premises=premises)
-            print(f"seed {seed} {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in found.items()), flush=True)
-            numbers |= {f"{name}_{key}": value for key, value in found.items()}
-        if record:
-            name = WARM_START_RESULTS + ("_pilot" if pilot else "")
-            recorded.record(name, seed, (), numbers, (time.perf_counter() - start) / 60)
-        out[seed] = numbers
-    return out
+    """`warm_start_numbers` of every task in `tasks` on every seed (`results/ch18_warm_start.json`). A seed's record
+    holds the tasks run with it, and a later run of the same seed replaces it: run a seed's tasks together."""
+    return record_seeds(
+        WARM_START_RESULTS, seeds, lambda seed: prefixed({name: warm_start_numbers(name, seed, premises=premises)
+                                                          for name in tasks}), record, pilot,
+    )  # fmt: skip
 
 
 def summary(results: Mapping[int, Mapping[str, float]], tasks: Sequence[str]) -> list[str]:
@@ -72,52 +84,36 @@ def summary(results: Mapping[int, Mapping[str, float]], tasks: Sequence[str]) ->
 LORA_BLOCKS_RESULTS = "ch18_lora_blocks"
 """`results/ch18_lora_blocks.json`: per seed, `all_*` and `top8_*` (`train_and_evaluate`'s numbers) and
 `top8_minus_all_gain`."""
-CH00_SMOLLM2_GRPO = GRPOConfig(iterations=8, prompts_per_iteration=4, group_size=8, learning_rate=2e-4,
-                               eval_every=10**6, autocast="bf16")  # fmt: skip
-"""Chapter 00's SmolLM2 design's RL (docs/experiments/ch00-smollm2.md) on the fast path, without its evaluations."""
+SMOLLM2_RL = dataclasses.replace(SMOLLM2.grpo, eval_every=10**6, autocast="bf16")
+"""Chapter 00's SmolLM2 design's RL (8 iterations of 4 x 8 at 2e-4) on the fast path, without its evaluations."""
 
 
 def lora_blocks(seeds: Sequence[int], record: bool = False) -> dict[int, dict[str, float]]:
     """Per seed, chapter 00's SmolLM2 design with LoRA on all blocks and on the top 8 (`LORA_BLOCKS_RESULTS`)."""
-    if record:
-        recorded.begin()
-    out = {}
-    for seed in seeds:
-        start, numbers = time.perf_counter(), {}
-        for label, blocks in (("all", 0), ("top8", 8)):
-            found = train_and_evaluate("arithmetic", seed, WarmStart(top_layers=blocks), CH00_SMOLLM2_GRPO)
-            print(f"seed {seed} LoRA on {label}: " + ", ".join(f"{k} {v:.3f}" for k, v in found.items()), flush=True)
-            numbers |= {f"{label}_{key}": value for key, value in found.items()}
-        numbers["top8_minus_all_gain"] = numbers["top8_gain"] - numbers["all_gain"]
-        if record:
-            recorded.record(LORA_BLOCKS_RESULTS, seed, (), numbers, (time.perf_counter() - start) / 60)
-        out[seed] = numbers
-    return out
+
+    def measure(seed: int) -> dict[str, float]:
+        arms = {label: train_and_evaluate("arithmetic", seed, WarmStart(top_layers=blocks), SMOLLM2_RL)
+                for label, blocks in (("all", 0), ("top8", 8))}  # fmt: skip
+        return prefixed(arms) | {"top8_minus_all_gain": arms["top8"]["gain"] - arms["all"]["gain"]}
+
+    return record_seeds(LORA_BLOCKS_RESULTS, seeds, measure, record)
 
 
-RL_SHAPES: dict[str, dict] = {name: {"iterations": 8, "prompts_per_iteration": 4, "group_size": 8,
-                                     "learning_rate": 2e-4} for name in COMPARISONS}  # fmt: skip
+RL_SHAPES: dict[str, dict] = {
+    name: {key: getattr(SMOLLM2_RL, key) for key in ("iterations", "prompts_per_iteration", "group_size",
+                                                      "learning_rate")} for name in COMPARISONS
+}  # fmt: skip
 """Each comparison's RL for SmolLM2 on 2 cores: chapter 00's SmolLM2 shape until the pilot's timings size it
 (docs/experiments/real-model-survey.md)."""
 
 
 def compare(comparison: str, seeds: Sequence[int], record: bool = False, pilot: bool = False) -> dict:
-    """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with `RL_SHAPES`,
-    printed and with `record` written per seed to `results/ch18_<comparison>.json` (`_pilot.json` for a
-    `pilot`)."""
-    if record:
-        recorded.begin()
-    out = {}
-    task = COMPARISONS[comparison][0]
-    for seed in seeds:
-        start = time.perf_counter()
-        numbers = paired_arms(comparison, seed, WARM_STARTS[task], RL_SHAPES[comparison])
-        print(f"seed {seed} {comparison}: " + ", ".join(f"{k} {v:.3f}" for k, v in numbers.items()), flush=True)
-        if record:
-            name = f"ch18_{comparison}" + ("_pilot" if pilot else "")
-            recorded.record(name, seed, (), numbers, (time.perf_counter() - start) / 60)
-        out[seed] = numbers
-    return out
+    """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with `RL_SHAPES`
+    (`results/ch18_<comparison>.json`)."""
+    settings, shape = WARM_STARTS[COMPARISONS[comparison][0]], RL_SHAPES[comparison]
+    return record_seeds(
+        f"ch18_{comparison}", seeds, lambda seed: paired_arms(comparison, seed, settings, shape), record, pilot
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

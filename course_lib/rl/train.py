@@ -391,8 +391,8 @@ def policy_iteration(
     advantaged = time.perf_counter()
 
     temperature, budget = engine.config.temperature, config.micro_batch_tokens
-    old_logprobs = batch.old_logprobs
     own_old = recomputes_old_logprobs(config, engine.config.precision)
+    old_logprobs = None if own_old else batch.old_logprobs  # None: the first update's own forward fills it in
     if not config.mask_observations and not own_old:
         with torch.no_grad():  # observation tokens were never sampled: take the pre-update policy's log-probs
             old_logprobs, _ = micro_batch.logprobs_and_entropy(
@@ -408,7 +408,7 @@ def policy_iteration(
     def whole_batch_loss(logprobs: torch.Tensor, entropy: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
         """The update's loss on the whole batch from its `[B, T]` log-probs and entropies."""
         nonlocal old_logprobs
-        if own_old and update == 0:  # the first update's own forward, before any step: the ratio is exactly 1
+        if old_logprobs is None:  # the first update's own forward, before any step: the ratio is exactly 1
             old_logprobs = logprobs.detach()
         weighted = advantages
         if config.entropy_advantage:  # AEPO: the current policy's entropy, through a stop-gradient

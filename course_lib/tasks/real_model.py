@@ -20,13 +20,13 @@ each task uses, and why, are in `WARM_STARTS` and `docs/experiments/real-model-s
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from course_lib import real_models
 from course_lib.engine.prompt_format import ChatFormat
 from course_lib.envs.base import TextEnv
 from course_lib.rl import checkpoint
@@ -43,6 +43,9 @@ from course_lib.tasks import (
 
 MODEL = "smollm2"
 """The real model (`python -m course_lib.data build smollm2`)."""
+SMOLLM2 = tool_arithmetic.smollm2_config()
+"""Chapter 00's design on SmolLM2 (docs/experiments/ch00-smollm2.md): the warm start and RL shape this study
+starts from."""
 
 
 @dataclass(frozen=True)
@@ -103,9 +106,7 @@ class WarmStart:
 
     demonstrations: int = 512
     """Demonstration episodes drawn (a step-mode task makes one example per step)."""
-    sft: SFTConfig = field(
-        default_factory=lambda: SFTConfig(steps=30, batch_size=8, learning_rate=1e-3, warmup_steps=3, autocast="bf16")
-    )
+    sft: SFTConfig = field(default_factory=lambda: dataclasses.replace(SMOLLM2.sft, autocast="bf16"))
     """The warm start: chapter 00's on SmolLM2 (30 steps of 8 at 1e-3), under bf16 autocast."""
     top_layers: int = 8
     """LoRA on the last `top_layers` blocks of 30 (0: every block)."""
@@ -126,7 +127,8 @@ def warm_start(task: SurveyTask, settings: WarmStart, seed: int, model: str = MO
     (`checkpoint.chat_sampling`) and `settings.precision`, evaluating on `settings.eval_tasks` problems."""
     config = task.config()
     texts = task.demonstrations(config, settings.demonstrations, seed)
-    path = real_models.path(model) if model in real_models.MODELS else model
+    with checkpoint.using(model):  # a real model's name or a checkpoint folder, checked as --model checks it
+        path = checkpoint.model_path()
     tokenizer = checkpoint.load_tokenizer(path)
     sampling = checkpoint.chat_sampling(config.sampling, tokenizer, texts[:512], "tool")
     budget = checkpoint.micro_batch_tokens(len(tokenizer))
@@ -135,10 +137,7 @@ def warm_start(task: SurveyTask, settings: WarmStart, seed: int, model: str = MO
         path, texts, sft, seed, prompt_format=ChatFormat(observation_role="tool"), lora_top_layers=settings.top_layers
     )
     sampling = dataclasses.replace(sampling, precision=settings.precision)
-    config = dataclasses.replace(config, sampling=sampling, eval_tasks=settings.eval_tasks)
-    if hasattr(config, "grpo"):
-        config = dataclasses.replace(config, grpo=dataclasses.replace(config.grpo, micro_batch_tokens=budget))
-    return trained, tokenizer, config, history
+    return trained, tokenizer, dataclasses.replace(config, sampling=sampling, eval_tasks=settings.eval_tasks), history
 
 
 def warm_start_numbers(
@@ -206,8 +205,6 @@ def paired_arms(comparison: str, seed: int, settings: WarmStart, rl: Mapping, mo
     task has none: the lake's) with `rl` (its size and rate for this model: `iterations`, `prompts_per_iteration`,
     `group_size`, `learning_rate`) and the arm's changes. Returns `before_success`, each arm's `<arm>_success`,
     `<arm>_invalid_rate` and `<arm>_minutes`, and `difference`, the second arm's success minus the first's."""
-    import copy
-
     task_name, arms = COMPARISONS[comparison]
     task = TASKS[task_name]
     trained, tokenizer, config, _ = warm_start(task, settings, seed, model)

@@ -66,6 +66,19 @@ def preset(scale: str | None = None) -> ArithmeticConfig:
     return course_config.by_scale(ArithmeticConfig(), gpu, scale)
 
 
+def smollm2_config() -> ArithmeticConfig:
+    """Chapter 00 sized for SmolLM2-135M-Instruct with LoRA on 2 CPU cores (docs/experiments/ch00-smollm2.md): 512
+    demonstrations and 30 warm-start steps of 8 (the adapter at 1e-3), then 8 GRPO iterations of 4 prompts x 8
+    samples at 2e-4, evaluated on 64 distinct held-out problems before and after, 32 episodes checked."""
+    return ArithmeticConfig(
+        demonstrations=512,
+        sft=SFTConfig(steps=30, batch_size=8, learning_rate=1e-3, warmup_steps=3),
+        grpo=GRPOConfig(iterations=8, prompts_per_iteration=4, group_size=8, learning_rate=2e-4, eval_every=8),
+        eval_tasks=64,
+        check_episodes=32,
+    )
+
+
 def make_env(split: str = "train") -> envs.TextEnv:
     return envs.make(ENV_NAME, split=split)
 

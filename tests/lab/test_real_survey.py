@@ -1,0 +1,42 @@
+"""The real-model survey's runs command (`lab.real_survey`): seeds recorded one by one, pilots apart, and pilot
+seeds kept apart from deciding ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from course_lib.course import recorded
+from course_lib.lab import real_survey
+
+
+def test_each_seed_is_recorded_as_it_finishes_and_a_pilot_apart(tmp_path):
+    """A measurement that fails on the second seed leaves the first seed's record; a pilot goes to `_pilot.json`."""
+
+    def measure(seed: int) -> dict[str, float]:
+        if seed == 2:
+            raise RuntimeError("stopped")
+        return {"x": float(seed)}
+
+    with recorded.recording_into(tmp_path):
+        with pytest.raises(RuntimeError):
+            real_survey.record_seeds("ch18_probe", [1, 2], measure, record=True)
+        real_survey.record_seeds("ch18_probe", [100], measure, record=True, pilot=True)
+    deciding = json.loads((tmp_path / "ch18_probe.json").read_text())["seeds"]
+    assert list(deciding) == ["1"] and deciding["1"]["numbers"] == {"x": 1.0}
+    assert list(json.loads((tmp_path / "ch18_probe_pilot.json").read_text())["seeds"]) == ["100"]
+
+
+@pytest.mark.parametrize("argv", [["compare", "gigpo", "--seeds", "0", "--pilot"],
+                                  ["warm-start", "--seeds", "100"]])  # fmt: skip
+def test_pilot_and_deciding_seeds_are_not_mixed(argv, capsys):
+    with pytest.raises(SystemExit):
+        real_survey.main(argv)
+    assert "pilot seeds are 100 and up" in capsys.readouterr().err
+
+
+def test_the_shapes_start_from_chapter_00s_design():
+    assert real_survey.RL_SHAPES["gigpo"] == {"iterations": 8, "prompts_per_iteration": 4, "group_size": 8,
+                                              "learning_rate": 2e-4}  # fmt: skip
+    assert real_survey.prefixed({"a": {"x": 1.0}, "b": {"x": 2.0}}) == {"a_x": 1.0, "b_x": 2.0}
