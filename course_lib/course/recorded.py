@@ -60,7 +60,24 @@ def record_command(chapter: str, scale: str = "cpu") -> str:
     if chapter.endswith(("_design", "_design_pilot")):  # a designed setting (`course_lib.course.designs`)
         step = "--pilot" if chapter.endswith("_pilot") else "--decide"
         return f"{prefix}python -m course_lib.lab.design_runs {chapter.split('_')[0]} {step} --record"
+    if chapter.startswith("ch18_"):  # the survey on a real model: `course_lib.lab.real_survey`'s runs
+        run = _real_survey_run(chapter.removeprefix("ch18_"))
+        return f"{prefix}python -m course_lib.lab.real_survey {run} --record"
     return f"{prefix}python -m course_lib.chapters {chapter} --seeds 0 1 2 3 4 --record"
+
+
+def _real_survey_run(name: str) -> str:
+    """The `lab.real_survey` arguments that record `results/ch18_<name>.json`."""
+    pilot = name.endswith("_pilot")
+    name = name.removesuffix("_pilot")
+    seeds = "--seeds 100 101 102 --pilot" if pilot else "--seeds 0 1 2 3 4"
+    if name == "lora_blocks":
+        return "lora-blocks --seeds 100 101 102"
+    if name.startswith("warm_start"):
+        steps = name.removeprefix("warm_start_").removesuffix("steps") if name != "warm_start" else ""
+        seeds = seeds.replace("100 101 102", "100")
+        return f"warm-start {seeds} --steps {steps}" if steps else f"warm-start {seeds} --premises"
+    return f"compare {name} {seeds}"
 
 
 Curves = Mapping[str, Sequence[tuple[float, float]]]

@@ -3,6 +3,8 @@ held-out success and valid actions per seed, printed and recorded seed by seed.
 
     python -m course_lib.lab.real_survey warm-start [--tasks calculator key_door two_hop lake] [--seeds 0 1 2 3 4]
         [--premises] [--record]   # results/ch18_warm_start.json, one record per seed (run again: replaced)
+    python -m course_lib.lab.real_survey warm-start --tasks key_door --seeds 100 --pilot --steps 60 --record
+        # a sizing try: results/ch18_warm_start_60steps_pilot.json
     python -m course_lib.lab.real_survey lora-blocks [--seeds 100 101 102] [--record]   # results/ch18_lora_blocks.json
     python -m course_lib.lab.real_survey compare gigpo [--seeds 100 101 102 --pilot] [--record]  # ch18_gigpo*.json
 
@@ -58,14 +60,30 @@ def prefixed(parts: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     return {f"{part}_{key}": value for part, numbers in parts.items() for key, value in numbers.items()}
 
 
+def sized(task: str, steps: int | None) -> WarmStart:
+    """`task`'s warm start (`WARM_STARTS`), with `steps` warm-start steps instead of its own when given."""
+    settings = WARM_STARTS[task]
+    if steps is None:
+        return settings
+    return dataclasses.replace(settings, sft=dataclasses.replace(settings.sft, steps=steps))
+
+
 def warm_starts(
-    tasks: Sequence[str], seeds: Sequence[int], record: bool = False, pilot: bool = False, premises: bool = False
+    tasks: Sequence[str],
+    seeds: Sequence[int],
+    record: bool = False,
+    pilot: bool = False,
+    premises: bool = False,
+    steps: int | None = None,
 ) -> dict[int, dict[str, float]]:
     """`warm_start_numbers` of every task in `tasks` on every seed (`results/ch18_warm_start.json`). A seed's record
-    holds the tasks run with it, and a later run of the same seed replaces it: run a seed's tasks together."""
+    holds the tasks run with it, and a later run of the same seed replaces it: run a seed's tasks together. With
+    `steps` (a pilot's sizing try, docs/experiments/real-model-survey.md), each task warm-starts for that many steps
+    and the records go to `results/ch18_warm_start_<steps>steps_pilot.json`."""
+    name = WARM_START_RESULTS if steps is None else f"{WARM_START_RESULTS}_{steps}steps"
     return record_seeds(
-        WARM_START_RESULTS, seeds, lambda seed: prefixed({name: warm_start_numbers(name, seed, premises=premises)
-                                                          for name in tasks}), record, pilot,
+        name, seeds, lambda seed: prefixed({task: warm_start_numbers(task, seed, sized(task, steps), premises=premises)
+                                            for task in tasks}), record, pilot,
     )  # fmt: skip
 
 
@@ -125,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     warm.add_argument("--record", action="store_true", help="write results/ch18_warm_start.json, seed by seed")
     warm.add_argument("--pilot", action="store_true", help="pilot seeds (100 and up), recorded apart (_pilot.json)")
     warm.add_argument("--premises", action="store_true", help="also measure each task's premises on its warm start")
+    warm.add_argument("--steps", type=int, help="a pilot's sizing try: this many warm-start steps for every task")
     blocks = sub.add_parser("lora-blocks", help="chapter 00's SmolLM2 design with LoRA on all blocks and on the top 8")
     blocks.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
     blocks.add_argument("--record", action="store_true", help="write results/ch18_lora_blocks.json, seed by seed")
@@ -136,13 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("warm-start", "compare") and args.pilot != all(seed >= PILOT_SEEDS for seed in args.seeds):
         parser.error(f"pilot seeds are {PILOT_SEEDS} and up, deciding seeds below (--pilot says which these are)")
+    if args.command == "warm-start" and args.steps is not None and not args.pilot:
+        parser.error("--steps sizes a warm start on pilot seeds only; deciding seeds use WARM_STARTS")
     if args.command == "compare":
         compare(args.comparison, args.seeds, args.record, args.pilot)
         return 0
     if args.command == "lora-blocks":
         lora_blocks(args.seeds, args.record)
         return 0
-    results = warm_starts(args.tasks, args.seeds, args.record, args.pilot, args.premises)
+    results = warm_starts(args.tasks, args.seeds, args.record, args.pilot, args.premises, args.steps)
     print("\n".join(summary(results, args.tasks)))
     return 0
 

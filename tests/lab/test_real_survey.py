@@ -40,3 +40,15 @@ def test_the_shapes_start_from_chapter_00s_design():
     assert real_survey.RL_SHAPES["gigpo"] == {"iterations": 8, "prompts_per_iteration": 4, "group_size": 8,
                                               "learning_rate": 2e-4}  # fmt: skip
     assert real_survey.prefixed({"a": {"x": 1.0}, "b": {"x": 2.0}}) == {"a_x": 1.0, "b_x": 2.0}
+
+
+def test_a_sizing_try_is_a_pilots_and_names_its_own_file(capsys):
+    with pytest.raises(SystemExit):
+        real_survey.main(["warm-start", "--seeds", "0", "--steps", "60"])
+    assert "pilot seeds only" in capsys.readouterr().err
+    assert real_survey.sized("key_door", 60).sft.steps == 60
+    assert real_survey.sized("key_door", None) is real_survey.WARM_STARTS["key_door"]
+    assert recorded.record_command("ch18_warm_start_60steps_pilot").endswith(
+        "warm-start --seeds 100 --pilot --steps 60 --record"
+    )
+    assert recorded.record_command("ch18_gigpo").endswith("compare gigpo --seeds 0 1 2 3 4 --record")
