@@ -60,14 +60,14 @@ def record_command(chapter: str, scale: str = "cpu") -> str:
     if chapter.endswith(("_design", "_design_pilot")):  # a designed setting (`course_lib.course.designs`)
         step = "--pilot" if chapter.endswith("_pilot") else "--decide"
         return f"{prefix}python -m course_lib.lab.design_runs {chapter.split('_')[0]} {step} --record"
-    if chapter.startswith("ch18_"):  # the survey on a real model: `course_lib.lab.real_survey`'s runs
-        run = _real_survey_run(chapter.removeprefix("ch18_"))
+    if chapter.startswith("ch16_"):  # the survey on a real model: `course_lib.lab.real_survey`'s runs
+        run = _real_survey_run(chapter.removeprefix("ch16_"))
         return f"{prefix}python -m course_lib.lab.real_survey {run} --record"
     return f"{prefix}python -m course_lib.chapters {chapter} --seeds 0 1 2 3 4 --record"
 
 
 def _real_survey_run(name: str) -> str:
-    """The `lab.real_survey` arguments that record `results/ch18_<name>.json`."""
+    """The `lab.real_survey` arguments that record `results/ch16_<name>.json`."""
     pilot = name.endswith("_pilot")
     name = name.removesuffix("_pilot")
     seeds = "--seeds 100 101 102 --pilot" if pilot else "--seeds 0 1 2 3 4"

@@ -2,11 +2,11 @@
 held-out success and valid actions per seed, printed and recorded seed by seed.
 
     python -m course_lib.lab.real_survey warm-start [--tasks calculator key_door two_hop lake] [--seeds 0 1 2 3 4]
-        [--premises] [--record]   # results/ch18_warm_start.json, one record per seed (run again: replaced)
+        [--premises] [--record]   # results/ch16_warm_start.json, one record per seed (run again: replaced)
     python -m course_lib.lab.real_survey warm-start --tasks key_door --seeds 100 --pilot --steps 60 --record
-        # a sizing try: results/ch18_warm_start_60steps_pilot.json
-    python -m course_lib.lab.real_survey lora-blocks [--seeds 100 101 102] [--record]   # results/ch18_lora_blocks.json
-    python -m course_lib.lab.real_survey compare gigpo [--seeds 100 101 102 --pilot] [--record]  # ch18_gigpo*.json
+        # a sizing try: results/ch16_warm_start_60steps_pilot.json
+    python -m course_lib.lab.real_survey lora-blocks [--seeds 100 101 102] [--record]   # results/ch16_lora_blocks.json
+    python -m course_lib.lab.real_survey compare gigpo [--seeds 100 101 102 --pilot] [--record]  # ch16_gigpo*.json
 
 `lora-blocks`: does LoRA on the top 8 of 30 blocks learn as LoRA on all of them does? Chapter 00's SmolLM2 design on
 the fast path (warm start 30 steps of 8, GRPO 8 iterations of 4 x 8 at 2e-4, held-out success on 64 problems before
@@ -34,8 +34,8 @@ from course_lib.tasks.real_model import (
 
 PILOT_SEEDS = 100
 """Pilot seeds are this and up; deciding seeds are below (docs/experiments/real-model-survey.md)."""
-WARM_START_RESULTS = "ch18_warm_start"
-"""`results/ch18_warm_start.json`: per seed, every task's warm-start numbers, prefixed by the task's name."""
+WARM_START_RESULTS = "ch16_warm_start"
+"""`results/ch16_warm_start.json`: per seed, every task's warm-start numbers, prefixed by the task's name."""
 
 
 def record_seeds(
@@ -76,10 +76,10 @@ def warm_starts(
     premises: bool = False,
     steps: int | None = None,
 ) -> dict[int, dict[str, float]]:
-    """`warm_start_numbers` of every task in `tasks` on every seed (`results/ch18_warm_start.json`). A seed's record
+    """`warm_start_numbers` of every task in `tasks` on every seed (`results/ch16_warm_start.json`). A seed's record
     holds the tasks run with it, and a later run of the same seed replaces it: run a seed's tasks together. With
     `steps` (a pilot's sizing try, docs/experiments/real-model-survey.md), each task warm-starts for that many steps
-    and the records go to `results/ch18_warm_start_<steps>steps_pilot.json`."""
+    and the records go to `results/ch16_warm_start_<steps>steps_pilot.json`."""
     name = WARM_START_RESULTS if steps is None else f"{WARM_START_RESULTS}_{steps}steps"
     return record_seeds(
         name, seeds, lambda seed: prefixed({task: warm_start_numbers(task, seed, sized(task, steps), premises=premises)
@@ -99,8 +99,8 @@ def summary(results: Mapping[int, Mapping[str, float]], tasks: Sequence[str]) ->
     return lines
 
 
-LORA_BLOCKS_RESULTS = "ch18_lora_blocks"
-"""`results/ch18_lora_blocks.json`: per seed, `all_*` and `top8_*` (`train_and_evaluate`'s numbers) and
+LORA_BLOCKS_RESULTS = "ch16_lora_blocks"
+"""`results/ch16_lora_blocks.json`: per seed, `all_*` and `top8_*` (`train_and_evaluate`'s numbers) and
 `top8_minus_all_gain`."""
 SMOLLM2_RL = dataclasses.replace(SMOLLM2.grpo, eval_every=10**6, autocast="bf16")
 """Chapter 00's SmolLM2 design's RL (8 iterations of 4 x 8 at 2e-4) on the fast path, without its evaluations."""
@@ -127,10 +127,10 @@ RL_SHAPES: dict[str, dict] = {
 
 def compare(comparison: str, seeds: Sequence[int], record: bool = False, pilot: bool = False) -> dict:
     """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with `RL_SHAPES`
-    (`results/ch18_<comparison>.json`)."""
+    (`results/ch16_<comparison>.json`)."""
     settings, shape = WARM_STARTS[COMPARISONS[comparison][0]], RL_SHAPES[comparison]
     return record_seeds(
-        f"ch18_{comparison}", seeds, lambda seed: paired_arms(comparison, seed, settings, shape), record, pilot
+        f"ch16_{comparison}", seeds, lambda seed: paired_arms(comparison, seed, settings, shape), record, pilot
     )
 
 
@@ -140,17 +140,17 @@ def main(argv: list[str] | None = None) -> int:
     warm = sub.add_parser("warm-start", help="warm-start SmolLM2 on each task and evaluate it on held-out problems")
     warm.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     warm.add_argument("--seeds", nargs="+", type=int, default=[0])
-    warm.add_argument("--record", action="store_true", help="write results/ch18_warm_start.json, seed by seed")
+    warm.add_argument("--record", action="store_true", help="write results/ch16_warm_start.json, seed by seed")
     warm.add_argument("--pilot", action="store_true", help="pilot seeds (100 and up), recorded apart (_pilot.json)")
     warm.add_argument("--premises", action="store_true", help="also measure each task's premises on its warm start")
     warm.add_argument("--steps", type=int, help="a pilot's sizing try: this many warm-start steps for every task")
     blocks = sub.add_parser("lora-blocks", help="chapter 00's SmolLM2 design with LoRA on all blocks and on the top 8")
     blocks.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
-    blocks.add_argument("--record", action="store_true", help="write results/ch18_lora_blocks.json, seed by seed")
+    blocks.add_argument("--record", action="store_true", help="write results/ch16_lora_blocks.json, seed by seed")
     pair = sub.add_parser("compare", help="a pre-registered comparison's paired arms, seed by seed")
     pair.add_argument("comparison", choices=list(COMPARISONS))
     pair.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
-    pair.add_argument("--record", action="store_true", help="write results/ch18_<comparison>.json, seed by seed")
+    pair.add_argument("--record", action="store_true", help="write results/ch16_<comparison>.json, seed by seed")
     pair.add_argument("--pilot", action="store_true", help="pilot seeds (100 and up), recorded apart (_pilot.json)")
     args = parser.parse_args(argv)
     if args.command in ("warm-start", "compare") and args.pilot != all(seed >= PILOT_SEEDS for seed in args.seeds):

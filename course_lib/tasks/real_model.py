@@ -1,5 +1,5 @@
-"""The survey's tasks on a real model: SmolLM2-135M-Instruct warm-started on each, at bf16 speed (issue 57's chapter,
-the survey on a real model, stands on it).
+"""The survey's tasks on a real model: SmolLM2-135M-Instruct warm-started on each, at bf16 speed (chapter 16's
+second half, the survey on a real model, stands on it).
 
 Chapter 16 measured the survey's premises on the untrained SmolLM2 and found that three of four could not act: the
 model writes prose, not the environments' formats. This chapter gives it the formats first. Per task, a short LoRA

@@ -21,11 +21,11 @@ def test_each_seed_is_recorded_as_it_finishes_and_a_pilot_apart(tmp_path):
 
     with recorded.recording_into(tmp_path):
         with pytest.raises(RuntimeError):
-            real_survey.record_seeds("ch18_probe", [1, 2], measure, record=True)
-        real_survey.record_seeds("ch18_probe", [100], measure, record=True, pilot=True)
-    deciding = json.loads((tmp_path / "ch18_probe.json").read_text())["seeds"]
+            real_survey.record_seeds("ch16_probe", [1, 2], measure, record=True)
+        real_survey.record_seeds("ch16_probe", [100], measure, record=True, pilot=True)
+    deciding = json.loads((tmp_path / "ch16_probe.json").read_text())["seeds"]
     assert list(deciding) == ["1"] and deciding["1"]["numbers"] == {"x": 1.0}
-    assert list(json.loads((tmp_path / "ch18_probe_pilot.json").read_text())["seeds"]) == ["100"]
+    assert list(json.loads((tmp_path / "ch16_probe_pilot.json").read_text())["seeds"]) == ["100"]
 
 
 @pytest.mark.parametrize("argv", [["compare", "gigpo", "--seeds", "0", "--pilot"],
@@ -48,7 +48,7 @@ def test_a_sizing_try_is_a_pilots_and_names_its_own_file(capsys):
     assert "pilot seeds only" in capsys.readouterr().err
     assert real_survey.sized("key_door", 60).sft.steps == 60
     assert real_survey.sized("key_door", None) is real_survey.WARM_STARTS["key_door"]
-    assert recorded.record_command("ch18_warm_start_60steps_pilot").endswith(
+    assert recorded.record_command("ch16_warm_start_60steps_pilot").endswith(
         "warm-start --seeds 100 --pilot --steps 60 --record"
     )
-    assert recorded.record_command("ch18_gigpo").endswith("compare gigpo --seeds 0 1 2 3 4 --record")
+    assert recorded.record_command("ch16_gigpo").endswith("compare gigpo --seeds 0 1 2 3 4 --record")
