@@ -29,7 +29,7 @@ from course_lib import course_config, real_models
 from course_lib.algos.aepo import uniform_top_share
 from course_lib.chapters import skeleton
 from course_lib.course import chance, leakage
-from course_lib.course.claims import Claim, ClaimSpec, at_least, evaluate_all
+from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.diagnostics import mutual_information, reasoning_span, teacher_forced_logp
 from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
 from course_lib.engine.hf_decoder import left_pad, make_decoder
@@ -38,7 +38,7 @@ from course_lib.engine.rollout import RolloutEngine
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.envs.base import distinct_seeds
 from course_lib.rl import checkpoint
-from course_lib.tasks import lake_reasoning, tool_arithmetic, two_hop_search
+from course_lib.tasks import lake_reasoning, real_model, tool_arithmetic, two_hop_search
 from course_lib.tokenizer import encode
 
 MODEL = "smollm2"
@@ -427,6 +427,115 @@ def summary(results: Mapping) -> list[str]:
     """One line per premise, for the command line."""
     return [f"{name}: " + ", ".join(f"{k} {v:.3f}" for k, v in results[name].items())
             for name in ("arithmetic", "reasoning", "branching", "pitfalls")]  # fmt: skip
+
+
+# The second half: the survey on the warm-started model (docs/experiments/real-model-survey.md) -------------
+SURVEY = "docs/experiments/real-model-survey.md"
+"""The second half's pre-registration: warm starts, premises, comparisons, their margins and the seed plan."""
+ROOM = "valid actions on at least half of the held-out steps and success at most 0.85 (a format, and room for RL)"
+
+
+def warm_start_claim(claim_id: str, task: str, what: str) -> ClaimSpec:
+    """A description of `task`'s warm start on `results/ch16_warm_start.json`: its held-out success and valid
+    actions, and whether it left what RL needs (`ROOM`, the sizing rule's aim)."""
+    valid, success = f"{task}_valid_rate", f"{task}_success"
+    return ClaimSpec(
+        claim_id, f"after its LoRA warm start on {what}, SmolLM2 has {ROOM}",
+        "no paper: the sizing rule of the survey's pre-registration", success,
+        lambda n: n[valid] >= 0.5 and n[success] <= 0.85, required=False, kind="description",
+        shown=((success, "held-out success"), (valid, "valid actions")),
+    )  # fmt: skip
+
+
+def comparison_claim(claim_id: str, statement: str, source: str) -> ClaimSpec:
+    """A pre-registered comparison (its own file, `results/ch16_<comparison>.json`): the method's held-out success
+    minus its baseline's, paired per seed, at least 5 points on average (95% t-interval above 0); not testable where
+    no arm of any deciding seed reached 5% success (`comparable`)."""
+    return ClaimSpec(
+        claim_id, f"on SmolLM2 warm-started on the task, {statement} by at least 5 points of held-out success on "
+        "average over the seeds (95% t-interval above 0)", source, "difference",
+        lambda n: at_least(n["difference"], 0.05), required=False, effects=(("difference", 0.05),),
+        scored="comparable",
+    )  # fmt: skip
+
+
+LORA_BLOCKS_CLAIMS = (
+    ClaimSpec(
+        "C16.8d",
+        "LoRA on the top 8 of 30 blocks gains at least as much held-out success from chapter 00's GRPO as LoRA on "
+        "every block, less 10 points (3 seeds: a check before relying on it, not a verdict)",
+        "no paper: the fast path's adapter (docs/bring-your-own-model.md)",
+        "top8_minus_all_gain",
+        lambda n: n["top8_minus_all_gain"] >= -0.10,
+        required=False,
+        kind="description",
+        shown=(("all_gain", "gain, LoRA on all blocks"), ("top8_gain", "on the top 8"),
+               ("top8_minus_all_gain", "top 8 minus all")),
+    ),
+)  # fmt: skip
+WARM_START_CLAIMS = (
+    warm_start_claim("C16.9d", "calculator", "chapter 04's calculator word problems"),
+    warm_start_claim("C16.10d", "key_door", "chapter 07's key-and-door grid"),
+    warm_start_claim("C16.11d", "two_hop", "chapter 08's two-hop search"),
+    warm_start_claim("C16.12d", "lake", "the lake with reasoning of chapters 09-10"),
+    premise(
+        "C16.13d",
+        "after a warm start on two-hop search, the first tokens after a search result have higher entropy than the "
+        "first tokens of the episode's first turn",
+        "ARPO (Dong et al. 2025), section 2; P1 of the survey's pre-registration",
+        "two_hop_entropy_after_result_minus_first",
+        0.0,
+        scored="two_hop_entropy_scored",  # the episodes whose first action returned a result
+    ),
+    premise(
+        "C16.14d",
+        "after a warm start on the calculator word problems, held-out success with the calculator running exceeds "
+        "success with calls answered by nothing by at least 10 points on average over the seeds (95% t-interval "
+        "above 0)",
+        "TORL (Li et al. 2025): C = 1 against C = 0; P2 of the survey's pre-registration",
+        "calculator_calculator_on_minus_off",
+        0.10,
+        reach=lambda n: n["calculator_calculator_reach"],  # 1 minus the success with the calculator off
+    ),
+    premise(
+        "C16.15d",
+        "after a warm start on the lake with reasoning, first-turn reasoning retrieves its own map above chance by "
+        "at least 5 points on average over the seeds (95% t-interval above 0)",
+        "RAGEN-2 (2026): input-dependent reasoning; P3 of the survey's pre-registration",
+        "lake_reasoning_retrieval_minus_chance",
+        0.05,
+        scored="lake_reasoning_scored",  # closed, non-empty reasonings
+    ),
+    premise(
+        "C16.16d",
+        "after a warm start on two-hop search, ARPO's entropy-guided tree concentrates its branches beyond the "
+        "uniform reference by at least 5 points on average over the seeds (95% t-interval above 0)",
+        "AEPO (Dong et al. 2025); P4 of the survey's pre-registration",
+        "two_hop_branching_top3_over_uniform",
+        0.05,
+        scored="two_hop_branching_scored",  # the questions that branched
+        reach=lambda n: n["two_hop_branching_reach"],  # 1 minus the uniform reference
+    ),
+)
+COMPARISON_CLAIMS = {
+    "gigpo": comparison_claim("C16.17d", "GiGPO beats GRPO on the key-and-door grid",
+                              "GiGPO (Feng et al. 2025): step groups from repeated states beat GRPO on ALFWorld and "
+                              "WebShop; chapter 07's C7.1 on the course model"),
+    "arpo": comparison_claim("C16.18d", "ARPO beats GRPO at an equal rollout budget on two-hop search",
+                             "ARPO (Dong et al. 2025): entropy-guided branching beats trajectory-level sampling"),
+    "aepo": comparison_claim("C16.19d", "AEPO beats ARPO on two-hop search",
+                             "AEPO (Dong et al. 2025): entropy-balanced rollout and update beat ARPO"),
+    "starpo_s": comparison_claim("C16.20d", "StarPO-S beats StarPO on the lake with reasoning",
+                                 "RAGEN (Wang et al. 2025): StarPO-S's variance filter delays collapse"),
+}  # fmt: skip
+"""The pre-registered comparisons' claims, by comparison (`tasks.real_model.COMPARISONS`)."""
+SETTINGS = (
+    Setting(real_model.LORA_BLOCKS_RESULTS, LORA_BLOCKS_CLAIMS, SURVEY),
+    Setting(real_model.WARM_START_RESULTS, WARM_START_CLAIMS, SURVEY),
+    *(Setting(real_model.comparison_results(name), (spec,), SURVEY) for name, spec in COMPARISON_CLAIMS.items()),
+)
+"""The survey's settings, each decided on its own file once recorded (`course_lib.lab.verdicts`); their commands are
+`python -m course_lib.lab.real_survey ...` (`recorded.record_command`)."""
 
 
 # Leakage audit ----------------------------------------------------------------------------------

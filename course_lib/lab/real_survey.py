@@ -23,10 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 from course_lib.course import recorded
 from course_lib.tasks.real_model import (
     COMPARISONS,
+    LORA_BLOCKS_RESULTS,
     SMOLLM2,
     TASKS,
+    WARM_START_RESULTS,
     WARM_STARTS,
     WarmStart,
+    comparison_results,
     paired_arms,
     train_and_evaluate,
     warm_start_numbers,
@@ -34,8 +37,6 @@ from course_lib.tasks.real_model import (
 
 PILOT_SEEDS = 100
 """Pilot seeds are this and up; deciding seeds are below (docs/experiments/real-model-survey.md)."""
-WARM_START_RESULTS = "ch16_warm_start"
-"""`results/ch16_warm_start.json`: per seed, every task's warm-start numbers, prefixed by the task's name."""
 
 
 def record_seeds(
@@ -99,9 +100,6 @@ def summary(results: Mapping[int, Mapping[str, float]], tasks: Sequence[str]) ->
     return lines
 
 
-LORA_BLOCKS_RESULTS = "ch16_lora_blocks"
-"""`results/ch16_lora_blocks.json`: per seed, `all_*` and `top8_*` (`train_and_evaluate`'s numbers) and
-`top8_minus_all_gain`."""
 SMOLLM2_RL = dataclasses.replace(SMOLLM2.grpo, eval_every=10**6, autocast="bf16")
 """Chapter 00's SmolLM2 design's RL (8 iterations of 4 x 8 at 2e-4) on the fast path, without its evaluations."""
 
@@ -129,9 +127,11 @@ def compare(comparison: str, seeds: Sequence[int], record: bool = False, pilot: 
     """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with `RL_SHAPES`
     (`results/ch16_<comparison>.json`)."""
     settings, shape = WARM_STARTS[COMPARISONS[comparison][0]], RL_SHAPES[comparison]
-    return record_seeds(
-        f"ch16_{comparison}", seeds, lambda seed: paired_arms(comparison, seed, settings, shape), record, pilot
-    )
+
+    def measure(seed: int) -> dict[str, float]:
+        return paired_arms(comparison, seed, settings, shape)
+
+    return record_seeds(comparison_results(comparison), seeds, measure, record, pilot)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,18 @@ SMOLLM2 = tool_arithmetic.smollm2_config()
 starts from."""
 
 
+LORA_BLOCKS_RESULTS = "ch16_lora_blocks"
+"""`results/ch16_lora_blocks.json`: per seed, chapter 00's SmolLM2 design with LoRA on all blocks and on the top 8
+(`all_*`, `top8_*`: `train_and_evaluate`'s numbers) and `top8_minus_all_gain`."""
+WARM_START_RESULTS = "ch16_warm_start"
+"""`results/ch16_warm_start.json`: per seed, every task's warm-start numbers and premises, prefixed by its name."""
+
+
+def comparison_results(comparison: str) -> str:
+    """`results/ch16_<comparison>.json`: per seed, `paired_arms`' numbers of a pre-registered comparison."""
+    return f"ch16_{comparison}"
+
+
 @dataclass(frozen=True)
 class SurveyTask:
     """One of the survey's tasks as this chapter warm-starts and evaluates it: the task's cpu-preset config, its
@@ -198,13 +210,19 @@ tree's penalty rule and the entropy-balanced clip). Arms differ only in these fi
 x group size per iteration) is the same."""
 
 
+COMPARABLE_SUCCESS = 0.05
+"""A seed compares its arms when one of them reaches this held-out success; a comparison none of whose deciding
+seeds does is "not testable" (docs/experiments/real-model-survey.md, amendment of 2026-12-06)."""
+
+
 def paired_arms(comparison: str, seed: int, settings: WarmStart, rl: Mapping, model: str = MODEL) -> dict[str, float]:
     """`comparison`'s arms from one warm start on `seed`: the warm start evaluated on the held-out problems
     (sampling seed `seed`), then each arm trained from a copy of it on the same training tasks (the seed's) and
     evaluated again (sampling seed `seed + 1`). Each arm's loop is the task's own GRPO config (a default one where the
     task has none: the lake's) with `rl` (its size and rate for this model: `iterations`, `prompts_per_iteration`,
     `group_size`, `learning_rate`) and the arm's changes. Returns `before_success`, each arm's `<arm>_success`,
-    `<arm>_invalid_rate` and `<arm>_minutes`, and `difference`, the second arm's success minus the first's."""
+    `<arm>_invalid_rate` and `<arm>_minutes`, `difference`, the second arm's success minus the first's, and
+    `comparable`, 1 when an arm reached `COMPARABLE_SUCCESS`."""
     task_name, arms = COMPARISONS[comparison]
     task = TASKS[task_name]
     trained, tokenizer, config, _ = warm_start(task, settings, seed, model)
@@ -224,4 +242,8 @@ def paired_arms(comparison: str, seed: int, settings: WarmStart, rl: Mapping, mo
         numbers |= {f"{arm}_success": float(after["success"]), f"{arm}_invalid_rate": float(after["invalid_rate"]),
                     f"{arm}_minutes": (time.perf_counter() - start) / 60}  # fmt: skip
     baseline, method = arms
-    return numbers | {"difference": numbers[f"{method}_success"] - numbers[f"{baseline}_success"]}
+    successes = (numbers[f"{baseline}_success"], numbers[f"{method}_success"])
+    return numbers | {
+        "difference": successes[1] - successes[0],
+        "comparable": float(max(successes) >= COMPARABLE_SUCCESS),
+    }

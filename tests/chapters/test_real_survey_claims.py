@@ -1,0 +1,81 @@
+"""Chapter 16's second half, the survey on a real model: its settings' claims read the numbers `lab.real_survey`
+records and are decided by the course's rule, "not testable" where the pre-registration says so."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from course_lib.chapters import ch16_real_model as ch16
+from course_lib.course import recorded
+from course_lib.lab import verdicts
+from course_lib.tasks import real_model
+
+
+def premise_numbers(seed: int, **changes: float) -> dict[str, float]:
+    """A warm-start seed's record as `real_survey warm-start --premises` writes it, with `changes`."""
+    numbers = {f"{task}_{key}": 0.5 for task in ("calculator", "key_door", "two_hop", "lake")
+               for key in ("success", "valid_rate")}  # fmt: skip
+    numbers |= {
+        "two_hop_entropy_after_result_minus_first": 0.3 + 0.01 * seed,
+        "two_hop_entropy_scored": 40.0,
+        "calculator_calculator_on_minus_off": 0.2 + 0.01 * seed,
+        "calculator_calculator_reach": 0.9,
+        "lake_reasoning_retrieval_minus_chance": 0.0,
+        "lake_reasoning_scored": 0.0,
+        "two_hop_branching_top3_over_uniform": 0.1,
+        "two_hop_branching_scored": 30.0,
+        "two_hop_branching_reach": 0.02,
+    }
+    return numbers | changes
+
+
+@pytest.fixture
+def results(tmp_path):
+    """A results folder holding chapter 16's own record (its first half) and nothing of the survey's."""
+    shutil.copy(recorded.path("ch16"), tmp_path)
+    with recorded.recording_into(tmp_path):
+        recorded.begin()
+        yield tmp_path
+
+
+def status(claim_id: str) -> verdicts.CourseVerdict:
+    return next(v for v in verdicts.chapter_verdicts("ch16") if v.id == claim_id)
+
+
+def test_the_settings_appear_as_their_files_are_recorded(results):
+    assert verdicts.settings("ch16") == []
+    for seed in range(5):
+        recorded.record(real_model.WARM_START_RESULTS, seed, (), premise_numbers(seed, key_door_success=0.0), 1.0)
+    assert [s.results for s in verdicts.settings("ch16")] == [real_model.WARM_START_RESULTS]
+    assert status("C16.13d").holds and status("C16.14d").holds  # a rise above 0; 10 points with room to show it
+    assert status("C16.15d").untestable and "scored" in status("C16.15d").untestable  # no closed reasoning
+    assert status("C16.16d").untestable  # a margin of 0.05 beyond a reach of 0.02
+    assert status("C16.9d").passed == 5 and status("C16.10d").passed == 5  # valid actions, success within reach
+    recorded.record(real_model.WARM_START_RESULTS, 5, (), premise_numbers(5, calculator_success=0.9), 1.0)
+    assert status("C16.9d").passed == 5 and status("C16.9d").seeds == 6  # no room for RL left on seed 5
+
+
+@pytest.mark.parametrize(
+    ("differences", "comparable", "expected"),
+    [
+        ([0.10, 0.12, 0.08, 0.11, 0.09], 1.0, "holds"),
+        ([0.10, -0.12, 0.08, 0.01, 0.09], 1.0, "not"),
+        ([0.0] * 5, 0.0, "untestable"),  # neither arm reached 5% on any seed: nothing compared
+    ],
+)
+def test_a_comparison_is_decided_on_its_paired_differences(results, differences, comparable, expected):
+    for seed, difference in enumerate(differences):
+        numbers = {"grpo_success": 0.2, "gigpo_success": 0.2 + difference, "difference": difference,
+                   "comparable": comparable}  # fmt: skip
+        recorded.record(real_model.comparison_results("gigpo"), seed, (), numbers, 1.0)
+    verdict = status("C16.17d")
+    assert verdict.decided
+    assert {"holds": verdict.holds, "not": not verdict.holds and not verdict.untestable,
+            "untestable": bool(verdict.untestable)}[expected]  # fmt: skip
+
+
+def test_every_comparison_has_its_claim_and_a_seed_below_5_percent_compares_nothing():
+    assert set(ch16.COMPARISON_CLAIMS) == set(real_model.COMPARISONS)
+    assert real_model.COMPARABLE_SUCCESS == 0.05
