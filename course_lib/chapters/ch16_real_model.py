@@ -529,7 +529,23 @@ COMPARISON_CLAIMS = {
                                  "RAGEN (Wang et al. 2025): StarPO-S's variance filter delays collapse"),
 }  # fmt: skip
 """The pre-registered comparisons' claims, by comparison (`tasks.real_model.COMPARISONS`)."""
+MISMATCH_CLAIMS = (
+    ClaimSpec(
+        "C16.21d",
+        "the pitfall of the fast path: an update that took the bf16 sampler's log-probs as its old ones would find "
+        "some policy tokens' ratio outside PPO's clip range before its first step (float32 update)",
+        "no paper: a sampler-trainer mismatch (chapter 15's staleness check, `pitfalls.ratio_stats`), which the "
+        "update's own old log-probs avoid (`GRPOConfig.old_logprobs`)",
+        "outside_clip_none",
+        lambda n: n["outside_clip_none"] > 0,
+        required=False,
+        kind="description",
+        shown=(("mean_abs_gap_none", "mean |log-prob gap|, float32 update"), ("outside_clip_none", "outside clip"),
+               ("mean_abs_gap_bf16", "mean |gap|, bf16 update"), ("outside_clip_bf16", "outside clip")),
+    ),
+)  # fmt: skip
 SETTINGS = (
+    Setting(real_model.MISMATCH_RESULTS, MISMATCH_CLAIMS, SURVEY),
     Setting(real_model.LORA_BLOCKS_RESULTS, LORA_BLOCKS_CLAIMS, SURVEY),
     Setting(real_model.WARM_START_RESULTS, WARM_START_CLAIMS, SURVEY),
     *(Setting(real_model.comparison_results(name), (spec,), SURVEY) for name, spec in COMPARISON_CLAIMS.items()),

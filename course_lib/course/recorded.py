@@ -73,6 +73,8 @@ def _real_survey_run(name: str) -> str:
     seeds = "--seeds 100 101 102 --pilot" if pilot else "--seeds 0 1 2 3 4"
     if name == "lora_blocks":
         return "lora-blocks --seeds 100 101 102"
+    if name == "mismatch":
+        return "mismatch --seeds 0 1 2 3 4"
     if name.startswith("warm_start"):
         steps = name.removeprefix("warm_start_").removesuffix("steps") if name != "warm_start" else ""
         seeds = seeds.replace("100 101 102", "100")

@@ -52,9 +52,9 @@ WARM_STEPS = 30
 format and its episodes have the length a run trains on (the untrained model writes about 85 tokens a turn)."""
 
 
-def setup(model_name: str, path: str, warm_steps: int = WARM_STEPS):
+def setup(model_name: str, path: str, warm_steps: int = WARM_STEPS, seed: int = 0):
     """`(model, tokenizer, sampling, config)`: `model_name` warm-started on chapter 00's task as the survey does
-    (`tasks.real_model.warm_start`, seed 0) for `warm_steps` steps of 8, with the adapter, precisions and
+    (`tasks.real_model.warm_start` with `seed`) for `warm_steps` steps of 8, with the adapter, precisions and
     micro-batches `path` asks for; chapter 00's SmolLM2 GRPO shape, without evaluations."""
     from course_lib.rl import checkpoint
     from course_lib.tasks import real_model
@@ -66,7 +66,7 @@ def setup(model_name: str, path: str, warm_steps: int = WARM_STEPS):
     sft = dataclasses.replace(real_model.SMOLLM2.sft, steps=warm_steps, autocast=options["autocast"],
                               micro_batch_tokens=budget)  # fmt: skip
     settings = real_model.WarmStart(sft=sft, top_layers=options["top_layers"], precision=options["precision"])
-    model, tokenizer, task, _ = real_model.warm_start(real_model.TASKS["arithmetic"], settings, 0, model_name)
+    model, tokenizer, task, _ = real_model.warm_start(real_model.TASKS["arithmetic"], settings, seed, model_name)
     config = dataclasses.replace(real_model.SMOLLM2.grpo, eval_every=10**6, autocast=options["autocast"],
                                  micro_batch_tokens=budget)  # fmt: skip
     return model, tokenizer, task.sampling, config
@@ -96,21 +96,24 @@ def time_iterations(model_name: str, path: str, iterations: int, warm_steps: int
     }
 
 
-def sampler_mismatch(model_name: str, episodes: int = 32, warm_steps: int = WARM_STEPS) -> dict[str, float]:
-    """On one bf16-sampled batch of chapter 00's task: the mean and largest |log-prob difference| per policy token
-    between the bf16 sampler and the update's forward in float32 and under bf16 autocast, and the 95th percentile
-    of the ratio's distance from 1, |exp(update - sampler) - 1|, that an update taking the sampler's log-probs as
-    old would start from."""
+def sampler_mismatch(
+    model_name: str, episodes: int = 32, warm_steps: int = WARM_STEPS, seed: int = 0
+) -> dict[str, float]:
+    """On one bf16-sampled batch of chapter 00's task (the warm start, its demonstrations and the batch drawn with
+    `seed`): the mean and largest |log-prob difference| per policy token between the bf16 sampler and the update's
+    forward in float32 and under bf16 autocast, and the 95th percentile of the ratio's distance from 1,
+    |exp(update - sampler) - 1|, that an update taking the sampler's log-probs as old would start from, with chapter
+    15's `ratio_stats` (`outside_clip`: the share of policy tokens PPO's clip would cut at the first step)."""
     from course_lib.course.pitfalls import ratio_stats
     from course_lib.engine.rollout import RolloutEngine, collate
     from course_lib.rl import micro_batch
     from course_lib.tasks import tool_arithmetic
 
-    model, tokenizer, sampling, config = setup(model_name, "bf16", warm_steps)
+    model, tokenizer, sampling, config = setup(model_name, "bf16", warm_steps, seed)
     engine = RolloutEngine(model, tokenizer, sampling)
-    seeds = [seed // 8 for seed in range(episodes)]  # groups of 8, as an iteration samples them
-    trajectories = engine.rollout([tool_arithmetic.make_env() for _ in seeds], seeds,
-                                  generator=torch.Generator().manual_seed(0))  # fmt: skip
+    tasks = [seed * 1_000_003 + episode // 8 for episode in range(episodes)]  # groups of 8, as an iteration samples
+    trajectories = engine.rollout([tool_arithmetic.make_env() for _ in tasks], tasks,
+                                  generator=torch.Generator().manual_seed(seed))  # fmt: skip
     batch = collate(trajectories, tokenizer.pad_token_id)
     policy = batch.loss_mask.bool()
     numbers = {"policy_tokens": float(policy.sum())}

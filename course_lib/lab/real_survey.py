@@ -5,6 +5,7 @@ held-out success and valid actions per seed, printed and recorded seed by seed.
         [--premises] [--record]   # results/ch16_warm_start.json, one record per seed (run again: replaced)
     python -m course_lib.lab.real_survey warm-start --tasks key_door --seeds 100 --pilot --steps 60 --record
         # a sizing try: results/ch16_warm_start_60steps_pilot.json
+    python -m course_lib.lab.real_survey mismatch [--seeds 0 1 2 3 4] [--record]   # results/ch16_mismatch.json
     python -m course_lib.lab.real_survey lora-blocks [--seeds 100 101 102] [--record]   # results/ch16_lora_blocks.json
     python -m course_lib.lab.real_survey compare gigpo [--seeds 100 101 102 --pilot] [--record]  # ch16_gigpo*.json
 
@@ -21,9 +22,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from course_lib.course import recorded
+from course_lib.lab import fast_path
 from course_lib.tasks.real_model import (
     COMPARISONS,
     LORA_BLOCKS_RESULTS,
+    MISMATCH_RESULTS,
+    MODEL,
     SMOLLM2,
     TASKS,
     WARM_START_RESULTS,
@@ -115,6 +119,12 @@ def lora_blocks(seeds: Sequence[int], record: bool = False) -> dict[int, dict[st
     return record_seeds(LORA_BLOCKS_RESULTS, seeds, measure, record)
 
 
+def mismatch(seeds: Sequence[int], record: bool = False) -> dict[int, dict[str, float]]:
+    """Per seed, the bf16 sampler's log-probs against the update's forward on one batch of chapter 00's task after
+    the warm start (`fast_path.sampler_mismatch`, 32 episodes; `MISMATCH_RESULTS`)."""
+    return record_seeds(MISMATCH_RESULTS, seeds, lambda seed: fast_path.sampler_mismatch(MODEL, seed=seed), record)
+
+
 RL_SHAPES: dict[str, dict] = {
     name: {key: getattr(SMOLLM2_RL, key) for key in ("iterations", "prompts_per_iteration", "group_size",
                                                       "learning_rate")} for name in COMPARISONS
@@ -147,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     blocks = sub.add_parser("lora-blocks", help="chapter 00's SmolLM2 design with LoRA on all blocks and on the top 8")
     blocks.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
     blocks.add_argument("--record", action="store_true", help="write results/ch16_lora_blocks.json, seed by seed")
+    gap = sub.add_parser("mismatch", help="the bf16 sampler's log-probs against the update's, after the warm start")
+    gap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    gap.add_argument("--record", action="store_true", help="write results/ch16_mismatch.json, seed by seed")
     pair = sub.add_parser("compare", help="a pre-registered comparison's paired arms, seed by seed")
     pair.add_argument("comparison", choices=list(COMPARISONS))
     pair.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
@@ -159,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--steps sizes a warm start on pilot seeds only; deciding seeds use WARM_STARTS")
     if args.command == "compare":
         compare(args.comparison, args.seeds, args.record, args.pilot)
+        return 0
+    if args.command == "mismatch":
+        mismatch(args.seeds, args.record)
         return 0
     if args.command == "lora-blocks":
         lora_blocks(args.seeds, args.record)

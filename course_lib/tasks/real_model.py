@@ -51,6 +51,9 @@ starts from."""
 LORA_BLOCKS_RESULTS = "ch16_lora_blocks"
 """`results/ch16_lora_blocks.json`: per seed, chapter 00's SmolLM2 design with LoRA on all blocks and on the top 8
 (`all_*`, `top8_*`: `train_and_evaluate`'s numbers) and `top8_minus_all_gain`."""
+MISMATCH_RESULTS = "ch16_mismatch"
+"""`results/ch16_mismatch.json`: per seed, the bf16 sampler's log-probs against the update's forward
+(`lab.fast_path.sampler_mismatch`)."""
 WARM_START_RESULTS = "ch16_warm_start"
 """`results/ch16_warm_start.json`: per seed, every task's warm-start numbers and premises, prefixed by its name."""
 

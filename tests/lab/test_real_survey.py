@@ -52,3 +52,18 @@ def test_a_sizing_try_is_a_pilots_and_names_its_own_file(capsys):
         "warm-start --seeds 100 --pilot --steps 60 --record"
     )
     assert recorded.record_command("ch16_gigpo").endswith("compare gigpo --seeds 0 1 2 3 4 --record")
+
+
+@pytest.mark.slow
+def test_the_mismatch_is_measured_per_seed_on_a_batch_of_its_own(tmp_path):
+    """`mismatch`: each seed warm-starts and samples its own batch; the numbers chapter 16's C16.21d reads are there,
+    on a stand-in (a two-block Llama with a BPE tokenizer and ChatML) in place of SmolLM2."""
+    from course_lib.course import standins
+    from course_lib.lab import fast_path
+
+    folder = str(standins.build_standin(tmp_path / "llama", "llama", max_positions=512))
+    first, second = (fast_path.sampler_mismatch(folder, episodes=8, warm_steps=2, seed=seed) for seed in (0, 1))
+    for numbers in (first, second):
+        assert {"mean_abs_gap_none", "outside_clip_none", "mean_abs_gap_bf16", "outside_clip_bf16"} <= set(numbers)
+        assert numbers["policy_tokens"] > 0 and 0 <= numbers["outside_clip_none"] <= 1
+    assert first != second  # another seed, another warm start and batch
