@@ -544,6 +544,16 @@ MISMATCH_CLAIMS = (
                ("mean_abs_gap_bf16", "mean |gap|, bf16 update"), ("outside_clip_bf16", "outside clip")),
     ),
 )  # fmt: skip
+BESIDE = (
+    ("ARPO: entropy after a tool's response; ARPO against GRPO", "C16.1", "C16.13d", "C16.18d", "C8.3"),
+    ("TORL: room for a tool", "C16.2", "C16.14d", "", ""),
+    ("RAGEN-2: input-dependent reasoning; StarPO-S against StarPO", "C16.3", "C16.15d", "C16.20d", "C9.3"),
+    ("AEPO: branch concentration; AEPO against ARPO", "C16.4", "C16.16d", "C16.19d", "C11.3"),
+    ("GiGPO: repeated states (by construction); GiGPO against GRPO", "", "", "C16.17d", "C7.1"),
+)
+"""Per method, its premise on the untrained and on the warm-started SmolLM2, its comparison on SmolLM2, and the same
+comparison on the course's own model (`lab.verdicts.beside`; the comparisons' order is the pre-registration's)."""
+BESIDE_HEADERS = ("method", "premise, untrained", "premise, warm-started", "comparison, SmolLM2", "course model")
 SETTINGS = (
     Setting(real_model.MISMATCH_RESULTS, MISMATCH_CLAIMS, SURVEY),
     Setting(real_model.LORA_BLOCKS_RESULTS, LORA_BLOCKS_CLAIMS, SURVEY),

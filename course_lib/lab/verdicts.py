@@ -412,6 +412,32 @@ def print_chapter(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> Non
     print(tally(verdicts))
 
 
+def beside(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
+    """A Markdown table of claims' statuses side by side: each row a label and claim ids (each read in the chapter
+    its id names, `claims.chapter_of`; "" for none), each cell its status and what decided it in short (a
+    comparison's mean and interval); a claim whose setting has no recorded seeds yet says so, with the command that
+    records it."""
+    found: dict[str, dict[str, CourseVerdict]] = {}
+
+    def cell(claim_id: str) -> str:
+        if not claim_id:
+            return "-"
+        chapter = chapter_of(claim_id)
+        known = found.setdefault(chapter, {v.id: v for v in chapter_verdicts(chapter)})
+        if claim_id not in known:
+            setting = next((s for key in chapters.modules() for s in getattr(chapters.module(key), "SETTINGS", ())
+                            if any(spec.id == claim_id for spec in s.claims)), None)  # fmt: skip
+            run = f": `{recorded.record_command(setting.results)}`" if setting else ""
+            return f"{claim_id}: not recorded yet{run}"
+        verdict = known[claim_id]
+        detail = "; ".join(e.interval_text() for e in verdict.effects)
+        return f"{claim_id}: {verdict.status}" + (f" ({detail})" if detail else "")
+
+    lines = ["| " + " | ".join(headers) + " |", "|---" * len(headers) + "|"]
+    lines += ["| " + " | ".join([row[0], *(cell(claim_id) for claim_id in row[1:])]) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 # Takeaways: a notebook's prose with every status and multi-seed number filled in from here ------------------------
 PLACEHOLDER = re.compile(r"\{(C\d+\.\d+[a-z]?)(?::([A-Za-z0-9_]+))?(?::(range|mean))?\}")
 

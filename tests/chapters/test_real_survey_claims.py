@@ -12,6 +12,8 @@ from course_lib.course import recorded
 from course_lib.lab import verdicts
 from course_lib.tasks import real_model
 
+COURSE_RESULTS = recorded.RESULTS_DIR
+
 
 def premise_numbers(seed: int, **changes: float) -> dict[str, float]:
     """A warm-start seed's record as `real_survey warm-start --premises` writes it, with `changes`."""
@@ -40,8 +42,8 @@ def results(tmp_path):
         yield tmp_path
 
 
-def status(claim_id: str) -> verdicts.CourseVerdict:
-    return next(v for v in verdicts.chapter_verdicts("ch16") if v.id == claim_id)
+def status(claim_id: str, chapter: str = "ch16") -> verdicts.CourseVerdict:
+    return next(v for v in verdicts.chapter_verdicts(chapter) if v.id == claim_id)
 
 
 def test_the_settings_appear_as_their_files_are_recorded(results):
@@ -79,3 +81,14 @@ def test_a_comparison_is_decided_on_its_paired_differences(results, differences,
 def test_every_comparison_has_its_claim_and_a_seed_below_5_percent_compares_nothing():
     assert set(ch16.COMPARISON_CLAIMS) == set(real_model.COMPARISONS)
     assert real_model.COMPARABLE_SUCCESS == 0.05
+
+
+def test_the_methods_are_shown_beside_the_course_models_verdicts(results):
+    for file in (*COURSE_RESULTS.glob("ch0[789]*.json"), *COURSE_RESULTS.glob("ch11*.json")):
+        shutil.copy(file, results)
+    table = verdicts.beside(ch16.BESIDE, ch16.BESIDE_HEADERS).splitlines()
+    assert table[0] == "| " + " | ".join(ch16.BESIDE_HEADERS) + " |" and len(table) == 2 + len(ch16.BESIDE)
+    gigpo = next(line for line in table if line.startswith("| GiGPO"))
+    assert "C16.17d: not recorded yet: `python -m course_lib.lab.real_survey compare gigpo" in gigpo
+    assert f"C7.1: {status('C7.1', 'ch07').status} (" in gigpo  # read in chapter 07, with its interval
+    assert gigpo.count("| - ") == 2  # no premise of GiGPO's is measured: it holds by construction
