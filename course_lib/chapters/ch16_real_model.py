@@ -32,10 +32,10 @@ from course_lib.course import chance, leakage
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.diagnostics import mutual_information, reasoning_span, teacher_forced_logp
 from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
-from course_lib.engine.hf_decoder import left_pad, make_decoder
 from course_lib.engine.prompt_format import ChatFormat
 from course_lib.engine.rollout import RolloutEngine
 from course_lib.engine.tree_rollout import TreeConfig, sample_trees
+from course_lib.engine.turn_sampler import sample_turns, turn_text
 from course_lib.envs.base import distinct_seeds
 from course_lib.rl import checkpoint
 from course_lib.tasks import lake_reasoning, real_model, tool_arithmetic, two_hop_search
@@ -92,49 +92,6 @@ def load_model():
     """The cached real model and its tokenizer, float32, in evaluation mode (the hashes are checked on load)."""
     model, tokenizer = checkpoint.load_checkpoint(real_models.path(MODEL))
     return model.float().eval(), tokenizer
-
-
-# Sampling ---------------------------------------------------------------------------------------
-@torch.no_grad()
-def sample_turns(
-    model, tokenizer, prefixes: Sequence[Sequence[int]], max_new: int, generator: torch.Generator,
-    stop_tags: Sequence[str] = (), greedy: bool = False,
-) -> list[tuple[list[int], list[float]]]:  # fmt: skip
-    """One sampled turn after each prefix: temperature 1 over the full vocabulary (or, `greedy`, the most likely
-    token each step), through the engine's decoder (`hf_decoder.make_decoder`), ending after the end-of-turn token, a
-    stop tag in the decoded text, or `max_new` tokens. Returns per prefix the sampled ids and the full-vocabulary
-    entropy (nats) of the distribution each was drawn from."""
-    rows = len(prefixes)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    ids, mask = left_pad(prefixes, pad)
-    decoder = make_decoder(model, rows, ids.shape[1] + max_new)
-    logits = decoder.prefill(ids, mask)
-    sampled: list[list[int]] = [[] for _ in range(rows)]
-    entropies: list[list[float]] = [[] for _ in range(rows)]
-    alive = torch.ones(rows, dtype=torch.bool)
-    for _ in range(max_new):
-        logprobs = torch.log_softmax(logits.float(), dim=-1)
-        entropy = -(logprobs.exp() * logprobs).sum(-1)
-        if greedy:
-            tokens = logprobs.argmax(-1)
-        else:
-            tokens = torch.multinomial(logprobs.exp(), 1, generator=generator).squeeze(-1)
-        for row in alive.nonzero().flatten().tolist():
-            token = int(tokens[row])
-            sampled[row].append(token)
-            entropies[row].append(float(entropy[row]))
-            text = tokenizer.decode(sampled[row])
-            if token == tokenizer.eos_token_id or any(tag in text for tag in stop_tags):
-                alive[row] = False
-        if not alive.any():
-            break
-        logits = decoder.step(torch.where(alive, tokens, torch.full_like(tokens, pad)), attend=alive)
-    return list(zip(sampled, entropies, strict=True))
-
-
-def turn_text(tokenizer, ids: Sequence[int]) -> str:
-    """A sampled turn's text as the environment receives it: special tokens dropped."""
-    return tokenizer.decode(list(ids), skip_special_tokens=True)
 
 
 # P1 and P2: the calculator ----------------------------------------------------------------------
@@ -544,6 +501,21 @@ MISMATCH_CLAIMS = (
                ("mean_abs_gap_bf16", "mean |gap|, bf16 update"), ("outside_clip_bf16", "outside clip")),
     ),
 )  # fmt: skip
+
+
+WARM_START_COLUMNS = tuple(
+    (f"{task}_{key}", f"{task} {label}") for task in ("calculator", "key_door", "two_hop", "lake")
+    for key, label in (("success", "success"), ("valid_rate", "valid"))
+)  # fmt: skip
+"""The warm-start table's columns: each task's held-out success and valid-action rate."""
+MISMATCH_COLUMNS = (
+    ("policy_tokens", "policy tokens"),
+    ("mean_abs_gap_none", "mean |gap|, float32"),
+    ("outside_clip_none", "outside clip, float32"),
+    ("mean_abs_gap_bf16", "mean |gap|, bf16"),
+    ("outside_clip_bf16", "outside clip, bf16"),
+)
+"""The mismatch table's columns: the bf16 sampler's log-probs against the update's forward in each precision."""
 BESIDE = (
     ("ARPO: entropy after a tool's response; ARPO against GRPO", "C16.1", "C16.13d", "C16.18d", "C8.3"),
     ("TORL: room for a tool", "C16.2", "C16.14d", "", ""),

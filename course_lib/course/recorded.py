@@ -464,6 +464,13 @@ def seed_table(chapter: str, columns: Sequence[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def seed_table_or_command(name: str, columns: Sequence[tuple[str, str]]) -> str:
+    """`seed_table` of `results/<name>.json`, or, before it is recorded, a line with the command that records it."""
+    if not path(name).exists():
+        return f"*Not recorded yet:* `{record_command(name)}`"
+    return seed_table(name, columns)
+
+
 def verdict_table(chapter: str) -> str:
     """A Markdown table of recorded verdicts: one row per seed, one column per claim id, and a last row
     counting the seeds on which each claim passed."""
