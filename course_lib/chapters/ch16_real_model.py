@@ -1,8 +1,8 @@
-"""Appendix chapter 16, a real model: the survey's premises measured on SmolLM2-135M-Instruct, inference only.
+"""Chapter 16, the survey on a real model: the survey's premises and core comparisons on SmolLM2-135M-Instruct.
 
 The course's word-level models are trained from scratch, and most mechanisms of chapters 08-12 did not appear on
-them. Before training a real model on those chapters, this chapter measures whether the properties the mechanisms
-act on are there in the untrained real model (`python -m course_lib.data build smollm2`), on the course's own
+them. The chapter's first half measures whether the properties the mechanisms act on are there in the untrained
+real model (`python -m course_lib.data build smollm2`), on the course's own
 environments. Each premise is pre-registered in `docs/experiments/real-model-premises.md`:
 
 - P1 (ARPO): the entropy of the first tokens after a tool response, minus that of the first tokens of the turn;
@@ -13,6 +13,11 @@ environments. Each premise is pre-registered in `docs/experiments/real-model-pre
   (descriptions).
 
     python -m course_lib.chapters.ch16_real_model --seeds 0 1 2 3 4 --record
+
+The second half warm-starts the model on the survey's tasks, measures the premises again and trains GiGPO's, ARPO's,
+AEPO's and StarPO-S's comparisons (`course_lib.tasks.real_model`, pre-registered in
+`docs/experiments/real-model-survey.md`, recorded by `python -m course_lib.lab.real_survey`); this module declares
+their claims (`SETTINGS`), each decided on its own file.
 """
 
 from __future__ import annotations
@@ -548,7 +553,7 @@ def held_out_audit() -> list[leakage.SplitAudit]:
 
 
 CHAPTER = skeleton.Chapter(
-    "ch16", "Chapter 16, a real model", run, claim_numbers, CLAIMS, report=summary, audit=held_out_audit
+    "ch16", "Chapter 16, the survey on a real model", run, claim_numbers, CLAIMS, report=summary, audit=held_out_audit
 )
 
 

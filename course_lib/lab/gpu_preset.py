@@ -32,6 +32,14 @@ is not yet measured. The estimate in docs/bring-your-own-model.md (counted from 
 recorded episodes on a CPU) says most likely not: chapter 00 takes minutes, and chapters 04, 06 and 07 at their
 gpu presets several times what is left, so the run records chapter 00 and lists the rest as not run. See that page
 for the model per chapter and its memory.
+
+Chapter 16's survey comparisons on SmolLM2 run after the chapters, or alone:
+
+    python -m course_lib.lab.gpu_preset --survey gigpo arpo --seeds 0 1 2 3 4 --budget-minutes 12 --record
+
+each as `python -m course_lib.lab.real_survey compare <name>` under `COURSE_SCALE=gpu`: the same warm starts and
+held-out problems as on the CPU, the RL of `real_survey.GPU_RL_SHAPES`, records in `results/gpu/ch16_<name>.json`.
+No GPU has run them yet.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from pathlib import Path
 
 from course_lib import chapters, real_models
 from course_lib.chapters import chapter_key
+from course_lib.tasks.real_model import COMPARISONS
 
 CLAIM_LINE = re.compile(r"^\s+(C\d+\.\d+[a-z]?) (PASS|FAIL|not reproduced at this scale) ")
 WARM_START_LINE = re.compile(r"(LoRA|full) warm start on the chapter's demonstrations, (loss [\d.]+ -> [\d.]+)")
@@ -132,7 +141,18 @@ def run_chapter(
     key = chapter_key(chapter)
     command = [sys.executable, "-m", f"course_lib.chapters.{chapters.modules()[key]}", "--seeds", *map(str, seeds)]
     command += ["--record"] if record else []
-    command += list(extra)
+    return run_process(key, command + list(extra), timeout_s, env)
+
+
+def survey_command(comparison: str, seeds: list[int], record: bool) -> list[str]:
+    """`python -m course_lib.lab.real_survey compare <comparison> --seeds ...`: one of chapter 16's survey comparisons
+    on SmolLM2 (`--pilot` when every seed is a pilot's, 100 and up)."""
+    command = [sys.executable, "-m", "course_lib.lab.real_survey", "compare", comparison, "--seeds", *map(str, seeds)]
+    return command + (["--pilot"] if min(seeds) >= 100 else []) + (["--record"] if record else [])
+
+
+def run_process(label: str, command: list[str], timeout_s: float, env: dict[str, str]) -> ChapterRun:
+    """`command` in its own process, stopped after `timeout_s`: its minutes, how it ended, the verdicts it printed."""
     start = time.perf_counter()
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -141,7 +161,7 @@ def run_chapter(
     except subprocess.TimeoutExpired as stopped:
         status = f"stopped after {timeout_s / 60:.1f} min"
         output = (stopped.stdout or b"").decode() if isinstance(stopped.stdout, bytes) else (stopped.stdout or "")
-    run = ChapterRun(key, (time.perf_counter() - start) / 60, status, tail="\n".join(output.splitlines()[-5:]))
+    run = ChapterRun(label, (time.perf_counter() - start) / 60, status, tail="\n".join(output.splitlines()[-5:]))
     return parse(output, run)
 
 
@@ -153,11 +173,13 @@ def run_all(
     model: Path | None = None,
     full_finetune: bool = False,
     name: str | None = None,
+    survey: Sequence[str] = (),
 ) -> list[ChapterRun]:
     """Each chapter in turn with what is left of the budget; the rest are reported as not run. With `model` (a
     checkpoint folder) every chapter runs on it, offline (`name`: the real model's name it was resolved from, which
     the chapters get instead, so that `record` writes `results/gpu/<chapter>_<name>.json`); a failing chapter's last
-    lines are printed either way, and with a model every chapter's are."""
+    lines are printed either way, and with a model every chapter's are. Then each of chapter 16's `survey`
+    comparisons on SmolLM2 (`survey_command`), in what is left."""
     env = {**os.environ, "COURSE_SCALE": "gpu"}
     extra: list[str] = []
     if model is not None:
@@ -165,15 +187,20 @@ def run_all(
         # a real model goes by its name (its cache is checked again), which also names its records
         extra = ["--model", name or str(model)] + (["--full-finetune"] if full_finetune else [])
     deadline = time.perf_counter() + 60 * budget_minutes
+    jobs = [(chapter_key(chapter), lambda left, c=chapter: run_chapter(c, seeds, record, left, env, extra))
+            for chapter in chapters]  # fmt: skip
+    offline = {**env, "HF_HUB_OFFLINE": "1"}  # the survey runs on the course's real model, from its checked cache
+    jobs += [(f"ch16_{name}", lambda left, n=name: run_process(f"ch16_{n}", survey_command(n, seeds, record), left,
+                                                               offline)) for name in survey]  # fmt: skip
     runs = []
-    for chapter in chapters:
+    for label, run in jobs:
         left = deadline - time.perf_counter()
         if left < 30:
-            runs.append(ChapterRun(chapter_key(chapter), status="not run (budget spent)"))
+            runs.append(ChapterRun(label, status="not run (budget spent)"))
             continue
-        runs.append(run_chapter(chapter, seeds, record, left, env, extra))
+        runs.append(run(left))
         print(runs[-1].line(), flush=True)
-        if runs[-1].status != "ok" or model is not None:
+        if runs[-1].status != "ok" or model is not None or label.startswith("ch16_"):
             print(runs[-1].tail, flush=True)
     return runs
 
@@ -184,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--budget-minutes", type=float, default=12.0)
     parser.add_argument("--record", action="store_true", help="write results/gpu/<chapter>.json")
+    parser.add_argument(
+        "--survey",
+        nargs="+",
+        default=[],
+        choices=list(COMPARISONS),
+        help="chapter 16's survey comparisons on SmolLM2, after the chapters (results/gpu/ch16_*.json)",
+    )
     parser.add_argument(
         "--model",
         help="a hub id already in the Hugging Face cache, or a checkpoint folder: the chapters run on it (nothing is "
@@ -199,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--record writes the course's own results; a checkpoint's run is printed, not recorded (the "
                      f"course's real models record: --model {' or '.join(real_models.MODELS)})")  # fmt: skip
     allowed = model_chapters() if args.model else list(chapters.modules())
-    chosen = args.chapters or [key.removeprefix("ch") for key in allowed]
+    chosen = args.chapters or ([] if args.survey else [key.removeprefix("ch") for key in allowed])
     unknown = [c for c in chosen if not c.removeprefix("ch").isdigit() or chapter_key(c) not in chapters.modules()]
     if unknown:
         parser.error(f"unknown chapters {unknown}; choose from {sorted(chapters.modules())}")
@@ -216,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(missing))
         print(f"pretrained-model mode: {args.model} from {model}, chapters {', '.join(map(chapter_key, chosen))}")
     runs = run_all(chosen, args.seeds, args.budget_minutes, args.record, model, args.full_finetune,
-                   name=args.model if args.model in real_models.MODELS else None)  # fmt: skip
+                   name=args.model if args.model in real_models.MODELS else None, survey=args.survey)  # fmt: skip
     print("summary:")
     for run in runs:
         print(f"  {run.line()}")

@@ -21,6 +21,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from course_lib import course_config
 from course_lib.course import recorded
 from course_lib.lab import fast_path
 from course_lib.tasks.real_model import (
@@ -133,10 +134,22 @@ RL_SHAPES: dict[str, dict] = {
 (docs/experiments/real-model-survey.md)."""
 
 
+GPU_RL_SHAPES: dict[str, dict] = {
+    name: {"iterations": 30, "prompts_per_iteration": 8, "group_size": 8, "learning_rate": 2e-4} for name in COMPARISONS
+}
+"""Each comparison's RL under the gpu preset (`COURSE_SCALE=gpu`, `python -m course_lib.lab.gpu_preset --survey`):
+four times chapter 00's iterations and twice its prompts, from the same warm starts. Prepared; no GPU has run it."""
+
+
+def rl_shape(comparison: str) -> dict:
+    """`comparison`'s RL at the active scale: `RL_SHAPES` on the cpu preset, `GPU_RL_SHAPES` on the gpu preset."""
+    return (GPU_RL_SHAPES if course_config.scale() == "gpu" else RL_SHAPES)[comparison]
+
+
 def compare(comparison: str, seeds: Sequence[int], record: bool = False, pilot: bool = False) -> dict:
-    """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with `RL_SHAPES`
-    (`results/ch16_<comparison>.json`)."""
-    settings, shape = WARM_STARTS[COMPARISONS[comparison][0]], RL_SHAPES[comparison]
+    """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with its RL at the active
+    scale (`rl_shape`), recorded in `results/ch16_<comparison>.json` (`results/gpu/` on the gpu preset)."""
+    settings, shape = WARM_STARTS[COMPARISONS[comparison][0]], rl_shape(comparison)
 
     def measure(seed: int) -> dict[str, float]:
         return paired_arms(comparison, seed, settings, shape)

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from course_lib import course_config
 from course_lib.engine.prompt_format import ChatFormat
 from course_lib.envs.base import TextEnv
 from course_lib.rl import checkpoint
@@ -137,7 +138,8 @@ WARM_STARTS: dict[str, WarmStart] = {name: WarmStart() for name in TASKS}
 
 def warm_start(task: SurveyTask, settings: WarmStart, seed: int, model: str = MODEL):
     """`(model, tokenizer, config, history)`: the real model `model` LoRA-warm-started on `settings.demonstrations`
-    episodes of `task`'s demonstrator (drawn with `seed`, the adapter initialised with it), in the chat format with
+    episodes of `task`'s demonstrator (drawn with `seed`, the adapter initialised with it; on the GPU under the gpu
+    preset where one is visible, `course_config.device`), in the chat format with
     observations in the tool role; `config` is the task's, its sampling in this tokenizer's budgets
     (`checkpoint.chat_sampling`) and `settings.precision`, evaluating on `settings.eval_tasks` problems."""
     config = task.config()
@@ -146,11 +148,13 @@ def warm_start(task: SurveyTask, settings: WarmStart, seed: int, model: str = MO
         path = checkpoint.model_path()
     tokenizer = checkpoint.load_tokenizer(path)
     sampling = checkpoint.chat_sampling(config.sampling, tokenizer, texts[:512], "tool")
-    budget = checkpoint.micro_batch_tokens(len(tokenizer))
+    device = course_config.device()  # a GPU under COURSE_SCALE=gpu where one is visible
+    budget = checkpoint.micro_batch_tokens(len(tokenizer), device)
     sft = dataclasses.replace(settings.sft, micro_batch_tokens=settings.sft.micro_batch_tokens or budget)
     trained, tokenizer, history = checkpoint.warm_start(
-        path, texts, sft, seed, prompt_format=ChatFormat(observation_role="tool"), lora_top_layers=settings.top_layers
-    )
+        path, texts, sft, seed, device=device, prompt_format=ChatFormat(observation_role="tool"),
+        lora_top_layers=settings.top_layers,
+    )  # fmt: skip
     sampling = dataclasses.replace(sampling, precision=settings.precision)
     return trained, tokenizer, dataclasses.replace(config, sampling=sampling, eval_tasks=settings.eval_tasks), history
 
@@ -187,7 +191,7 @@ def train_and_evaluate(task_name: str, seed: int, settings: WarmStart, grpo: GRP
     start = time.perf_counter()
     trained, tokenizer, config, _ = warm_start(task, settings, seed, model)
     before = task.evaluate(trained, tokenizer, config, seed)
-    budget = checkpoint.micro_batch_tokens(len(tokenizer))
+    budget = checkpoint.micro_batch_tokens(len(tokenizer), next(trained.parameters()).device)
     grpo = dataclasses.replace(grpo, micro_batch_tokens=grpo.micro_batch_tokens or budget)
     history = train_grpo(trained, tokenizer, task.train_env(config), config.sampling, grpo, seed)
     after = task.evaluate(trained, tokenizer, config, seed + 1)
@@ -230,7 +234,7 @@ def paired_arms(comparison: str, seed: int, settings: WarmStart, rl: Mapping, mo
     task = TASKS[task_name]
     trained, tokenizer, config, _ = warm_start(task, settings, seed, model)
     numbers = {"before_success": float(task.evaluate(trained, tokenizer, config, seed)["success"])}
-    budget = checkpoint.micro_batch_tokens(len(tokenizer))
+    budget = checkpoint.micro_batch_tokens(len(tokenizer), next(trained.parameters()).device)
     for arm, changes in arms.items():
         start = time.perf_counter()
         changes = dict(changes)

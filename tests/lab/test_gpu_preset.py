@@ -375,3 +375,28 @@ def test_a_chapter_records_the_real_model_only_on_the_gpu_preset(monkeypatch, ca
     with pytest.raises(SystemExit):
         ch00.CHAPTER.main(["--model", "smollm2", "--record"])
     assert "results/gpu/ch00_smollm2.json" in capsys.readouterr().err
+
+
+def test_the_survey_comparisons_are_prepared_for_the_gpu(monkeypatch, capsys):
+    """`--survey`: chapter 16's comparisons run after the chapters (alone here), each as `real_survey compare` under
+    the gpu preset, offline, pilots flagged; the gpu shapes are the ones `real_survey` uses on that preset."""
+    from course_lib import course_config
+    from course_lib.lab import gpu_preset, real_survey
+
+    ran = []
+
+    def fake_run(command, env, **_):
+        ran.append((command, env))
+        return subprocess.CompletedProcess(command, 0, stdout="seed 0 ch16_gigpo: difference 0.000\n", stderr="")
+
+    monkeypatch.setattr(gpu_preset.subprocess, "run", fake_run)
+    assert gpu_preset.main(["--survey", "gigpo", "arpo", "--seeds", "100", "--budget-minutes", "5"]) == 0
+    assert [command[command.index("compare") + 1:] for command, _ in ran] == [
+        ["gigpo", "--seeds", "100", "--pilot"], ["arpo", "--seeds", "100", "--pilot"]]  # fmt: skip
+    assert all(env["COURSE_SCALE"] == "gpu" and env["HF_HUB_OFFLINE"] == "1" for _, env in ran)
+    assert capsys.readouterr().out.strip().endswith("gpu_preset_chapters_ok=2/2")
+    assert gpu_preset.survey_command("gigpo", [0, 1], True)[-4:] == ["--seeds", "0", "1", "--record"]
+    monkeypatch.setenv("COURSE_SCALE", "gpu")
+    assert course_config.scale() == "gpu" and real_survey.rl_shape("gigpo") == real_survey.GPU_RL_SHAPES["gigpo"]
+    monkeypatch.setenv("COURSE_SCALE", "cpu")
+    assert real_survey.rl_shape("gigpo") == real_survey.RL_SHAPES["gigpo"]
