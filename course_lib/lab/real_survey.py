@@ -26,9 +26,11 @@ from course_lib.course import recorded
 from course_lib.lab import fast_path
 from course_lib.tasks.real_model import (
     COMPARISONS,
+    GPU_RL_SHAPES,
     LORA_BLOCKS_RESULTS,
     MISMATCH_RESULTS,
     MODEL,
+    RL_SHAPES,
     SMOLLM2,
     TASKS,
     WARM_START_RESULTS,
@@ -124,21 +126,6 @@ def mismatch(seeds: Sequence[int], record: bool = False) -> dict[int, dict[str, 
     """Per seed, the bf16 sampler's log-probs against the update's forward on one batch of chapter 00's task after
     the warm start (`fast_path.sampler_mismatch`, 32 episodes; `MISMATCH_RESULTS`)."""
     return record_seeds(MISMATCH_RESULTS, seeds, lambda seed: fast_path.sampler_mismatch(MODEL, seed=seed), record)
-
-
-RL_SHAPES: dict[str, dict] = {
-    name: {key: getattr(SMOLLM2_RL, key) for key in ("iterations", "prompts_per_iteration", "group_size",
-                                                      "learning_rate")} for name in COMPARISONS
-}  # fmt: skip
-"""Each comparison's RL for SmolLM2 on 2 cores: chapter 00's SmolLM2 shape until the pilot's timings size it
-(docs/experiments/real-model-survey.md)."""
-
-
-GPU_RL_SHAPES: dict[str, dict] = {
-    name: {"iterations": 30, "prompts_per_iteration": 8, "group_size": 8, "learning_rate": 2e-4} for name in COMPARISONS
-}
-"""Each comparison's RL under the gpu preset (`COURSE_SCALE=gpu`, `python -m course_lib.lab.gpu_preset --survey`):
-four times chapter 00's iterations and twice its prompts, from the same warm starts. Prepared; no GPU has run it."""
 
 
 def rl_shape(comparison: str) -> dict:

@@ -81,6 +81,10 @@ class SurveyTask:
     """`evaluate(model, tokenizer, config, seed)`: held-out statistics (`success`, `invalid_rate`, ...)."""
     train_env: Callable[[object], Callable[[], TextEnv]]
     """`train_env(config)`: the factory of training environments RL draws from."""
+    test_env: Callable[[object], Callable[[], TextEnv]]
+    """`test_env(config)`: the factory of the held-out environments `evaluate` asks."""
+    held_out: Callable[[object, int], list[int]]
+    """`held_out(config, count)`: the seeds of the first `count` distinct held-out problems, as `evaluate` asks them."""
 
 
 TASKS: dict[str, SurveyTask] = {
@@ -90,26 +94,33 @@ TASKS: dict[str, SurveyTask] = {
             "arithmetic", "ch00", lambda: tool_arithmetic.preset("cpu"),
             lambda c, n, seed: tool_arithmetic.demonstration_texts(n, seed, c.tool_share, c.direct_correct),
             tool_arithmetic.evaluate, lambda c: tool_arithmetic.make_env,
+            lambda c: functools.partial(tool_arithmetic.make_env, "test"), lambda c, n: tool_arithmetic.test_seeds(n),
         ),
         SurveyTask(
             "calculator", "ch04", lambda: word_math_tool.preset("cpu"),
             lambda c, n, seed: word_math_tool.demonstration_texts(n, seed, c.tool_share, c.direct_correct),
             word_math_tool.evaluate, lambda c: functools.partial(word_math_tool.make_env, "train", c.max_tool_calls),
+            lambda c: functools.partial(word_math_tool.make_env, "test", c.max_tool_calls),
+            lambda c, n: word_math_tool.test_seeds(n),
         ),
         SurveyTask(
             "key_door", "ch07", lambda: key_door_grid.preset("cpu"),
             lambda c, n, seed: key_door_grid.demonstration_texts(n, seed, c), key_door_grid.evaluate,
-            lambda c: key_door_grid.EnvFactory("train", c),
+            lambda c: key_door_grid.EnvFactory("train", c), lambda c: key_door_grid.EnvFactory("test", c),
+            lambda c, n: key_door_grid.test_seeds(n, c),
         ),
         SurveyTask(
             "two_hop", "ch08", lambda: two_hop_search.preset("cpu"),
             lambda c, n, seed: two_hop_search.demonstration_texts(n, seed, c), two_hop_search.evaluate,
             lambda c: functools.partial(two_hop_search.make_env, "train", c),
+            lambda c: functools.partial(two_hop_search.make_env, "test", c),
+            lambda c, n: two_hop_search.test_seeds(n, c),
         ),
         SurveyTask(
             "lake", "ch10", lambda: lake_reasoning.preset("cpu"),
             lambda c, n, seed: lake_reasoning.demonstration_texts(n, seed, c), lake_reasoning.evaluate,
-            lambda c: lake_reasoning.make_env,
+            lambda c: lake_reasoning.make_env, lambda c: functools.partial(lake_reasoning.make_env, "test"),
+            lambda c, n: lake_reasoning.test_seeds(n),
         ),
     )
 }  # fmt: skip
@@ -254,3 +265,18 @@ def paired_arms(comparison: str, seed: int, settings: WarmStart, rl: Mapping, mo
         "difference": successes[1] - successes[0],
         "comparable": float(max(successes) >= COMPARABLE_SUCCESS),
     }
+
+
+RL_SHAPES: dict[str, dict] = {
+    name: {key: getattr(SMOLLM2.grpo, key) for key in ("iterations", "prompts_per_iteration", "group_size",
+                                                      "learning_rate")} for name in COMPARISONS
+}  # fmt: skip
+"""Each comparison's RL for SmolLM2 on 2 cores: chapter 00's SmolLM2 shape until the pilot's timings size it
+(docs/experiments/real-model-survey.md)."""
+
+
+GPU_RL_SHAPES: dict[str, dict] = {
+    name: {"iterations": 30, "prompts_per_iteration": 8, "group_size": 8, "learning_rate": 2e-4} for name in COMPARISONS
+}
+"""Each comparison's RL under the gpu preset (`COURSE_SCALE=gpu`, `python -m course_lib.lab.gpu_preset --survey`):
+four times chapter 00's iterations and twice its prompts, from the same warm starts. Prepared; no GPU has run it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -16,7 +17,7 @@ from course_lib.course import leakage
 from course_lib.envs.base import TextEnv, distinct_seeds
 from course_lib.lab import audit
 from course_lib.rl.train import GRPOConfig, policy_iteration
-from course_lib.tasks import blocks_planning, lake_reasoning
+from course_lib.tasks import blocks_planning, key_door_grid, lake_reasoning, real_model
 
 # Every overlap the audit finds on the committed data, per (chapter, split, what it is compared
 # with, unit). Anything not listed must be 0.
@@ -51,12 +52,29 @@ def audits() -> list[leakage.SplitAudit]:
     return [split for run in audit.audits().values() for split in run()]
 
 
+def test_the_surveys_audit_finds_a_planted_leak(monkeypatch):
+    """Chapter 16's survey audit counts a held-out problem that is also trained on: here the "held-out" grids are
+    the first demonstrations of seed 0 and the "held-out" word problems the first RL draws of seed 0."""
+    from course_lib.chapters import ch16_real_model as ch16
+
+    door, words = real_model.TASKS["key_door"], real_model.TASKS["arithmetic"]
+    monkeypatch.setitem(real_model.TASKS, "key_door", dataclasses.replace(
+        door, test_env=door.train_env, held_out=lambda c, n: key_door_grid.demonstration_seeds(n, 0)))  # fmt: skip
+    monkeypatch.setitem(real_model.TASKS, "arithmetic", dataclasses.replace(
+        words, test_env=words.train_env, held_out=lambda c, n: leakage.grpo_task_seeds(8, 4, [0])[:n]))  # fmt: skip
+    monkeypatch.setattr(leakage, "run_seeds", lambda chapter: (0,))
+    grid = {o.against + " " + o.unit: o.count for o in ch16.survey_audit("key_door").overlaps}
+    assert grid[f"warm-start demonstrations {PROBLEMS}"] == 64 and grid[f"warm-start demonstrations {STATES}"] > 0
+    sums = {o.against: o.count for o in ch16.survey_audit("arithmetic").overlaps}
+    assert sums["RL training draws"] == 32  # 8 iterations of 4 prompts: every draw of seed 0
+
+
 @pytest.mark.slow
 def test_committed_evaluations_have_no_repeated_problems_and_only_the_disclosed_overlaps(audits):
     assert {a.chapter for a in audits} == set(modules())
     skipped = {a.chapter for a in audits if a.skipped}
     # the appendix (without trl) and the pitfalls lab (no held-out split) may be skipped
-    assert skipped <= {"ch13", "ch15", "ch16"}, skipped
+    assert skipped <= {"ch13", "ch15"}, skipped
     audits = [a for a in audits if not a.skipped]
     for split in audits:
         assert split.size > 0 and split.duplicates == 0, split.lines()
@@ -79,7 +97,12 @@ def test_committed_evaluations_have_no_repeated_problems_and_only_the_disclosed_
             assert found[(chapter, "test", against, LAYOUTS)] == 0
     for against in against_both:  # chapter 17 trains on chapter 07's grid
         assert found[("ch17", "test (grid)", against, STATES)] == 0
-    assert audit.leaked_states(audits) == {"ch07": 0, "ch09": 0, "ch10": 0, "ch17": 0}
+    for against in against_both:  # chapter 16's survey trains SmolLM2 on the grid, two-hop search and the lake
+        assert found[("ch16", "test (key_door)", against, STATES)] == 0
+        assert found[("ch16", "test (two_hop)", against, LOOKUPS)] == 0
+        assert found[("ch16", "test (lake)", against, STATES)] == found[("ch16", "test (lake)", against, LAYOUTS)] == 0
+    assert {a.split for a in audits if a.chapter == "ch16"} == {f"test ({name})" for name in real_model.TASKS}
+    assert audit.leaked_states(audits) == {"ch07": 0, "ch09": 0, "ch10": 0, "ch16": 0, "ch17": 0}
     # How many sub-problems are counted, so that a unit that silently shrinks fails too: every state of the 200
     # held-out key-door tasks; every non-hole, non-goal cell of the 128 held-out maps (114 layouts); both forms of
     # hop 1 and both candidates' hop 2 of the 258 held-out questions (344 before the imprecise `NAME ROLE` lookups)
@@ -90,6 +113,10 @@ def test_committed_evaluations_have_no_repeated_problems_and_only_the_disclosed_
         assert totals[(chapter, "RL training draws", LAYOUTS)] == 114
         assert totals[(chapter, "warm-start demonstrations", FIRST_PROMPTS)] == 128
     assert all(totals[(chapter, "RL training draws", LOOKUPS)] == 408 for chapter in ("ch08", "ch11", "ch12"))
+    # chapter 16's 64 held-out grids, questions and maps: 4,752 grid states, 186 lookups, 737 lake states
+    survey = {(a.split, o.unit): o.total for a in audits if a.chapter == "ch16" for o in a.overlaps}
+    assert survey[("test (key_door)", STATES)] == 4752 and survey[("test (lake)", STATES)] == 737
+    assert survey[("test (two_hop)", LOOKUPS)] == 186
     # Chapter 08: held out by company name, so no hop lookup of a held-out question (either form of hop 1, either
     # candidate's hop 2) is made in RL training or the demonstrations; chapters 11 and 12 likewise (11 with the
     # root variant's draws and base)
