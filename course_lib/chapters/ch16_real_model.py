@@ -33,7 +33,7 @@ import torch
 from course_lib import course_config, real_models
 from course_lib.algos.aepo import uniform_top_share
 from course_lib.chapters import skeleton
-from course_lib.course import chance, leakage
+from course_lib.course import chance, leakage, recorded
 from course_lib.course.claims import Claim, ClaimSpec, Setting, at_least, evaluate_all
 from course_lib.diagnostics import mutual_information, reasoning_span, teacher_forced_logp
 from course_lib.engine.bookkeeping import alignment_errors, expected_tokens
@@ -43,7 +43,7 @@ from course_lib.engine.tree_rollout import TreeConfig, sample_trees
 from course_lib.engine.turn_sampler import sample_turns, turn_text
 from course_lib.envs.base import distinct_seeds
 from course_lib.rl import checkpoint
-from course_lib.tasks import key_door_grid, lake_reasoning, real_model, tool_arithmetic, two_hop_search
+from course_lib.tasks import lake_reasoning, real_model, tool_arithmetic, two_hop_search
 from course_lib.tokenizer import encode
 
 MODEL = "smollm2"
@@ -508,11 +508,19 @@ MISMATCH_CLAIMS = (
 )  # fmt: skip
 
 
-WARM_START_COLUMNS = tuple(
-    (f"{task}_{key}", f"{task} {label}") for task in ("calculator", "key_door", "two_hop", "lake")
-    for key, label in (("success", "success"), ("valid_rate", "valid"))
-)  # fmt: skip
-"""The warm-start table's columns: each task's held-out success and valid-action rate."""
+SURVEY_TASKS = ("calculator", "key_door", "two_hop", "lake")
+"""The survey's tasks (`real_model.TASKS` less chapter 00's arithmetic, which only C16.8d trains)."""
+
+
+def warm_start_tables() -> str:
+    """Per survey task, its recorded warm starts' held-out success, valid-action rate and minutes (Markdown), or the
+    command that records them."""
+    columns = (("success", "held-out success"), ("valid_rate", "valid actions"), ("warm_start_minutes", "minutes"))
+    return "\n\n".join(f"**{task}**\n\n" + recorded.seed_table_or_command(
+        real_model.warm_start_results(task), [(f"{task}_{key}", label) for key, label in columns])
+        for task in SURVEY_TASKS)  # fmt: skip
+
+
 MISMATCH_COLUMNS = (("policy_tokens", "policy tokens"), *MISMATCH_CLAIMS[0].shown)
 """The mismatch table's columns: the bf16 sampler's log-probs against the update's forward in each precision."""
 BESIDE = (
@@ -528,7 +536,14 @@ BESIDE_HEADERS = ("method", "premise, untrained", "premise, warm-started", "comp
 SETTINGS = (
     Setting(real_model.MISMATCH_RESULTS, MISMATCH_CLAIMS, SURVEY),
     Setting(real_model.LORA_BLOCKS_RESULTS, LORA_BLOCKS_CLAIMS, SURVEY),
-    Setting(real_model.WARM_START_RESULTS, WARM_START_CLAIMS, SURVEY),
+    *(
+        Setting(
+            real_model.warm_start_results(task),
+            tuple(spec for spec in WARM_START_CLAIMS if spec.value.startswith(task)),
+            SURVEY,
+        )
+        for task in SURVEY_TASKS
+    ),
     *(Setting(real_model.comparison_results(name), (spec,), SURVEY) for name, spec in COMPARISON_CLAIMS.items()),
 )
 """The survey's settings, each decided on its own file once recorded (`course_lib.lab.verdicts`); their commands are
@@ -536,56 +551,12 @@ SETTINGS = (
 
 
 # Leakage audit ----------------------------------------------------------------------------------
-DEMONSTRATED = {
-    "key_door": key_door_grid.demonstration_seeds,
-    "two_hop": two_hop_search.demonstration_seeds,
-    "lake": lake_reasoning.demonstration_seeds,
-}
-"""The survey tasks whose demonstrations are played on training problems drawn by seeds: `(count, seed)` -> them."""
-
-
-def survey_audit(name: str) -> leakage.SplitAudit:
-    """One survey task's held-out problems (`real_model.TASKS[name]`, as its warm start evaluates them) against the
-    problems of every RL draw a recorded seed of chapter 16 makes on it (its comparisons' shapes; chapter 00's for
-    the arithmetic of C16.8d) and every recorded seed's demonstrations, with the sub-problems the task's own chapter
-    counts: every state of a held-out grid (07), the hop lookups of a held-out question (08), a held-out map's
-    layout and states (10). The word problems' key is their question, which is also their demonstration's prompt."""
-    task, settings = real_model.TASKS[name], real_model.WARM_STARTS[name]
-    config = task.config()
-    keys = leakage.problem_keys(task.test_env(config), task.held_out(config, settings.eval_tasks))
-    seeds = leakage.run_seeds("ch16")  # every seed of every ch16 file: a superset of the survey's
-    shapes = [real_model.RL_SHAPES[c] for c, (on, _) in real_model.COMPARISONS.items() if on == name]
-    shapes += [vars(real_model.SMOLLM2.grpo)] if name == "arithmetic" else []
-    draws = [d for shape in shapes for d in
-             leakage.grpo_task_seeds(shape["iterations"], shape["prompts_per_iteration"], seeds)]  # fmt: skip
-    training = leakage.problem_keys(task.train_env(config), draws)
-    texts = [text for seed in seeds for text in task.demonstrations(config, settings.demonstrations, seed)]
-    demo_problems = DEMONSTRATED.get(name)  # the demonstrators that play training problems drawn by seeds
-    if demo_problems is None:  # a word problem's key is its question, its demonstration's prompt
-        overlaps = leakage.problem_overlaps(keys, set(training), leakage.prompts_of(texts))
-        return leakage.split_audit("ch16", f"test ({name})", keys, overlaps)
-    demo_seeds = [d for seed in seeds for d in demo_problems(settings.demonstrations, seed)]
-    demos = leakage.problem_keys(task.train_env(config), demo_seeds)
-    if name == "lake":
-        shown = (frozenset(demos), frozenset(leakage.episode_observations(texts)))
-        return dataclasses.replace(leakage.lake_split("ch16", keys, set(training), shown), split="test (lake)")
-    if name == "two_hop":
-        return leakage.split_audit("ch16", "test (two_hop)", keys, leakage.two_hop_overlaps(keys, training, demos))
-    states = leakage.state_overlaps(
-        leakage.task_observations(set(keys), config.size),
-        leakage.task_observations(set(training), config.size),
-        leakage.prompts_of(texts),
-    )
-    return leakage.split_audit("ch16", f"test ({name})", keys,
-                               leakage.problem_overlaps(keys, set(training), set(demos)) + states)  # fmt: skip
-
-
 def held_out_audit() -> list[leakage.SplitAudit]:
     """The first half measures an untrained pretrained model: nothing of the course's trains it (its own
     pretraining corpus is not the course's to audit). The second half trains it: each survey task's held-out split
-    against its warm starts and RL draws (`survey_audit`). Chapter 00 on that model (`ch00_smollm2`) is inside
+    against its warm starts and RL draws (`leakage.survey_split`). Chapter 00 on that model (`ch00_smollm2`) is inside
     chapter 00's audit."""
-    return [survey_audit(name) for name in real_model.TASKS]
+    return [leakage.survey_split("ch16", name) for name in real_model.TASKS]
 
 
 CHAPTER = skeleton.Chapter(

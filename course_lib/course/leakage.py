@@ -6,6 +6,7 @@ audit and what it prints is `course_lib.lab.audit`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -313,3 +314,43 @@ def lake_split(chapter: str, keys: list, training: set, demonstrations: tuple[fr
         *state_overlaps(lake_observations(held_out), lake_observations(training), demo_observations),
     ]
     return split_audit(chapter, "test", keys, overlaps)
+
+
+# Chapter 16's survey on a real model: the survey's tasks, trained on SmolLM2 ------------------------------
+def survey_split(chapter: str, name: str) -> SplitAudit:
+    """One survey task's held-out problems (`tasks.real_model.TASKS[name]`, as its warm start evaluates them)
+    against the problems of every RL draw a recorded seed of `chapter` (16) makes on it (its comparisons' shapes;
+    chapter 00's for the arithmetic of C16.8d) and every recorded seed's demonstrations, with the sub-problems the
+    task's own chapter counts: every state of a held-out grid (07), the hop lookups of a held-out question (08), a
+    held-out map's layout and states (10). The word problems' key is their question, also their demonstration's
+    prompt."""
+    from course_lib.tasks import key_door_grid, lake_reasoning, real_model, two_hop_search
+
+    demonstrated = {"key_door": key_door_grid, "two_hop": two_hop_search, "lake": lake_reasoning}
+    task, settings = real_model.TASKS[name], real_model.WARM_STARTS[name]
+    config = task.config()
+    keys = problem_keys(task.test_env(config), task.held_out(config, settings.eval_tasks))
+    seeds = run_seeds(chapter)  # every seed of every file of the chapter's: a superset of the survey's
+    shapes = [real_model.RL_SHAPES[c] for c, (on, _) in real_model.COMPARISONS.items() if on == name]
+    shapes += [vars(real_model.SMOLLM2.grpo)] if name == "arithmetic" else []
+    draws = [d for shape in shapes for d in
+             grpo_task_seeds(shape["iterations"], shape["prompts_per_iteration"], seeds)]  # fmt: skip
+    training = problem_keys(task.train_env(config), draws)
+    texts = [text for seed in seeds for text in task.demonstrations(config, settings.demonstrations, seed)]
+    if name not in demonstrated:  # a word problem's key is its question, its demonstration's prompt
+        overlaps = problem_overlaps(keys, set(training), prompts_of(texts))
+        return split_audit(chapter, f"test ({name})", keys, overlaps)
+    # the other demonstrators play training problems drawn by seeds
+    demo_seeds = [d for seed in seeds for d in demonstrated[name].demonstration_seeds(settings.demonstrations, seed)]
+    demos = problem_keys(task.train_env(config), demo_seeds)
+    if name == "lake":
+        shown = (frozenset(demos), frozenset(episode_observations(texts)))
+        return dataclasses.replace(lake_split(chapter, keys, set(training), shown), split="test (lake)")
+    if name == "two_hop":
+        return split_audit(chapter, "test (two_hop)", keys, two_hop_overlaps(keys, training, demos))
+    states = state_overlaps(
+        task_observations(set(keys), config.size),
+        task_observations(set(training), config.size),
+        prompts_of(texts),
+    )
+    return split_audit(chapter, f"test ({name})", keys, problem_overlaps(keys, set(training), set(demos)) + states)

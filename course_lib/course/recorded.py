@@ -75,10 +75,12 @@ def _real_survey_run(name: str) -> str:
         return "lora-blocks --seeds 100 101 102"
     if name == "mismatch":
         return "mismatch --seeds 0 1 2 3 4"
-    if name.startswith("warm_start"):
-        steps = name.removeprefix("warm_start_").removesuffix("steps") if name != "warm_start" else ""
+    warm = re.fullmatch(r"warm_start_(\w+?)(?:_(\d+)steps)?", name)  # warm_start_<task>[_<steps>steps]
+    if warm:
         seeds = seeds.replace("100 101 102", "100")
-        return f"warm-start {seeds} --steps {steps}" if steps else f"warm-start {seeds} --premises"
+        if warm.group(2):
+            return f"warm-start --tasks {warm.group(1)} {seeds} --steps {warm.group(2)}"
+        return f"warm-start --tasks {warm.group(1)} {seeds} --premises"
     return f"compare {name} {seeds}"
 
 

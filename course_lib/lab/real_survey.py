@@ -2,9 +2,9 @@
 held-out success and valid actions per seed, printed and recorded seed by seed.
 
     python -m course_lib.lab.real_survey warm-start [--tasks calculator key_door two_hop lake] [--seeds 0 1 2 3 4]
-        [--premises] [--record]   # results/ch16_warm_start.json, one record per seed (run again: replaced)
+        [--premises] [--record]   # results/ch16_warm_start_<task>.json, one record per seed (run again: replaced)
     python -m course_lib.lab.real_survey warm-start --tasks key_door --seeds 100 --pilot --steps 60 --record
-        # a sizing try: results/ch16_warm_start_60steps_pilot.json
+        # a sizing try: results/ch16_warm_start_key_door_60steps_pilot.json
     python -m course_lib.lab.real_survey mismatch [--seeds 0 1 2 3 4] [--record]   # results/ch16_mismatch.json
     python -m course_lib.lab.real_survey lora-blocks [--seeds 100 101 102] [--record]   # results/ch16_lora_blocks.json
     python -m course_lib.lab.real_survey compare gigpo [--seeds 100 101 102 --pilot] [--record]  # ch16_gigpo*.json
@@ -33,13 +33,13 @@ from course_lib.tasks.real_model import (
     RL_SHAPES,
     SMOLLM2,
     TASKS,
-    WARM_START_RESULTS,
     WARM_STARTS,
     WarmStart,
     comparison_results,
     paired_arms,
     train_and_evaluate,
     warm_start_numbers,
+    warm_start_results,
 )
 
 PILOT_SEEDS = 100
@@ -84,15 +84,20 @@ def warm_starts(
     premises: bool = False,
     steps: int | None = None,
 ) -> dict[int, dict[str, float]]:
-    """`warm_start_numbers` of every task in `tasks` on every seed (`results/ch16_warm_start.json`). A seed's record
-    holds the tasks run with it, and a later run of the same seed replaces it: run a seed's tasks together. With
-    `steps` (a pilot's sizing try, docs/experiments/real-model-survey.md), each task warm-starts for that many steps
-    and the records go to `results/ch16_warm_start_<steps>steps_pilot.json`."""
-    name = WARM_START_RESULTS if steps is None else f"{WARM_START_RESULTS}_{steps}steps"
-    return record_seeds(
-        name, seeds, lambda seed: prefixed({task: warm_start_numbers(task, seed, sized(task, steps), premises=premises)
-                                            for task in tasks}), record, pilot,
-    )  # fmt: skip
+    """`warm_start_numbers` of every task in `tasks` on every seed, task by task, each seed recorded as it finishes
+    in the task's file (`results/ch16_warm_start_<task>.json`; a seed run again is replaced). With `steps` (a pilot's
+    sizing try, docs/experiments/real-model-survey.md), each task warm-starts for that many steps and its records go
+    to `results/ch16_warm_start_<task>_<steps>steps_pilot.json`. Returns every seed's numbers of all the tasks."""
+    out: dict[int, dict[str, float]] = {seed: {} for seed in seeds}
+    for task in tasks:
+        name = warm_start_results(task) + ("" if steps is None else f"_{steps}steps")
+
+        def measure(seed: int, task: str = task) -> dict[str, float]:
+            return prefixed({task: warm_start_numbers(task, seed, sized(task, steps), premises=premises)})
+
+        for seed, numbers in record_seeds(name, seeds, measure, record, pilot).items():
+            out[seed] |= numbers
+    return out
 
 
 def summary(results: Mapping[int, Mapping[str, float]], tasks: Sequence[str]) -> list[str]:
@@ -150,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     warm = sub.add_parser("warm-start", help="warm-start SmolLM2 on each task and evaluate it on held-out problems")
     warm.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     warm.add_argument("--seeds", nargs="+", type=int, default=[0])
-    warm.add_argument("--record", action="store_true", help="write results/ch16_warm_start.json, seed by seed")
+    warm.add_argument("--record", action="store_true", help="write results/ch16_warm_start_<task>.json, seed by seed")
     warm.add_argument("--pilot", action="store_true", help="pilot seeds (100 and up), recorded apart (_pilot.json)")
     warm.add_argument("--premises", action="store_true", help="also measure each task's premises on its warm start")
     warm.add_argument("--steps", type=int, help="a pilot's sizing try: this many warm-start steps for every task")

@@ -55,8 +55,12 @@ LORA_BLOCKS_RESULTS = "ch16_lora_blocks"
 MISMATCH_RESULTS = "ch16_mismatch"
 """`results/ch16_mismatch.json`: per seed, the bf16 sampler's log-probs against the update's forward
 (`lab.fast_path.sampler_mismatch`)."""
-WARM_START_RESULTS = "ch16_warm_start"
-"""`results/ch16_warm_start.json`: per seed, every task's warm-start numbers and premises, prefixed by its name."""
+
+
+def warm_start_results(task: str) -> str:
+    """`results/ch16_warm_start_<task>.json`: per seed, one task's warm-start numbers and premises, prefixed by its
+    name (a file per task, so that each task's seeds are recorded, and can be added, on their own)."""
+    return f"ch16_warm_start_{task}"
 
 
 def comparison_results(comparison: str) -> str:

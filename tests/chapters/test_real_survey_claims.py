@@ -46,17 +46,26 @@ def status(claim_id: str, chapter: str = "ch16") -> verdicts.CourseVerdict:
     return next(v for v in verdicts.chapter_verdicts(chapter) if v.id == claim_id)
 
 
+def record_warm_starts(seed: int, numbers: dict[str, float]) -> None:
+    """A seed of every survey task's warm start, each in its own file, as `real_survey warm-start` writes them."""
+    for task in ch16.SURVEY_TASKS:
+        own = {key: value for key, value in numbers.items() if key.startswith(task)}
+        recorded.record(real_model.warm_start_results(task), seed, (), own, 1.0)
+
+
 def test_the_settings_appear_as_their_files_are_recorded(results):
     assert verdicts.settings("ch16") == []
     for seed in range(5):
-        recorded.record(real_model.WARM_START_RESULTS, seed, (), premise_numbers(seed, key_door_success=0.0), 1.0)
-    assert [s.results for s in verdicts.settings("ch16")] == [real_model.WARM_START_RESULTS]
+        record_warm_starts(seed, premise_numbers(seed, key_door_success=0.0))
+    assert [s.results for s in verdicts.settings("ch16")] == [real_model.warm_start_results(task)
+                                                              for task in ch16.SURVEY_TASKS]  # fmt: skip
     assert status("C16.13d").holds and status("C16.14d").holds  # a rise above 0; 10 points with room to show it
     assert status("C16.15d").untestable and "scored" in status("C16.15d").untestable  # no closed reasoning
     assert status("C16.16d").untestable  # a margin of 0.05 beyond a reach of 0.02
     assert status("C16.9d").passed == 5 and status("C16.10d").passed == 5  # valid actions, success within reach
-    recorded.record(real_model.WARM_START_RESULTS, 5, (), premise_numbers(5, calculator_success=0.9), 1.0)
+    record_warm_starts(5, premise_numbers(5, calculator_success=0.9))
     assert status("C16.9d").passed == 5 and status("C16.9d").seeds == 6  # no room for RL left on seed 5
+    assert "| 5 | 0.9 |" in ch16.warm_start_tables().replace("0.900", "0.9")
 
 
 @pytest.mark.parametrize(

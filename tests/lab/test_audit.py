@@ -55,17 +55,15 @@ def audits() -> list[leakage.SplitAudit]:
 def test_the_surveys_audit_finds_a_planted_leak(monkeypatch):
     """Chapter 16's survey audit counts a held-out problem that is also trained on: here the "held-out" grids are
     the first demonstrations of seed 0 and the "held-out" word problems the first RL draws of seed 0."""
-    from course_lib.chapters import ch16_real_model as ch16
-
     door, words = real_model.TASKS["key_door"], real_model.TASKS["arithmetic"]
     monkeypatch.setitem(real_model.TASKS, "key_door", dataclasses.replace(
         door, test_env=door.train_env, held_out=lambda c, n: key_door_grid.demonstration_seeds(n, 0)))  # fmt: skip
     monkeypatch.setitem(real_model.TASKS, "arithmetic", dataclasses.replace(
         words, test_env=words.train_env, held_out=lambda c, n: leakage.grpo_task_seeds(8, 4, [0])[:n]))  # fmt: skip
     monkeypatch.setattr(leakage, "run_seeds", lambda chapter: (0,))
-    grid = {o.against + " " + o.unit: o.count for o in ch16.survey_audit("key_door").overlaps}
+    grid = {o.against + " " + o.unit: o.count for o in leakage.survey_split("ch16", "key_door").overlaps}
     assert grid[f"warm-start demonstrations {PROBLEMS}"] == 64 and grid[f"warm-start demonstrations {STATES}"] > 0
-    sums = {o.against: o.count for o in ch16.survey_audit("arithmetic").overlaps}
+    sums = {o.against: o.count for o in leakage.survey_split("ch16", "arithmetic").overlaps}
     assert sums["RL training draws"] == 32  # 8 iterations of 4 prompts: every draw of seed 0
 
 

@@ -48,8 +48,11 @@ def test_a_sizing_try_is_a_pilots_and_names_its_own_file(capsys):
     assert "pilot seeds only" in capsys.readouterr().err
     assert real_survey.sized("key_door", 60).sft.steps == 60
     assert real_survey.sized("key_door", None) is real_survey.WARM_STARTS["key_door"]
-    assert recorded.record_command("ch16_warm_start_60steps_pilot").endswith(
-        "warm-start --seeds 100 --pilot --steps 60 --record"
+    assert recorded.record_command("ch16_warm_start_key_door_60steps_pilot").endswith(
+        "warm-start --tasks key_door --seeds 100 --pilot --steps 60 --record"
+    )
+    assert recorded.record_command("ch16_warm_start_two_hop").endswith(
+        "warm-start --tasks two_hop --seeds 0 1 2 3 4 --premises --record"
     )
     assert recorded.record_command("ch16_gigpo").endswith("compare gigpo --seeds 0 1 2 3 4 --record")
 
@@ -67,3 +70,19 @@ def test_the_mismatch_is_measured_per_seed_on_a_batch_of_its_own(tmp_path):
         assert {"mean_abs_gap_none", "outside_clip_none", "mean_abs_gap_bf16", "outside_clip_bf16"} <= set(numbers)
         assert numbers["policy_tokens"] > 0 and 0 <= numbers["outside_clip_none"] <= 1
     assert first != second  # another seed, another warm start and batch
+
+
+def test_each_task_records_its_seeds_in_a_file_of_its_own(tmp_path, monkeypatch):
+    """`warm-start`: task by task, each seed recorded in the task's file as it finishes (a stopped run keeps the
+    tasks it finished); a sizing try names its steps."""
+    monkeypatch.setattr(real_survey, "warm_start_numbers",
+                        lambda task, seed, settings, premises: {"success": seed + settings.sft.steps / 1000})  # fmt: skip
+    with recorded.recording_into(tmp_path):
+        out = real_survey.warm_starts(["calculator", "lake"], [100, 101], record=True, pilot=True)
+        real_survey.warm_starts(["key_door"], [100], record=True, pilot=True, steps=60)
+    assert out[101] == {"calculator_success": 101.03, "lake_success": 101.03}
+    for name in ("calculator_pilot", "lake_pilot", "key_door_60steps_pilot"):
+        seeds = json.loads((tmp_path / f"ch16_warm_start_{name}.json").read_text())["seeds"]
+        assert set(seeds) <= {"100", "101"} and all(len(s["numbers"]) == 1 for s in seeds.values())
+    key_door = json.loads((tmp_path / "ch16_warm_start_key_door_60steps_pilot.json").read_text())["seeds"]["100"]
+    assert key_door["numbers"] == {"key_door_success": 100.06}
