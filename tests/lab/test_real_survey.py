@@ -75,8 +75,11 @@ def test_the_mismatch_is_measured_per_seed_on_a_batch_of_its_own(tmp_path):
 def test_each_task_records_its_seeds_in_a_file_of_its_own(tmp_path, monkeypatch):
     """`warm-start`: task by task, each seed recorded in the task's file as it finishes (a stopped run keeps the
     tasks it finished); a sizing try names its steps."""
-    monkeypatch.setattr(real_survey, "warm_start_numbers",
-                        lambda task, seed, settings, premises: {"success": seed + settings.sft.steps / 1000})  # fmt: skip
+
+    def fake(task: str, seed: int, settings, premises: bool) -> dict[str, float]:
+        return {"success": seed + settings.sft.steps / 1000}
+
+    monkeypatch.setattr(real_survey, "warm_start_numbers", fake)
     with recorded.recording_into(tmp_path):
         out = real_survey.warm_starts(["calculator", "lake"], [100, 101], record=True, pilot=True)
         real_survey.warm_starts(["key_door"], [100], record=True, pilot=True, steps=60)
