@@ -87,13 +87,15 @@ def warm_starts(
     """`warm_start_numbers` of every task in `tasks` on every seed, task by task, each seed recorded as it finishes
     in the task's file (`results/ch16_warm_start_<task>.json`; a seed run again is replaced). With `steps` (a pilot's
     sizing try, docs/experiments/real-model-survey.md), each task warm-starts for that many steps and its records go
-    to `results/ch16_warm_start_<task>_<steps>steps_pilot.json`. Returns every seed's numbers of all the tasks."""
+    to `results/ch16_warm_start_<task>_<steps>steps_pilot.json`. Each adapter is kept (`rl.adapter_cache`) for the
+    comparisons that start from the same warm start. Returns every seed's numbers of all the tasks."""
     out: dict[int, dict[str, float]] = {seed: {} for seed in seeds}
     for task in tasks:
         name = warm_start_results(task) + ("" if steps is None else f"_{steps}steps")
 
         def measure(seed: int, task: str = task) -> dict[str, float]:
-            return prefixed({task: warm_start_numbers(task, seed, sized(task, steps), premises=premises)})
+            numbers = warm_start_numbers(task, seed, sized(task, steps), premises=premises, cache="write")
+            return prefixed({task: numbers})
 
         for seed, numbers in record_seeds(name, seeds, measure, record, pilot).items():
             out[seed] |= numbers
@@ -140,11 +142,13 @@ def rl_shape(comparison: str) -> dict:
 
 def compare(comparison: str, seeds: Sequence[int], record: bool = False, pilot: bool = False) -> dict:
     """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with its RL at the active
-    scale (`rl_shape`), recorded in `results/ch16_<comparison>.json` (`results/gpu/` on the gpu preset)."""
+    scale (`rl_shape`), recorded in `results/ch16_<comparison>.json` (`results/gpu/` on the gpu preset). A seed whose
+    warm start its `warm-start` record kept (`rl.adapter_cache`) starts from that adapter instead of fitting it
+    again: the same weights, so `before_success` equals the warm-start record's `success`."""
     settings, shape = WARM_STARTS[COMPARISONS[comparison][0]], rl_shape(comparison)
 
     def measure(seed: int) -> dict[str, float]:
-        return paired_arms(comparison, seed, settings, shape)
+        return paired_arms(comparison, seed, settings, shape, cache="read")
 
     return record_seeds(comparison_results(comparison), seeds, measure, record, pilot)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from course_lib import course_config
 from course_lib.engine.prompt_format import ChatFormat
 from course_lib.envs.base import TextEnv
-from course_lib.rl import checkpoint
+from course_lib.rl import adapter_cache, checkpoint
 from course_lib.rl.train import GRPOConfig, train_grpo
 from course_lib.rl.warm_start import SFTConfig
 from course_lib.tasks import (
@@ -151,12 +151,17 @@ WARM_STARTS: dict[str, WarmStart] = {name: WarmStart() for name in TASKS}
 """Each task's warm start (chapter 00's on SmolLM2 until a pilot says otherwise; docs/experiments)."""
 
 
-def warm_start(task: SurveyTask, settings: WarmStart, seed: int, model: str = MODEL):
+def warm_start(task: SurveyTask, settings: WarmStart, seed: int, model: str = MODEL, cache: str = "off"):
     """`(model, tokenizer, config, history)`: the real model `model` LoRA-warm-started on `settings.demonstrations`
     episodes of `task`'s demonstrator (drawn with `seed`, the adapter initialised with it; on the GPU under the gpu
     preset where one is visible, `course_config.device`), in the chat format with
     observations in the tool role; `config` is the task's, its sampling in this tokenizer's budgets
-    (`checkpoint.chat_sampling`) and `settings.precision`, evaluating on `settings.eval_tasks` problems."""
+    (`checkpoint.chat_sampling`) and `settings.precision`, evaluating on `settings.eval_tasks` problems.
+
+    `cache` (`rl.adapter_cache`): "write" fits the adapter and keeps it on disk, "read" takes a kept one where its
+    key matches (else fits and keeps it), "off" neither."""
+    if cache not in ("off", "write", "read"):
+        raise ValueError(f"cache must be 'off', 'write' or 'read', got {cache!r}")
     config = task.config()
     texts = task.demonstrations(config, settings.demonstrations, seed)
     with checkpoint.using(model):  # a real model's name or a checkpoint folder, checked as --model checks it
@@ -166,24 +171,40 @@ def warm_start(task: SurveyTask, settings: WarmStart, seed: int, model: str = MO
     device = course_config.device()  # a GPU under COURSE_SCALE=gpu where one is visible
     budget = checkpoint.micro_batch_tokens(len(tokenizer), device)
     sft = dataclasses.replace(settings.sft, micro_batch_tokens=settings.sft.micro_batch_tokens or budget)
-    trained, tokenizer, history = checkpoint.warm_start(
-        path, texts, sft, seed, device=device, prompt_format=ChatFormat(observation_role="tool"),
-        lora_top_layers=settings.top_layers,
-    )  # fmt: skip
+    chat = ChatFormat(observation_role="tool")
+    name = adapter_cache.key(path, texts, {"settings": dataclasses.asdict(settings), "sft": dataclasses.asdict(sft),
+                                          "format": repr(chat)}, seed, str(device))  # fmt: skip
+    if cache == "read" and adapter_cache.exists(name):
+        course_config.seed_everything(seed)  # as the fit starts: the adapter's initialisation draws the same numbers
+        trained, tokenizer = checkpoint.load_checkpoint(path, device)
+        trained = checkpoint.add_adapter(trained, top_layers=settings.top_layers)
+        history = adapter_cache.load(name, trained)
+    else:
+        trained, tokenizer, history = checkpoint.warm_start(
+            path, texts, sft, seed, device=device, prompt_format=chat, lora_top_layers=settings.top_layers
+        )
+        if cache != "off":
+            adapter_cache.save(name, trained, history)
     sampling = dataclasses.replace(sampling, precision=settings.precision)
     return trained, tokenizer, dataclasses.replace(config, sampling=sampling, eval_tasks=settings.eval_tasks), history
 
 
 def warm_start_numbers(
-    task_name: str, seed: int, settings: WarmStart | None = None, model: str = MODEL, premises: bool = False
+    task_name: str,
+    seed: int,
+    settings: WarmStart | None = None,
+    model: str = MODEL,
+    premises: bool = False,
+    cache: str = "off",
 ) -> dict:
     """One task's warm start on `seed` and its held-out evaluation (sampling seed `seed`): `success`,
     `valid_rate` (1 - the invalid-action rate), `turns`, the warm start's first and last loss, and minutes; with
-    `premises`, also the task's premises measured on the warm-started model (`real_premises.measure`)."""
+    `premises`, also the task's premises measured on the warm-started model (`real_premises.measure`). `cache` as
+    `warm_start`'s ("write" keeps the adapter for the comparisons that start from it)."""
     task = TASKS[task_name]
     settings = settings or WARM_STARTS[task_name]
     start = time.perf_counter()
-    trained, tokenizer, config, history = warm_start(task, settings, seed, model)
+    trained, tokenizer, config, history = warm_start(task, settings, seed, model, cache)
     warmed = time.perf_counter()
     stats = task.evaluate(trained, tokenizer, config, seed)
     return {
@@ -237,17 +258,20 @@ COMPARABLE_SUCCESS = 0.05
 seeds does is "not testable" (docs/experiments/real-model-survey.md, amendment of 2026-12-06)."""
 
 
-def paired_arms(comparison: str, seed: int, settings: WarmStart, rl: Mapping, model: str = MODEL) -> dict[str, float]:
+def paired_arms(
+    comparison: str, seed: int, settings: WarmStart, rl: Mapping, model: str = MODEL, cache: str = "off"
+) -> dict[str, float]:
     """`comparison`'s arms from one warm start on `seed`: the warm start evaluated on the held-out problems
     (sampling seed `seed`), then each arm trained from a copy of it on the same training tasks (the seed's) and
     evaluated again (sampling seed `seed + 1`). Each arm's loop is the task's own GRPO config (a default one where the
     task has none: the lake's) with `rl` (its size and rate for this model: `iterations`, `prompts_per_iteration`,
     `group_size`, `learning_rate`) and the arm's changes. Returns `before_success`, each arm's `<arm>_success`,
     `<arm>_invalid_rate` and `<arm>_minutes`, `difference`, the second arm's success minus the first's, and
-    `comparable`, 1 when an arm reached `COMPARABLE_SUCCESS`."""
+    `comparable`, 1 when an arm reached `COMPARABLE_SUCCESS`. With `cache="read"` the warm start is the one its
+    warm-start record kept (`warm_start`), so `before_success` equals that record's `success`."""
     task_name, arms = COMPARISONS[comparison]
     task = TASKS[task_name]
-    trained, tokenizer, config, _ = warm_start(task, settings, seed, model)
+    trained, tokenizer, config, _ = warm_start(task, settings, seed, model, cache)
     numbers = {"before_success": float(task.evaluate(trained, tokenizer, config, seed)["success"])}
     budget = checkpoint.micro_batch_tokens(len(tokenizer), next(trained.parameters()).device)
     for arm, changes in arms.items():

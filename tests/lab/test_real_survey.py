@@ -74,9 +74,10 @@ def test_the_mismatch_is_measured_per_seed_on_a_batch_of_its_own(tmp_path):
 
 def test_each_task_records_its_seeds_in_a_file_of_its_own(tmp_path, monkeypatch):
     """`warm-start`: task by task, each seed recorded in the task's file as it finishes (a stopped run keeps the
-    tasks it finished); a sizing try names its steps."""
+    tasks it finished); a sizing try names its steps; every adapter is kept for the comparisons."""
 
-    def fake(task: str, seed: int, settings, premises: bool) -> dict[str, float]:
+    def fake(task: str, seed: int, settings, premises: bool, cache: str) -> dict[str, float]:
+        assert cache == "write"
         return {"success": seed + settings.sft.steps / 1000}
 
     monkeypatch.setattr(real_survey, "warm_start_numbers", fake)
