@@ -24,7 +24,7 @@ import copy
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from course_lib import course_config
@@ -218,14 +218,17 @@ def warm_start_numbers(
     } | (real_premises.measure(task_name, trained, tokenizer, config, seed) if premises else {})
 
 
-def train_and_evaluate(task_name: str, seed: int, settings: WarmStart, grpo: GRPOConfig, model: str = MODEL) -> dict:
+def train_and_evaluate(
+    task_name: str, seed: int, settings: WarmStart, grpo: GRPOConfig, model: str = MODEL, cache: str = "off"
+) -> dict:
     """Warm-start on `seed` (`warm_start`), evaluate on the held-out problems (sampling seed `seed`), train with
     `grpo` (the warm start's sampling; the update micro-batched at the checkpoint budget unless `grpo` sets one),
     evaluate again (sampling seed `seed + 1`). Returns the success and invalid-action rate before and after, the
-    gain in success, the last iteration's training success, and minutes."""
+    gain in success, the last iteration's training success, and minutes. `cache` as `warm_start`'s ("read": start
+    from the adapter a warm-start record of the same task, settings and seed kept)."""
     task = TASKS[task_name]
     start = time.perf_counter()
-    trained, tokenizer, config, _ = warm_start(task, settings, seed, model)
+    trained, tokenizer, config, _ = warm_start(task, settings, seed, model, cache)
     before = task.evaluate(trained, tokenizer, config, seed)
     budget = checkpoint.micro_batch_tokens(len(tokenizer), next(trained.parameters()).device)
     grpo = dataclasses.replace(grpo, micro_batch_tokens=grpo.micro_batch_tokens or budget)
@@ -258,23 +261,34 @@ COMPARABLE_SUCCESS = 0.05
 seeds does is "not testable" (docs/experiments/real-model-survey.md, amendment of 2026-12-06)."""
 
 
-def paired_arms(
-    comparison: str, seed: int, settings: WarmStart, rl: Mapping, model: str = MODEL, cache: str = "off"
+def train_arms(
+    comparison: str,
+    seed: int,
+    settings: WarmStart,
+    rl: Mapping,
+    model: str = MODEL,
+    cache: str = "off",
+    arms: Sequence[str] | None = None,
 ) -> dict[str, float]:
-    """`comparison`'s arms from one warm start on `seed`: the warm start evaluated on the held-out problems
-    (sampling seed `seed`), then each arm trained from a copy of it on the same training tasks (the seed's) and
-    evaluated again (sampling seed `seed + 1`). Each arm's loop is the task's own GRPO config (a default one where the
-    task has none: the lake's) with `rl` (its size and rate for this model: `iterations`, `prompts_per_iteration`,
-    `group_size`, `learning_rate`) and the arm's changes. Returns `before_success`, each arm's `<arm>_success`,
-    `<arm>_invalid_rate` and `<arm>_minutes`, `difference`, the second arm's success minus the first's, and
-    `comparable`, 1 when an arm reached `COMPARABLE_SUCCESS`. With `cache="read"` the warm start is the one its
-    warm-start record kept (`warm_start`), so `before_success` equals that record's `success`."""
-    task_name, arms = COMPARISONS[comparison]
+    """`comparison`'s arms (all, or those named in `arms`) from one warm start on `seed`: the warm start evaluated on
+    the held-out problems (sampling seed `seed`), then each arm trained from a copy of it on the same training tasks
+    (the seed's) and evaluated again (sampling seed `seed + 1`). Each arm's loop is the task's own GRPO config (a
+    default one where the task has none: the lake's) with `rl` (its size and rate for this model: `iterations`,
+    `prompts_per_iteration`, `group_size`, `learning_rate`) and the arm's changes. Returns `before_success` and each
+    arm's `<arm>_success`, `<arm>_invalid_rate` and `<arm>_minutes`; an arm trained alone gets the numbers it gets
+    beside the others. With `cache="read"` the warm start is the one its warm-start record kept (`warm_start`), so
+    `before_success` equals that record's `success`."""
+    task_name, table = COMPARISONS[comparison]
+    unknown = sorted(set(arms or ()) - set(table))
+    if unknown:
+        raise ValueError(f"{comparison} has the arms {sorted(table)}, not {unknown}")
     task = TASKS[task_name]
     trained, tokenizer, config, _ = warm_start(task, settings, seed, model, cache)
     numbers = {"before_success": float(task.evaluate(trained, tokenizer, config, seed)["success"])}
     budget = checkpoint.micro_batch_tokens(len(tokenizer), next(trained.parameters()).device)
-    for arm, changes in arms.items():
+    for arm, changes in table.items():
+        if arms is not None and arm not in arms:
+            continue
         start = time.perf_counter()
         changes = dict(changes)
         base = getattr(config, "grpo", GRPOConfig())
@@ -287,7 +301,16 @@ def paired_arms(
         after = task.evaluate(policy, tokenizer, config, seed + 1)
         numbers |= {f"{arm}_success": float(after["success"]), f"{arm}_invalid_rate": float(after["invalid_rate"]),
                     f"{arm}_minutes": (time.perf_counter() - start) / 60}  # fmt: skip
-    baseline, method = arms
+    return numbers
+
+
+def paired_arms(
+    comparison: str, seed: int, settings: WarmStart, rl: Mapping, model: str = MODEL, cache: str = "off"
+) -> dict[str, float]:
+    """`train_arms` of every arm of `comparison`, with `difference`, the second arm's success minus the first's,
+    and `comparable`, 1 when an arm reached `COMPARABLE_SUCCESS`."""
+    numbers = train_arms(comparison, seed, settings, rl, model, cache)
+    baseline, method = COMPARISONS[comparison][1]
     successes = (numbers[f"{baseline}_success"], numbers[f"{method}_success"])
     return numbers | {
         "difference": successes[1] - successes[0],

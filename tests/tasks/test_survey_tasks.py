@@ -76,3 +76,15 @@ def test_each_comparisons_arms_train_from_one_warm_start(standin, comparison):
     baseline, method = real_model.COMPARISONS[comparison][1]
     assert numbers["difference"] == pytest.approx(numbers[f"{method}_success"] - numbers[f"{baseline}_success"])
     assert 0 <= numbers["before_success"] <= 1 and numbers[f"{method}_minutes"] > 0
+
+
+@pytest.mark.parametrize("arm", ["grpo", "arpo"])
+def test_an_arm_trained_alone_gets_what_it_gets_beside_the_other(standin, arm):
+    """The measured exercise trains one arm of one seed: its numbers are that arm's in the comparison's record."""
+    rl = {"iterations": 1, "prompts_per_iteration": 2, "group_size": 4, "learning_rate": 1e-3}
+    both = real_model.paired_arms("arpo", 2, TINY, rl, model=standin)
+    alone = real_model.train_arms("arpo", 2, TINY, rl, model=standin, arms=[arm])
+    assert set(alone) == {"before_success", f"{arm}_success", f"{arm}_invalid_rate", f"{arm}_minutes"}
+    assert {k: v for k, v in alone.items() if "minutes" not in k} == {k: both[k] for k in alone if "minutes" not in k}
+    with pytest.raises(ValueError, match="not \\['gigpo'\\]"):
+        real_model.train_arms("arpo", 2, TINY, rl, model=standin, arms=["gigpo"])
