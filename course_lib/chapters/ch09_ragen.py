@@ -179,7 +179,7 @@ def train(
     if grpo.advantage == CRITIC:
         course_config.seed_everything(seed + 7)
         critic = Critic(build_critic(tokenizer, config.critic_preset, MAX_POSITIONS), config.critic)
-        seams.register("advantage", CRITIC, critic.advantages)
+        seams.register("advantage", CRITIC, critic.advantages, replace=True)  # a new critic per seed
     course_config.seed_everything(seed)
     evaluator = evaluator or HeldOutEvaluator(tokenizer, config, seed + 1)
     return train_grpo(model, tokenizer, lambda: make_env("train"), config.sampling, grpo, seed, evaluate=evaluator)

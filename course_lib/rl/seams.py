@@ -315,10 +315,22 @@ SEAMS: dict[str, dict[str, Callable]] = {
 }
 
 
-def register(seam: str, name: str, function: Callable) -> None:
-    """Add (or replace) `function` under `name` in `seam`."""
+BUILT_IN: dict[str, frozenset[str]] = {seam: frozenset(names) for seam, names in SEAMS.items()}
+"""The names the course registers itself, per seam."""
+
+
+def register(seam: str, name: str, function: Callable, replace: bool = False) -> None:
+    """Add `function` under `name` in `seam`. A name already taken by another function is refused (a fork that
+    registers its own `grpo` would otherwise silently replace the course's, in every chapter) unless `replace`."""
     if seam not in SEAMS:
         raise KeyError(f"unknown seam {seam!r}; choose from {sorted(SEAMS)}")
+    taken = SEAMS[seam].get(name)
+    if taken is not None and taken is not function and not replace:
+        owner = "the course's own" if name in BUILT_IN[seam] else f"{getattr(taken, '__qualname__', taken)!s}"
+        raise ValueError(
+            f"{seam} {name!r} is taken ({owner}); register yours under another name, or pass replace=True to "
+            f"replace it everywhere it is used"
+        )
     SEAMS[seam][name] = function
 
 

@@ -105,6 +105,20 @@ def test_resolve_and_register():
         seams.register("critic", "x", print)
 
 
+def test_register_refuses_a_taken_name_unless_asked_to_replace(monkeypatch):
+    """A fork's `grpo` would silently replace the course's in every chapter: refused, naming whose it is."""
+    monkeypatch.setitem(seams.SEAMS, "advantage", dict(seams.SEAMS["advantage"]))
+    with pytest.raises(ValueError, match="advantage 'grpo' is taken \\(the course's own\\)"):
+        seams.register("advantage", "grpo", print)
+    assert seams.resolve("advantage", "grpo") is seams.grpo
+    seams.register("advantage", "mine", print)
+    seams.register("advantage", "mine", print)  # the same function again: nothing changes
+    with pytest.raises(ValueError, match="'mine' is taken \\(print\\)"):
+        seams.register("advantage", "mine", repr)
+    seams.register("advantage", "grpo", repr, replace=True)
+    assert seams.resolve("advantage", "grpo") is repr
+
+
 def test_a_registered_estimator_drives_the_loop(monkeypatch, warm_model, tokenizer):
     """A new estimator is one function: registered under a name and chosen in the config, the loop calls
     it, and an all-zero advantage leaves the weights where they were."""
