@@ -7,6 +7,7 @@ into a run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 
@@ -17,7 +18,10 @@ def one_of(name: str, value: object, allowed: Sequence[object]) -> None:
 
 
 def at_least(name: str, value: float, low: float, strict: bool = False) -> None:
-    """Raise a ValueError unless `value` >= `low` (> `low` when `strict`)."""
+    """Raise a ValueError unless `value` >= `low` (> `low` when `strict`) and finite: a NaN compares false with
+    everything, so it would pass and poison the run minutes later (a NaN learning rate after the base evaluation)."""
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number; got {value!r}")
     if value < low or (strict and value == low):
         raise ValueError(f"{name} must be {'>' if strict else '>='} {low}; got {value!r}")
 

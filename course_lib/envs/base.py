@@ -25,6 +25,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 MAX_ACTION_CHARS = 4_000
 
 
@@ -172,8 +174,12 @@ class TextEnv:
             raise TypeError(f"{where} a {type(obs).__name__} observation {at}, not str: {_shown(obs)}")
         if not isinstance(reward, numbers.Real) or not math.isfinite(reward):
             raise TypeError(f"{where} a {type(reward).__name__} reward {at}, not a finite number: {_shown(reward)}")
-        if not isinstance(terminated, bool) and type(terminated).__name__ != "bool_":  # numpy's bool is accepted
-            raise TypeError(f"{where} a {type(terminated).__name__} `terminated` {at}, not bool: {_shown(terminated)}")
+        if isinstance(terminated, np.bool_):  # numpy's bool (named `bool` under numpy 2, `bool_` before) is accepted
+            terminated = bool(terminated)
+        if not isinstance(terminated, bool):
+            kind = type(terminated).__qualname__
+            kind = kind if type(terminated).__module__ == "builtins" else f"{type(terminated).__module__}.{kind}"
+            raise TypeError(f"{where} a {kind} `terminated` {at}, not bool: {_shown(terminated)}")
         if not isinstance(info, dict):
             raise TypeError(f"{where} a {type(info).__name__} info {at}, not dict: {_shown(info)}")
         return obs, reward, terminated, info

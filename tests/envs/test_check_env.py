@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import random
 
+import numpy as np
 import pytest
 
 from course_lib import envs
@@ -80,6 +81,10 @@ class Broken(Walk):
             return observation, None, terminated, info
         if self.flaw == "text_terminated":
             return observation, reward, "no", info
+        if self.flaw == "numpy_int_terminated":
+            return observation, reward, np.int64(terminated), info
+        if self.flaw == "numpy":  # numpy's scalars, as an environment computing with arrays returns them
+            return observation, np.float32(reward), np.bool_(terminated), info
         return observation, reward, terminated, info
 
 
@@ -128,6 +133,7 @@ def test_fork_is_an_independent_copy():
         ("dict_observation", "Broken._step returned a dict observation at step 1 (seed 0), not str"),
         ("none_reward", "Broken._step returned a NoneType reward at step 1 (seed 0), not a finite number"),
         ("text_terminated", "Broken._step returned a str `terminated` at step 1 (seed 0), not bool"),
+        ("numpy_int_terminated", "Broken._step returned a numpy.int64 `terminated` at step 1 (seed 0), not bool"),
     ],
 )
 def test_a_wrong_type_on_a_valid_action_is_caught_by_the_check_and_by_step_itself(flaw, message):
@@ -141,6 +147,17 @@ def test_a_wrong_type_on_a_valid_action_is_caught_by_the_check_and_by_step_itsel
     with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
         env.step("<move> 1 </move>")
     assert env.step("nonsense")[4]["valid"] is False, "an invalid action still gets feedback, never an exception"
+
+
+def test_numpy_scalars_are_accepted_as_python_ones():
+    """Issue 58: numpy's bool was refused with a message that contradicted itself ("a bool `terminated`, not bool":
+    numpy 2 names its bool type `bool`); it is accepted now, and `step` returns Python's bool and float."""
+    report = check_env(lambda split="train": Broken(split, "numpy"), raise_on_failure=False)
+    assert "valid" in report.passed, report.failed
+    env = Broken("train", "numpy")
+    env.reset(seed=0)
+    _, reward, terminated, truncated, _ = env.step("<move> 1 </move>")
+    assert type(terminated) is bool and type(truncated) is bool and type(reward) is float
 
 
 def test_reset_refuses_a_wrong_type_naming_the_environment():
