@@ -48,12 +48,24 @@ def load_file(path: str | Path) -> dict:
     except OSError as error:
         raise OverrideError(f"--config {path}: {error.strerror or error}") from error
     if path.suffix == ".json":
-        loaded = json.loads(text)
+        loaded = json.loads(text, object_pairs_hook=lambda pairs: _unique(pairs, path))
     else:
         import yaml  # PyYAML comes with transformers and huggingface_hub
 
+        class UniqueKeys(yaml.SafeLoader):
+            """YAML keeps the last of two equal keys; a config file's second `grpo:` would then drop the first."""
+
+            def construct_mapping(self, node, deep=False):
+                seen = set()
+                for key_node, _ in node.value:
+                    key = self.construct_object(key_node, deep=deep)
+                    if key in seen:
+                        _unique([(key, None)] * 2, path, f" (line {key_node.start_mark.line + 1})")
+                    seen.add(key)
+                return super().construct_mapping(node, deep=deep)
+
         try:
-            loaded = yaml.safe_load(text)
+            loaded = yaml.load(text, Loader=UniqueKeys)  # noqa: S506 (a SafeLoader)
         except yaml.YAMLError as error:
             raise OverrideError(f"--config {path} is not valid YAML: {error}") from error
     if loaded is None:
@@ -61,6 +73,16 @@ def load_file(path: str | Path) -> dict:
     if not isinstance(loaded, Mapping):
         raise OverrideError(f"--config {path} must hold a mapping of config keys, got {type(loaded).__name__}")
     return dict(loaded)
+
+
+def _unique(pairs: list[tuple], path: Path, where: str = "") -> dict:
+    """`pairs` as a dict, or an OverrideError naming a key given twice in one mapping of config file `path`."""
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise OverrideError(f"--config {path}: key {key!r} is given twice in one mapping{where}; keep one")
+        seen.add(key)
+    return dict(pairs)
 
 
 def apply(config, file_values: Mapping | None = None, assignments: Sequence[tuple[str, object]] = ()):

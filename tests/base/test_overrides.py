@@ -79,6 +79,12 @@ def test_a_config_file_is_applied_before_the_assignments(tmp_path):
     assert overrides.apply(Outer(), overrides.load_file(tmp_path / "run.json")).flag is True
     with pytest.raises(overrides.OverrideError, match="count=True is not an int"):
         overrides.apply(Outer(), {"count": True})  # YAML's typed values are checked too
+    (tmp_path / "twice.yaml").write_text("inner:\n  rate: 0.5\ncount: 5\ninner:\n  mode: slow\n")
+    with pytest.raises(overrides.OverrideError, match="key 'inner' is given twice in one mapping \\(line 4\\)"):
+        overrides.load_file(tmp_path / "twice.yaml")  # YAML alone would keep the second and drop rate: 0.5
+    (tmp_path / "twice.json").write_text('{"count": 5, "count": 6}')
+    with pytest.raises(overrides.OverrideError, match="key 'count' is given twice"):
+        overrides.load_file(tmp_path / "twice.json")
     (tmp_path / "list.yaml").write_text("- 1\n")
     with pytest.raises(overrides.OverrideError, match="must hold a mapping"):
         overrides.load_file(tmp_path / "list.yaml")
