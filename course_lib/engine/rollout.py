@@ -77,8 +77,9 @@ class SamplingConfig:
     def __post_init__(self) -> None:
         """Refuse a configuration that cannot mean what it says, when it is made (also by `dataclasses.replace`),
         rather than minutes into a run: a zero token budget truncates every turn, a typo in `prompt_format` would
-        only fail when the engine is built, and `stop_tags=("</answer>")` (no comma) is a string whose every
-        character would end a turn."""
+        only fail when the engine is built, `stop_tags=("</answer>")` (no comma) is a string whose every
+        character would end a turn, and no stop tags at all (`--set sampling.stop_tags=`) leave only the token budget
+        to end one."""
         for name in ("max_turn_tokens", "max_total_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -94,6 +95,12 @@ class SamplingConfig:
             raise ValueError(
                 f"SamplingConfig.stop_tags must be a tuple of non-empty strings, e.g. ('</answer>',), "
                 f"got {self.stop_tags!r}"
+            )
+        if not self.stop_tags and self.end_at_eos is not True:
+            raise ValueError(
+                "SamplingConfig.stop_tags is empty, so a turn would end only at max_turn_tokens (runaway turns, the "
+                "tool never called in time); name the environment's tags, e.g. ('</answer>',), or set "
+                "end_at_eos=True for a chat model whose turns end at EOS"
             )
         if self.precision not in PRECISIONS:
             raise ValueError(f"SamplingConfig.precision must be one of {sorted(PRECISIONS)}, got {self.precision!r}")

@@ -381,7 +381,7 @@ def checkpoint_task(
             raise KeyError(f"unknown environment {env!r}; choose from {envs.names()}")
         # turns end at what ends the environment's actions (`TextEnv.stop_tags`; none declared: at EOS or the cap)
         stops = tuple(envs.make(env, split="train").stop_tags)
-        sampling = SamplingConfig(stop_tags=stops)
+        sampling = SamplingConfig(stop_tags=stops, end_at_eos=True if not stops else None)
         task = ToolTask(env, base=str(path), sampling=sampling, make_env=lambda: envs.make(env, split="train"))
     else:
         task = chapter_task(chapter or "00")

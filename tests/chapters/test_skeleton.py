@@ -294,3 +294,14 @@ def test_a_forks_record_keeps_the_claims_that_do_not_apply_with_their_reason(tmp
     with pytest.raises(SystemExit, match="do not apply to this setting"):
         command.main(chapter, ["--seeds", "0", "--record"])
     assert not (tmp_path / "course").exists()
+
+
+def test_an_empty_stop_tag_override_is_refused_before_anything_runs(capsys):
+    """Issue 58: `--set sampling.stop_tags=` (empty) brought back runaway turns silently (5.9 turns of 63.6 policy
+    tokens against 8.5 and 25.6 on the fork it was found on); the command now stops, naming the setting."""
+    from course_lib.chapters import ch07_gigpo as ch07
+
+    with pytest.raises(SystemExit):
+        command.main(ch07.CHAPTER, ["--seeds", "0", "--set", "sampling.stop_tags="])
+    error = capsys.readouterr().err
+    assert "sampling.stop_tags" in error and "stop_tags is empty" in error

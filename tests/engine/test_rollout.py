@@ -194,6 +194,8 @@ def test_branch_after_the_end_of_an_episode_is_refused(make_model, tokenizer):
         ({"temperature": "1.0"}, "temperature must be a finite number"),
         ({"stop_tags": "</answer>"}, "stop_tags must be a tuple of non-empty strings"),
         ({"stop_tags": ("</answer>", "")}, "stop_tags must be a tuple of non-empty strings"),
+        ({"stop_tags": ()}, "stop_tags is empty, so a turn would end only at max_turn_tokens"),
+        ({"stop_tags": (), "end_at_eos": False}, "stop_tags is empty"),
         ({"end_at_eos": "yes"}, "end_at_eos must be None, True or False"),
         ({"prompt_format": "chatml"}, "prompt_format must be one of ['chat', 'plain'], got 'chatml'"),
     ],
@@ -216,8 +218,9 @@ def test_sampling_config_accepts_every_setting_the_course_uses():
     from course_lib.engine.prompt_format import FORMATS, ChatFormat
 
     SamplingConfig()  # the defaults
-    greedy = SamplingConfig(temperature=0.0, max_turn_tokens=1, max_total_tokens=1, stop_tags=())
-    assert greedy.temperature == 0.0 and greedy.stop_tags == ()
+    greedy = SamplingConfig(temperature=0.0, max_turn_tokens=1, max_total_tokens=1, stop_tags=("</answer>",))
+    assert greedy.temperature == 0.0 and greedy.stop_tags == ("</answer>",)
+    assert SamplingConfig(stop_tags=(), end_at_eos=True).stop_tags == ()  # a chat model's turns end at EOS
     for name in FORMATS:
         assert SamplingConfig(prompt_format=name, end_at_eos=True).prompt_format == name
     assert isinstance(SamplingConfig(prompt_format=ChatFormat()).prompt_format, ChatFormat)  # an object, as is
