@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,6 +205,34 @@ class GRPOConfig:
         self.igpo.validate()
 
 
+GROUP_RELATIVE = frozenset({"grpo"})
+"""The course's advantage estimators whose only baseline is the other samples of the group (so a group whose samples
+are all alike teaches nothing). GiGPO's and GraphGPO's step groups, Tree-GRPO's siblings and IGPO's per-turn gains
+can still differ within one episode or tree, so they are not listed."""
+
+
+def idle_settings(config: GRPOConfig, sampling: SamplingConfig) -> list[str]:
+    """Why `config` with `sampling` would learn nothing from its rewards, one line per reason (empty when it can): a
+    group of one
+    or greedy sampling leave a group-relative estimator (`GROUP_RELATIVE`) no difference to learn from, so every
+    advantage is 0 and every update a no-op. A critic's estimator (chapter 09's) learns from either."""
+    if config.advantage not in GROUP_RELATIVE or config.iterations == 0:
+        return []
+    reasons = []
+    if config.group_size == 1:
+        reasons.append(
+            f"grpo.group_size=1 with the {config.advantage!r} estimator: each sample is its own group, so "
+            "every advantage is 0 and the rewards teach nothing; use groups of 2 or more (the course uses 4-8)"
+        )
+    if sampling.temperature == 0:
+        reasons.append(
+            f"sampling.temperature=0 (greedy) with the {config.advantage!r} estimator: a group's samples "
+            "are alike, so its advantages are 0 and the rewards teach nothing; sample at a temperature > 0 (the "
+            "course uses 1.0)"
+        )
+    return reasons
+
+
 def train_grpo(
     model: torch.nn.Module,
     tokenizer,
@@ -261,6 +290,8 @@ def train_grpo(
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs the checkpoint_dir to resume from")
     at_least("save_every", save_every, 1)
+    for hint in idle_settings(config, sampling):
+        warnings.warn(hint, RuntimeWarning, stacklevel=2)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     trainable = [p for p in model.parameters() if p.requires_grad]

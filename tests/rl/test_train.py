@@ -259,3 +259,17 @@ def test_old_log_probs_come_from_the_sampler_in_float32_unless_asked():
     assert not train.recomputes_old_logprobs(GRPOConfig(old_logprobs="sampler", autocast="bf16"), "bf16")
     with pytest.raises(ValueError, match="GRPOConfig.old_logprobs"):
         GRPOConfig(old_logprobs="engine")
+
+
+def test_settings_that_leave_the_rewards_nothing_to_teach_are_warned(warm_model, tokenizer):
+    """Issue 58: a group of one, or greedy sampling, give GRPO's advantage 0 on every sample; a run trained nothing
+    without a hint. Now each is named before the first iteration; a critic's estimator, or a normal run, is not."""
+    single = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=1)
+    (hint,) = train.idle_settings(single, SAMPLING)
+    assert "group_size=1" in hint and "advantage is 0" in hint
+    greedy = dataclasses.replace(SAMPLING, temperature=0.0)
+    assert len(train.idle_settings(single, greedy)) == 2
+    assert train.idle_settings(GRPOConfig(group_size=4), SAMPLING) == []
+    assert train.idle_settings(dataclasses.replace(single, advantage="gigpo"), greedy) == []  # steps can differ
+    with pytest.warns(RuntimeWarning, match="group_size=1"):
+        train_grpo(copy.deepcopy(warm_model), tokenizer, lambda: envs.make("tool_arithmetic"), SAMPLING, single, seed=0)
