@@ -26,6 +26,14 @@ from course_lib.envs.base import TextEnv
 ANCHOR_SOURCES = ("observation", "state")
 
 
+STEP_MODE_SNAPSHOTS = (
+    "SamplingConfig.snapshot_envs=True in step mode: a step's row is one turn of a view that ends after it, so there "
+    "is nothing to branch from; branching samplers (ARPO's tree) need rollout_mode='trajectory' (or set "
+    "snapshot_envs=False)"
+)
+"""Why step mode refuses environment snapshots."""
+
+
 def step_prompt(observation: str, history: Sequence[tuple[str, str]], window: int) -> str:
     """The prompt of one step: the last `window` (observation, action) pairs of `history`, then the
     current observation."""
@@ -121,6 +129,8 @@ def rollout_steps(
         raise ValueError(f"anchor_source must be one of {ANCHOR_SOURCES}, got {anchor_source!r}")
     if len(envs) != len(seeds):
         raise ValueError("envs and seeds must have the same length")
+    if engine.config.snapshot_envs:
+        raise ValueError(STEP_MODE_SNAPSHOTS)
     group_ids = list(range(len(envs))) if group_ids is None else list(group_ids)
     tokenizer = engine.tokenizer
     episodes, views = [], []

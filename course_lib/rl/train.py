@@ -290,6 +290,10 @@ def train_grpo(
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs the checkpoint_dir to resume from")
     at_least("save_every", save_every, 1)
+    if config.rollout_mode == "step" and sampling.snapshot_envs:
+        from course_lib.engine.step_mode import STEP_MODE_SNAPSHOTS
+
+        raise ValueError(STEP_MODE_SNAPSHOTS)  # before any sampling, not inside the first rollout
     for hint in idle_settings(config, sampling):
         warnings.warn(hint, RuntimeWarning, stacklevel=2)
     device = next(model.parameters()).device

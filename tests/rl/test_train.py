@@ -273,3 +273,16 @@ def test_settings_that_leave_the_rewards_nothing_to_teach_are_warned(warm_model,
     assert train.idle_settings(dataclasses.replace(single, advantage="gigpo"), greedy) == []  # steps can differ
     with pytest.warns(RuntimeWarning, match="group_size=1"):
         train_grpo(copy.deepcopy(warm_model), tokenizer, lambda: envs.make("tool_arithmetic"), SAMPLING, single, seed=0)
+
+
+def test_step_mode_with_environment_snapshots_is_refused_before_sampling(warm_model, tokenizer):
+    """Issue 58: `snapshot_envs=True` in step mode crashed inside the first rollout (`_OneStep` has no `fork`)."""
+    from course_lib.engine.rollout import RolloutEngine
+    from course_lib.engine.step_mode import rollout_steps
+
+    config = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2, rollout_mode="step")
+    snapshots = dataclasses.replace(SAMPLING, snapshot_envs=True)
+    with pytest.raises(ValueError, match="snapshot_envs=True in step mode"):
+        train_grpo(warm_model, tokenizer, make_env, snapshots, config, seed=0)
+    with pytest.raises(ValueError, match="rollout_mode='trajectory'"):
+        rollout_steps(RolloutEngine(warm_model, tokenizer, snapshots), [make_env()], [0])
