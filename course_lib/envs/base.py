@@ -21,6 +21,7 @@ import math
 import numbers
 import random
 import re
+import warnings
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,8 +53,11 @@ class Transcript:
 class TextEnv:
     """Base class: subclasses implement `_reset(seed, options)` and `_step(action)`.
 
-    The public `reset`/`step` wrap them to validate input, record the transcript, enforce the turn
-    limit, and turn any exception in a subclass's parsing into an invalid action.
+    The public `reset`/`step` wrap them to validate input, record the transcript and enforce the turn limit. In
+    `_step`, `InvalidAction` (raise it for an action you cannot read or cannot play) and a ValueError (what `int()` and
+    friends raise on bad text; warned once per class) become an invalid action: feedback and `invalid_penalty`, never a
+    crash. Any other exception is a bug: it is re-raised as an `EnvironmentStepError` naming the environment, step,
+    seed and action.
     """
 
     max_turns: int = 4
@@ -144,11 +148,22 @@ class TextEnv:
         action = action[:MAX_ACTION_CHARS]
         self.turn += 1
         try:
-            obs, reward, terminated, info = self._checked(self._step(action))
-            info.setdefault("valid", True)
+            result = self._step(action)
         except InvalidAction as bad:
             obs, reward, terminated = self.feedback(str(bad)), self.invalid_penalty, False
             info = {"valid": False, "error": str(bad)}
+        except ValueError as bad:  # what int(), float() and unpacking raise on text they cannot read
+            self._warn_parse_error(bad, action)
+            obs, reward, terminated = self.feedback(f"could not read the action: {bad}"), self.invalid_penalty, False
+            info = {"valid": False, "error": str(bad), "raised": type(bad).__name__}
+        except Exception as error:
+            raise EnvironmentStepError(
+                f"{type(self).__name__}._step raised {type(error).__name__} at step {self.turn} (seed "
+                f"{self.episode_seed}) on the action {_shown(action)}: {error}"
+            ) from error
+        else:
+            obs, reward, terminated, info = self._checked(result)
+            info.setdefault("valid", True)
         truncated = not terminated and self.turn >= self.max_turns
         self.done = terminated or truncated
         info["is_action_valid"] = info["valid"]  # the name GEM and SkyRL-gym give it
@@ -156,6 +171,20 @@ class TextEnv:
         self.transcript.actions.append(action)
         self.transcript.observations.append(obs)
         return obs, float(reward), terminated, truncated, info
+
+    def _warn_parse_error(self, error: ValueError, action: str) -> None:
+        """Say once per environment class that a ValueError became an invalid action: a parsing error is one, but a
+        bug that raises ValueError on every action would otherwise only show as a run of invalid actions."""
+        name = type(self).__name__
+        if name not in _WARNED_PARSE_ERRORS:
+            _WARNED_PARSE_ERRORS.add(name)
+            warnings.warn(
+                f"{name}._step raised ValueError at step {self.turn} (seed {self.episode_seed}) on the action "
+                f"{_shown(action)}: {error}; it was taken as an invalid action (feedback and the penalty). Raise "
+                "envs.base.InvalidAction for actions your environment cannot read, to say so and silence this.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def feedback(self, message: str) -> str:
         """The observation returned for an invalid action."""
@@ -193,6 +222,15 @@ def _shown(value: object) -> str:
 
 class InvalidAction(Exception):
     """Raised by `_step` for an unparseable or illegal action; its text becomes feedback."""
+
+
+class EnvironmentStepError(RuntimeError):
+    """An exception other than a parsing error raised in an environment's `_step`, re-raised naming the environment,
+    the step, the episode's seed and the action (the original is its `__cause__`)."""
+
+
+_WARNED_PARSE_ERRORS: set[str] = set()
+"""The environment classes `TextEnv.step` has already warned about a ValueError taken as an invalid action."""
 
 
 def extract_tag(text: str, tag: str) -> str | None:

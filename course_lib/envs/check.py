@@ -166,6 +166,10 @@ def check_env(
             shown = repr(action)[:40]
             assert isinstance(obs, str), f"{shown}: the observation is not text"
             assert info.get("valid") is False, f"{shown}: labelled valid"
+            assert info.get("raised") is None, (
+                f"{shown}: _step raised {info.get('raised')} ({info.get('error')}), which step took as an invalid "
+                "action; raise envs.base.InvalidAction for an action the environment cannot read"
+            )
             assert info.get("is_action_valid") is False, f"{shown}: info['is_action_valid'] is not False"
             assert math.isfinite(reward) and reward <= 0, f"{shown}: reward {reward}"
             seen_words.update(obs.split())

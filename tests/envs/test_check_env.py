@@ -222,3 +222,25 @@ def test_a_split_leak_through_the_default_problem_key_says_the_key_is_the_reset_
     assert "problem_key() is TextEnv's default, the reset text" in report.failed["splits"], report.failed
     assert "override problem_key()" in report.failed["splits"]
     assert not check_env(lambda split="train": KeyedHiddenGoal(split), raise_on_failure=False).failed
+
+
+def test_a_value_error_is_an_invalid_action_and_any_other_exception_names_where_it_happened():
+    """Issue 58: `TextEnv`'s docstring said parsing errors become invalid actions, but only `InvalidAction` did; any
+    other exception ended the run raw. A ValueError (what `int()` raises on text) is now an invalid action, warned
+    once per class; any other exception is re-raised naming the environment, step, seed and action."""
+    from course_lib.envs.base import EnvironmentStepError
+
+    class ReadsInts(Walk):
+        def _step(self, action):
+            if "boom" in action:
+                raise KeyError("a bug, not a parsing error")
+            return f"at {int(action)}", 0.0, False, {}
+
+    env = ReadsInts()
+    env.reset(seed=5)
+    with pytest.warns(RuntimeWarning, match="ReadsInts._step raised ValueError at step 1 \\(seed 5\\)"):
+        obs, reward, terminated, _, info = env.step("left")
+    assert info["valid"] is False and info["raised"] == "ValueError" and reward == env.invalid_penalty
+    assert "could not read the action" in obs and not terminated
+    with pytest.raises(EnvironmentStepError, match="ReadsInts._step raised KeyError at step 2 \\(seed 5\\) on the"):
+        env.step("boom")
