@@ -15,6 +15,7 @@ adapter (LoRA r 16 on SmolLM2's top 8 blocks: 2.4 M float32 weights).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 from collections.abc import Sequence
@@ -22,10 +23,20 @@ from pathlib import Path
 
 import torch
 
-from course_lib.rl import checkpoint, warm_start
+from course_lib.algos import grpo
+from course_lib.rl import checkpoint, micro_batch, warm_start
 
-TRAINING_SOURCES = (checkpoint, warm_start)
-"""The modules whose source trains an adapter: their text is part of every key."""
+TRAINING_SOURCES = (
+    checkpoint.load_checkpoint,
+    checkpoint.add_adapter,
+    checkpoint.demonstration_examples,
+    warm_start.supervised_warm_start,
+    micro_batch,
+    grpo.masked_aggregate,
+)
+"""The functions (and the one module, all of it numerics) whose source computes an adapter: the model loaded, the
+adapter added, the demonstrations tokenised, the steps taken. Their text is part of every key; not the whole text of
+`checkpoint` and `warm_start`, so that an edit elsewhere in them (a message, a check) keeps the kept adapters."""
 
 
 def folder() -> Path:
@@ -37,7 +48,7 @@ def folder() -> Path:
 def key(model_path: str | Path, texts: Sequence, settings: dict, seed: int, device: str) -> str:
     """A hex digest naming one warm start: the model folder's file names and sizes with its config's text, the
     demonstrations `texts` (as `repr`), the `settings` (JSON-able), `seed`, `device`'s type, the versions of torch,
-    transformers and peft, and the source of `TRAINING_SOURCES`."""
+    transformers and peft, and the source of the functions in `TRAINING_SOURCES`."""
     import peft
     import transformers
 
@@ -50,8 +61,8 @@ def key(model_path: str | Path, texts: Sequence, settings: dict, seed: int, devi
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     digest.update(f"{seed};{torch.device(device).type};{torch.__version__};{transformers.__version__};".encode())
     digest.update(f"{peft.__version__};".encode())
-    for module in TRAINING_SOURCES:
-        digest.update(Path(module.__file__).read_bytes())
+    for source in TRAINING_SOURCES:
+        digest.update(inspect.getsource(source).encode())
     return digest.hexdigest()[:32]
 
 

@@ -78,9 +78,13 @@ def test_the_key_names_what_the_fit_depends_on(standin):
 
 def test_the_key_changes_with_the_training_code(standin, monkeypatch, tmp_path):
     before = adapter_cache.key(standin, [], {}, 0, "cpu")
-    edited = tmp_path / "edited.py"
-    edited.write_text("# an edited training module\n")
-    monkeypatch.setattr(adapter_cache, "TRAINING_SOURCES", (type("M", (), {"__file__": str(edited)}),))
+    edited = tmp_path / "edited_training.py"
+    edited.write_text("def supervised_warm_start():\n    return 'edited'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import edited_training
+
+    monkeypatch.setattr(adapter_cache, "TRAINING_SOURCES", (*adapter_cache.TRAINING_SOURCES[:-1],
+                                                            edited_training.supervised_warm_start))  # fmt: skip
     assert adapter_cache.key(standin, [], {}, 0, "cpu") != before
 
 
