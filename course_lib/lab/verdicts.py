@@ -49,6 +49,7 @@ from pathlib import Path
 from course_lib import chapters
 from course_lib.course import designs, recorded
 from course_lib.course.claims import (
+    NOT_APPLICABLE,
     NOT_REPRODUCED,
     NOT_SUPPORTED,
     NOT_TESTABLE,
@@ -159,6 +160,8 @@ class CourseVerdict:
     nothing."""
     untestable: str = ""
     """Why its deciding seeds cannot test it (`untestable`), computed from their numbers; empty when they can."""
+    not_applicable: str = ""
+    """Why it does not apply, when every recorded seed said so (a fork's record: `not_applicable_reasons`)."""
 
     @property
     def id(self) -> str:
@@ -180,13 +183,14 @@ class CourseVerdict:
     @property
     def tested(self) -> bool:
         """A finding or hypothesis its deciding seeds can test (counted in its kind's tally)."""
-        return self.kind in TESTED_KINDS and not self.untestable
+        return self.kind in TESTED_KINDS and not self.untestable and not self.not_applicable
 
     @property
     def decided(self) -> bool:
         """Whether a finding's status is settled: on at least `MIN_SEEDS` seeds, or (decided on every seed) by a
-        seed that failed, which no further seed can undo. A claim found not testable is settled as such."""
-        if self.untestable:
+        seed that failed, which no further seed can undo. A claim found not testable, or not applicable, is settled
+        as such."""
+        if self.untestable or self.not_applicable:
             return True
         if self.effects:
             return all(e.decided for e in self.effects)
@@ -195,7 +199,9 @@ class CourseVerdict:
     @property
     def holds(self) -> bool:
         """Reproduced (a finding), supported (a hypothesis), holds (a mechanism or design); a description never
-        counts, nor does a claim that is not testable."""
+        counts, nor does a claim that is not testable or not applicable."""
+        if self.not_applicable:
+            return False
         if self.kind in TESTED_KINDS:
             if not self.decided or self.untestable:
                 return False
@@ -204,6 +210,8 @@ class CourseVerdict:
 
     @property
     def status(self) -> str:
+        if self.not_applicable:
+            return NOT_APPLICABLE
         if self.kind in TESTED_KINDS:
             if self.untestable:
                 return NOT_TESTABLE
@@ -224,6 +232,8 @@ class CourseVerdict:
 
     def basis(self) -> str:
         """What the status was decided on, in one line (without the id and status)."""
+        if self.not_applicable:
+            return f"on all {self.seeds} recorded seeds: {self.not_applicable}"
         passed = f"check passed on {self.passed} of {self.seeds} seeds"
         if self.dirty:
             passed += f", {self.dirty} of them recorded from uncommitted code"
@@ -256,9 +266,16 @@ class CourseVerdict:
 
 
 def decide(
-    spec: ClaimSpec, seed_numbers: Sequence[Mapping[str, float]], dirty: int = 0, files: Sequence[str] = ()
+    spec: ClaimSpec,
+    seed_numbers: Sequence[Mapping[str, float]],
+    dirty: int = 0,
+    files: Sequence[str] = (),
+    not_applicable: str = "",
 ) -> CourseVerdict:
-    """`spec`'s course-level verdict from each recorded seed's numbers (in seed order)."""
+    """`spec`'s course-level verdict from each recorded seed's numbers (in seed order); `not_applicable`, the reason
+    every seed gave for not checking it (a fork's record), makes it not applicable rather than failed."""
+    if not_applicable:
+        return CourseVerdict(spec, len(seed_numbers), 0, (), None, dirty, tuple(files), (), "", not_applicable)
     passed = sum(spec.evaluate(numbers).passed for numbers in seed_numbers)
     effects = tuple(
         effect(key, margin, [numbers[key] for numbers in seed_numbers if key in numbers])
@@ -346,13 +363,27 @@ def recorded_seeds(*names: str) -> tuple[list[dict[str, float]], int]:
     return numbers, dirty
 
 
+def not_applicable_reasons(*names: str) -> dict[str, str]:
+    """`{claim id: reason}` for the claims that every recorded seed of the results files `names` marked not
+    applicable (a fork's record: `recorded.make_record`'s `not_applicable`), the first seed's reason."""
+    marked = [
+        dict(record.get("not_applicable", {})) for name in names for record in recorded.load(name)["seeds"].values()
+    ]
+    if not marked:
+        return {}
+    common = set(marked[0]).intersection(*marked[1:])
+    return {claim: marked[0][claim] for claim in marked[0] if claim in common}
+
+
 def chapter_verdicts(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> list[CourseVerdict]:
-    """Every claim of `chapter`: its own on `results/<chapter>.json` plus its confirmation's seeds; each designed
-    setting's (unless `specs` are given) on that setting's file."""
+    """Every claim of `chapter`: its own on `results/<chapter>.json` plus its confirmation's seeds (not applicable
+    where every seed said so: a fork's record); each designed setting's (unless `specs` are given) on that setting's
+    file."""
     names = (chapter,) + ((confirmation(chapter),) if confirmation(chapter) else ())
     numbers, dirty = recorded_seeds(*names)
     own = specs if specs else chapters.module(chapter).CLAIMS
-    verdicts = [decide(spec, numbers, dirty, names) for spec in own]
+    reasons = not_applicable_reasons(*names)
+    verdicts = [decide(spec, numbers, dirty, names, reasons.get(spec.id, "")) for spec in own]
     for setting in () if specs else settings(chapter):
         numbers, dirty = recorded_seeds(setting.results)
         verdicts += [decide(spec, numbers, dirty, (setting.results,)) for spec in setting.claims]
@@ -387,12 +418,15 @@ def tally(verdicts: Sequence[CourseVerdict]) -> str:
     untestable = [v.id for v in verdicts if v.untestable]
     if untestable:
         parts.append(f"not testable (counted neither way): {', '.join(untestable)}")
+    inapplicable = [v.id for v in verdicts if v.not_applicable]
+    if inapplicable:
+        parts.append(f"not applicable (counted neither way): {', '.join(inapplicable)}")
     hypotheses = [v for v in verdicts if v.kind == "hypothesis" and v.tested]
     if hypotheses:
         supported = [v.id for v in hypotheses if v.holds]
         parts.append(f"the course's hypotheses supported {len(supported)} of {len(hypotheses)}"
                      + (f" ({', '.join(supported)})" if supported else ""))  # fmt: skip
-    mechanisms = [v for v in verdicts if v.kind == "mechanism"]
+    mechanisms = [v for v in verdicts if v.kind == "mechanism" and not v.not_applicable]
     if mechanisms:
         parts.append(f"mechanism checks {sum(v.holds for v in mechanisms)} of {len(mechanisms)} hold")
     for kind, label in (("design", "design (shown, not counted)"), ("description", "described (not counted)")):
@@ -406,7 +440,9 @@ def print_chapter(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> Non
     """The notebooks' compared cell: the course-level verdicts (deterministic: read from `results/`) and the tally."""
     verdicts = chapter_verdicts(chapter, specs)
     sources = list(dict.fromkeys(v.source for v in verdicts))
-    print(f"course-level verdicts (95% t-interval, at least {MIN_SEEDS} seeds), from results/ {', '.join(sources)}:")
+    folder = recorded.RESULTS_DIR  # a fork's folder while `recorded.recording_into` it, else the course's results/
+    shown = folder.relative_to(recorded.ROOT) if folder.resolve().is_relative_to(recorded.ROOT.resolve()) else folder
+    print(f"course-level verdicts (95% t-interval, at least {MIN_SEEDS} seeds), from {shown}/ {', '.join(sources)}:")
     for verdict in verdicts:
         print(verdict.line())
     print(tally(verdicts))

@@ -275,3 +275,28 @@ def test_a_difference_that_could_not_be_measured_is_counted_apart_and_never_hold
     assert some.interval_text().endswith("over 3 seeds (2 more not measurable)")
     full = verdicts.effect("retrieval", 0.05, [0.2, 0.3, 0.25, 0.22, 0.28])
     assert full.holds and full.unmeasured == 0
+
+
+def test_a_forks_not_applicable_claim_is_printed_as_such_from_the_folder_read(tmp_path, capsys):
+    """Issue 58: `print_chapter` on a fork's record printed a not-applicable claim as "fails" ("mechanism checks 1 of
+    2 hold") and said it read `results/` when it read the fork's folder. Two seeds of chapter 07 recorded into a
+    fork's folder, C7.2 not applicable on both (a fork without the noisy view), as `--record --out` writes them."""
+    from course_lib.chapters import ch07_gigpo as ch07
+    from course_lib.course import recorded
+
+    numbers = recorded.load("ch07")["seeds"]["0"]["numbers"]  # the course's seed 0, as a fork's numbers
+    reason = {"C7.2": "needs chapter 07's noisy view; my_grid has none"}
+    with recorded.recording_into(tmp_path / "my_fork"):
+        recorded.begin()
+        for seed in (0, 1):
+            recorded.record("ch07", seed, ch07.CLAIMS, numbers, 1.0, not_applicable=reason)
+        capsys.readouterr()
+        verdicts.print_chapter("ch07")
+        by_id = {v.id: v for v in verdicts.chapter_verdicts("ch07")}
+    out = capsys.readouterr().out
+    assert f"from {tmp_path / 'my_fork'}/ ch07.json" in out and "from results/" not in out
+    assert by_id["C7.2"].status == "not applicable" and not by_id["C7.2"].holds and not by_id["C7.2"].tested
+    assert "C7.2" in out.split("not applicable (counted neither way): ")[1]
+    assert "needs chapter 07's noisy view" in by_id["C7.2"].line()
+    verdicts.print_chapter("ch07")  # the course's own records again, from results/, once the fork's folder is left
+    assert "from results/ ch07.json" in capsys.readouterr().out
