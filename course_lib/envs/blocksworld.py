@@ -235,7 +235,8 @@ class Blocksworld(TextEnv):
     def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         self.state = apply_action(self.state, " ".join(action.split()))
         solved = is_goal(self.state, self.goal)
-        return render_state(self.state), float(solved), solved, {"goal_fraction": goal_fraction(self.state, self.goal)}
+        info = {"success": solved, "goal_fraction": goal_fraction(self.state, self.goal)}
+        return render_state(self.state), float(solved), solved, info
 
     def feedback(self, message: str) -> str:
         return f"<feedback> {message} </feedback>"

@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from course_lib.envs import contract
 from course_lib.envs.base import TextEnv
 
 HOSTILE_ACTIONS: tuple[object, ...] = (
@@ -79,6 +80,7 @@ def check_env(
     raise_on_failure: bool = True,
     actions: Sequence[str] = (),
     episodes: int = 3,
+    for_chapter: str | None = None,
 ) -> EnvReport:
     """Check the course's environment contract on `env` (an instance, or a factory such as a registered name's
     `lambda split="train": MyEnv(split)`). Checks, each on `seeds` seeds:
@@ -96,6 +98,9 @@ def check_env(
       observation, a finite reward, bool flags, a dict info with `valid` True). The actions are the environment's
       own (`TextEnv.valid_action`), else a random one of the candidates `actions` that a copy of the environment
       (`fork`) marks valid (`info["is_action_valid"]`); an environment that names none fails, saying how to;
+    - `info`: on those episodes, every `info` key the course reads where it must be (`envs.contract.INFO_KEYS`:
+      `success` on a step that ends its episode, `tool_result` on a step that called a tool, ...), and the keys
+      only chapter `for_chapter` reads (`"17"`: IGPO's `answer`) when it is given;
     - `vocabulary` (when given): every whitespace-separated word of the observations seen is in it.
 
     Returns the report; with `raise_on_failure`, raises `EnvContractError` listing every failed check.
@@ -104,6 +109,7 @@ def check_env(
     words = set(vocabulary) if vocabulary is not None else None
     allowed = set(shared_problems)
     seen_words: set[str] = set()
+    played: list[tuple[str, str, dict, bool]] = []  # (where, action, info, ended by terminated) of valid steps
 
     def check(name: str, test: Callable[[], str]) -> None:
         try:
@@ -222,8 +228,19 @@ def check_env(
                     f"{at}: named valid but refused ({obs[:60]!r})"
                 )
                 seen_words.update(obs.split())
+                played.append((at, action, info, terminated))
                 steps += 1
         return f"{episodes} valid episodes, {steps} steps, every return typed"
+
+    def info_keys_are_set() -> str:
+        assert played, "no valid step was played (see the `valid` check)"
+        wanted = contract.keys_for(for_chapter)
+        for at, action, info, last in played:
+            lacking = [key for key in wanted if contract.missing(key, info, action, last)]
+            assert not lacking, "; ".join(
+                f"{at}: no info[{key.name!r}] ({key.meaning}) on a {key.when}, read by {key.read_by}" for key in lacking
+            )
+        return f"{', '.join(key.name for key in wanted)} where each is read, on {len(played)} valid steps"
 
     check("reset", reset_is_deterministic)
     check("anchor", anchors_are_hashable)
@@ -232,6 +249,8 @@ def check_env(
     check("hostile", hostile_actions_are_invalid)
     check("termination", episodes_terminate)
     check("valid", valid_episodes_are_typed)
+    if "valid" in report.passed:  # its episodes are what `info` reads
+        check("info", info_keys_are_set)
     if words is not None:
 
         def vocabulary_covers() -> str:

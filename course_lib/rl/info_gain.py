@@ -61,16 +61,26 @@ def gold_mean_logprobs(model, tokenizer, contexts: Sequence[Sequence[int]], gold
     return out
 
 
+def gold_answer(trajectory: Trajectory, answer_key: str) -> str:
+    """The episode's gold answer: `info[answer_key]` of the first step whose info has it, or "" when none does.
+
+    The environment's contract (`envs.contract.INFO_KEYS`): every valid step's info names the answer. An invalid
+    step's info is the base class's (`valid`, `error`), so an episode that opens with one finds it further on; one
+    whose every step was invalid has none."""
+    return next((str(info[answer_key]) for info in trajectory.infos if info.get(answer_key)), "")
+
+
 def episode_logprobs(model, tokenizer, trajectories: Sequence[Trajectory], template: str, answer_key: str):
     """Per episode, the gold answer's mean log-probability before its first turn and after each turn but the last
-    (`[T]` each; empty for an episode with no step), read in batched passes over every episode's contexts."""
+    (`[T]` each; empty for an episode with no step, or with no step naming its answer: `gold_answer`), read in
+    batched passes over every episode's contexts."""
     contexts, gold, owners = [], [], []
     for index, trajectory in enumerate(trajectories):
         if not trajectory.rewards:  # no step was sent (cut at once): no turn to reward
             continue
-        answer = str(trajectory.infos[0].get(answer_key, ""))
-        if not answer:
-            raise ValueError(f"episode {index} names no gold answer under info[{answer_key!r}]")
+        answer = gold_answer(trajectory, answer_key)
+        if not answer:  # every step invalid: no information to measure (`annotate` gives its turns a gain of 0)
+            continue
         tokens = gold_tokens(tokenizer, template, answer)
         for length in prefix_lengths(trajectory):
             contexts.append(trajectory.token_ids[:length])
@@ -85,12 +95,13 @@ def episode_logprobs(model, tokenizer, trajectories: Sequence[Trajectory], templ
 
 def annotate(model, tokenizer, trajectories: Sequence[Trajectory], config) -> list[list[float]]:
     """Write IGPO's turn rewards into each step's `info["turn_reward"]` (`config`: an `algos.igpo.IGPOConfig`) and
-    return each episode's gold mean log-probabilities (`episode_logprobs`)."""
+    return each episode's gold mean log-probabilities (`episode_logprobs`). An episode none of whose steps named its
+    answer (all invalid) gets a gain of 0 on every turn but the last, which earns the outcome as always."""
     logprobs = episode_logprobs(model, tokenizer, trajectories, config.answer_template, config.answer_key)
     for trajectory, values in zip(trajectories, logprobs):
         if not trajectory.rewards:
             continue
-        gains = information_gains(values, config.gain)
+        gains = information_gains(values, config.gain) if values else [0.0] * (len(trajectory.rewards) - 1)
         rewards = episode_turn_rewards(gains, trajectory.total_reward, len(trajectory.rewards))
         for info, reward in zip(trajectory.infos, rewards):
             info["turn_reward"] = reward

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from course_lib import envs
-from course_lib.envs.base import InvalidAction, TextEnv
+from course_lib.envs.base import InvalidAction, TextEnv, extract_tag
 from course_lib.envs.check import EnvContractError, check_env
 from course_lib.envs.function_calling import CHITCHAT
 
@@ -60,7 +60,8 @@ class Walk(TextEnv):
                 return "ok", 0.0, False, {}
             raise InvalidAction("write <move> n </move>")
         self.position += int(text[6:-7])
-        return f"at {self.position}", float(self.position == self.goal), self.position == self.goal, {}
+        arrived = self.position == self.goal
+        return f"at {self.position}", float(arrived), arrived, {} if self.flaw == "no_success" else {"success": arrived}
 
     def anchor(self):
         return [self.position] if self.flaw == "unhashable" else self.position
@@ -91,7 +92,7 @@ class Broken(Walk):
 def test_a_well_made_environment_passes_and_reports_each_check():
     report = check_env(lambda split="train": Walk(split), vocabulary=["goal", "at", "<feedback>", "</feedback>",
                        "write", "<move>", "n", "</move>", *map(str, range(40))])  # fmt: skip
-    assert list(report.passed) == ["reset", "anchor", "splits", "hostile", "termination", "valid", "vocabulary"]
+    assert list(report.passed) == ["reset", "anchor", "splits", "hostile", "termination", "valid", "info", "vocabulary"]
     assert check_env(Walk()).passed["termination"] == "within max_turns=6"
 
 
@@ -244,3 +245,62 @@ def test_a_value_error_is_an_invalid_action_and_any_other_exception_names_where_
     assert "could not read the action" in obs and not terminated
     with pytest.raises(EnvironmentStepError, match="ReadsInts._step raised KeyError at step 2 \\(seed 5\\) on the"):
         env.step("boom")
+
+
+class OneShot(TextEnv):
+    """Answers in one step, calling a tool first when `tool`; `leave_out` names the info key it forgets."""
+
+    max_turns = 3
+
+    def __init__(self, split: str = "train", leave_out: str = "", tool: bool = False):
+        super().__init__()
+        self.split, self.leave_out, self.tool = split, leave_out, tool
+
+    def _reset(self, seed, options):
+        self.number, self.called = seed * 2 + (self.split == "test"), False
+        return f"double {self.number}", {}
+
+    def _step(self, action):
+        if extract_tag(action, "tool_call"):
+            self.called = True
+            info = {"tool_result": str(self.number * 2), "answer": str(self.number * 2)}
+            return f"<tool_response> {self.number * 2} </tool_response>", 0.0, False, self._drop(info)
+        answer = extract_tag(action, "answer")
+        if not answer:
+            raise InvalidAction("write <answer> n </answer>")
+        success = answer == str(self.number * 2)
+        return "done", float(success), True, self._drop({"success": success, "answer": str(self.number * 2)})
+
+    def anchor(self):
+        return (self.number, self.called)
+
+    def _drop(self, info):
+        return {k: v for k, v in info.items() if k != self.leave_out}
+
+    def valid_action(self, rng):
+        if self.tool and not self.called:
+            return f"<tool_call> {self.number} * 2 </tool_call>"
+        return f"<answer> {self.number * 2} </answer>"
+
+
+@pytest.mark.parametrize(
+    ("leave_out", "tool", "chapter", "named"),
+    [
+        ("success", False, None, "no info['success']"),
+        ("tool_result", True, None, "no info['tool_result'] (what the tool returned"),
+        ("answer", True, "17", "no info['answer'] (the episode's gold answer"),
+    ],
+)
+def test_every_info_key_the_course_reads_is_checked_where_it_is_read(leave_out, tool, chapter, named):
+    """Issue 58: a missing `success` read as 0 and a missing `tool_result` as no tool call, silently (a fork calling
+    its tool in half its episodes showed tool use 0.000 and chapter 08's tool claim passed vacuously); IGPO's
+    answer was not checked at all. `check_env` now checks each where it is read, the chapter's own on request."""
+    report = check_env(lambda split="train": OneShot(split, leave_out, tool), for_chapter=chapter,
+                       raise_on_failure=False)  # fmt: skip
+    assert set(report.failed) == {"info"} and named in report.failed["info"], report.failed
+    assert "read by" in report.failed["info"]
+    assert not check_env(
+        lambda split="train": OneShot(split, "", tool), for_chapter=chapter, raise_on_failure=False
+    ).failed
+    if chapter:  # the chapter's own key is not asked of an environment checked for any chapter
+        assert not check_env(lambda split="train": OneShot(split, leave_out, tool), raise_on_failure=False).failed

@@ -85,6 +85,14 @@ def test_the_guide_has_a_recipe_per_extension():
     assert kinds.count("python") >= 8 and kinds.count("bash") >= 3
 
 
+def test_the_guide_lists_every_info_key_the_course_reads():
+    """The environment contract in one place (`envs.contract.INFO_KEYS`) and in the guide's table, key for key."""
+    from course_lib.envs.contract import INFO_KEYS
+
+    table = GUIDE.read_text().split("| key | on | read by |")[1].split("\n\n")[0]
+    assert all(f"`{key.name}`" in table for key in INFO_KEYS), [k.name for k in INFO_KEYS if f"`{k.name}`" not in table]
+
+
 def test_the_runner_saves_files_and_stops_at_a_failing_command(tmp_path):
     """The harness itself: a `# file:` block is saved, not run; a bash block runs in the guide's folder and its
     output is shown; a failing command fails the whole guide (so a broken recipe cannot pass)."""
