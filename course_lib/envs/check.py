@@ -81,6 +81,8 @@ def check_env(
     actions: Sequence[str] = (),
     episodes: int = 3,
     for_chapter: str | None = None,
+    max_observation_tokens: int | None = None,
+    count_tokens: Callable[[str], int] = lambda text: len(text.split()) + 1,
 ) -> EnvReport:
     """Check the course's environment contract on `env` (an instance, or a factory such as a registered name's
     `lambda split="train": MyEnv(split)`). Checks, each on `seeds` seeds:
@@ -101,7 +103,11 @@ def check_env(
     - `info`: on those episodes, every `info` key the course reads where it must be (`envs.contract.INFO_KEYS`:
       `success` on a step that ends its episode, `tool_result` on a step that called a tool, ...), and the keys
       only chapter `for_chapter` reads (`"17"`: IGPO's `answer`) when it is given;
-    - `vocabulary` (when given): every whitespace-separated word of the observations seen is in it.
+    - `vocabulary` (when given): every whitespace-separated word of the observations seen is in it;
+    - `budget` (when `max_observation_tokens` is given, the run's `sampling.max_total_tokens`): every first
+      observation leaves room for a turn, counted by `count_tokens` (default: words plus BOS, the course's
+      word-level tokenizers; pass a BPE tokenizer's count for a checkpoint). One that does not ends its episode after
+      one policy token, with reward 0 and nothing said.
 
     Returns the report; with `raise_on_failure`, raises `EnvContractError` listing every failed check.
     """
@@ -109,6 +115,7 @@ def check_env(
     words = set(vocabulary) if vocabulary is not None else None
     allowed = set(shared_problems)
     seen_words: set[str] = set()
+    first_observations: dict[int, str] = {}
     played: list[tuple[str, str, dict, bool]] = []  # (where, action, info, ended by terminated) of valid steps
 
     def check(name: str, test: Callable[[], str]) -> None:
@@ -124,6 +131,7 @@ def check_env(
         obs, info = result
         assert isinstance(obs, str) and isinstance(info, dict), "reset must return (str, dict)"
         seen_words.update(obs.split())
+        first_observations[seed] = obs
         return instance, obs, info
 
     def reset_is_deterministic() -> str:
@@ -251,6 +259,18 @@ def check_env(
     check("valid", valid_episodes_are_typed)
     if "valid" in report.passed:  # its episodes are what `info` reads
         check("info", info_keys_are_set)
+    if max_observation_tokens is not None:
+
+        def observations_leave_room() -> str:
+            counts = {seed: count_tokens(obs) for seed, obs in first_observations.items()}
+            seed = max(counts, key=counts.get)
+            assert counts[seed] < max_observation_tokens - 1, (
+                f"seed {seed}: the first observation is {counts[seed]} tokens, at or over the budget of "
+                f"{max_observation_tokens}: its episode would end after one policy token with reward 0"
+            )
+            return f"longest first observation {counts[seed]} tokens of {max_observation_tokens}"
+
+        check("budget", observations_leave_room)
     if words is not None:
 
         def vocabulary_covers() -> str:

@@ -224,3 +224,20 @@ def test_sampling_config_accepts_every_setting_the_course_uses():
     for name in FORMATS:
         assert SamplingConfig(prompt_format=name, end_at_eos=True).prompt_format == name
     assert isinstance(SamplingConfig(prompt_format=ChatFormat()).prompt_format, ChatFormat)  # an object, as is
+
+
+def test_a_first_observation_over_the_budget_is_said_at_run_time_and_by_check_env(warm_model, tokenizer):
+    """Issue 58: an observation longer than the sequence budget ended every episode after one policy token, with
+    reward 0 and no line printed. The engine now warns, naming the environment, seed and sizes; `check_env` checks
+    it when given the budget."""
+    from course_lib.envs.check import check_env
+
+    env = envs.make("tool_arithmetic")
+    prompt = len(env.reset(seed=0)[0].split()) + 1  # words plus BOS: the word-level tokenizer's count
+    engine = RolloutEngine(warm_model, tokenizer, SamplingConfig(max_turn_tokens=4, max_total_tokens=prompt))
+    with pytest.warns(RuntimeWarning, match=f"seed 0\\) is {prompt} tokens, at or over sampling.max_total_tokens"):
+        [trajectory] = engine.rollout([env], [0])
+    assert sum(trajectory.loss_mask) == 1 and trajectory.total_reward <= 0  # what the warning says happens
+    report = check_env(lambda: envs.make("tool_arithmetic"), max_observation_tokens=prompt, raise_on_failure=False)
+    assert set(report.failed) == {"budget"} and "would end after one policy token" in report.failed["budget"]
+    assert "budget" in check_env(lambda: envs.make("tool_arithmetic"), max_observation_tokens=prompt + 20).passed
