@@ -83,6 +83,15 @@ def arm_config(config: Chapter07Config, arm: str, iterations: int | None = None)
     )
 
 
+def trained_arms(config: Chapter07Config) -> dict[str, GRPOConfig]:
+    """Every run one seed trains, with its loop's configuration: `ARMS`, then the noisy view's GRPO and GiGPO (their
+    own `noisy_iterations`) where the environment has that view (C7.2 applies)."""
+    arms = {arm: arm_config(config, arm) for arm in ARMS}
+    if "C7.2" not in not_applicable(config):
+        arms |= {f"noisy_{arm}": arm_config(config, arm, config.noisy_iterations) for arm in ("grpo", "gigpo")}
+    return arms
+
+
 # Warm start -------------------------------------------------------------------------------------
 build_base = bases.base_builder(
     preset, vocabulary, 48, lambda config, seed: demonstration_texts(config.demonstrations, seed, config)
@@ -377,7 +386,7 @@ def _options(parser: argparse.ArgumentParser) -> None:
 CHAPTER = skeleton.Chapter(
     "ch07", "Chapter 07, GiGPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, checkpoint=True,
     validate=on_environment, audit=held_out_audit, task=key_door_grid.tool_task, options=_options,
-    configure=command.designed_experiment("confirm", confirm)
+    configure=command.designed_experiment("confirm", confirm), arms=trained_arms,
 )  # fmt: skip
 
 

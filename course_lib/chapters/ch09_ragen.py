@@ -403,7 +403,15 @@ def held_out_audit() -> list[leakage.SplitAudit]:
 
 
 CHAPTER = skeleton.Chapter(
-    "ch09", "Chapter 09, RAGEN", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, audit=held_out_audit
+    "ch09",
+    "Chapter 09, RAGEN",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=summary_lines,
+    audit=held_out_audit,
+    arms=lambda config: {arm: arm_config(config, arm) for arm in all_arms(config)},
 )
 
 

@@ -521,7 +521,15 @@ def held_out_audit() -> list[leakage.SplitAudit]:
 
 
 CHAPTER = skeleton.Chapter(
-    "ch11", "Chapter 11, AEPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, audit=held_out_audit
+    "ch11",
+    "Chapter 11, AEPO",
+    run,
+    claim_numbers,
+    CLAIMS,
+    curves=curves,
+    report=summary_lines,
+    audit=held_out_audit,
+    arms=lambda config: {arm: arm_config(config, arm) for arm in ARMS},
 )
 
 

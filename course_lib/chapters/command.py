@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from course_lib import course_config, envs, overrides
+from course_lib.chapters import skeleton
 from course_lib.chapters.skeleton import Chapter, resolved_config, run_seeds
 from course_lib.course import recorded
 from course_lib.rl import session, tracking
@@ -193,6 +194,12 @@ def _run_command(
                 chapter.validate(config, say=False)  # the run says what it resolves
         except ValueError as error:
             parser.error(str(error))
+        file_values = overrides.load_file(args.config) if args.config else None
+        refused, partly = skeleton.ignored_overrides(chapter, config, skeleton.overridden_keys(args.set, file_values))
+        if refused:
+            parser.error("; ".join(refused))
+        for line in partly:
+            print(f"{chapter.id}: {line}", flush=True)
         chapter = dataclasses.replace(chapter, run=functools.partial(chapter.run, config=config))
         print(f"{chapter.id} with {' '.join(given)}", flush=True)
 

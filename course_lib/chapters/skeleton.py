@@ -73,6 +73,10 @@ class Chapter:
     """`(args, results)`, after the last seed (e.g. statistics over the seeds)."""
     print_claims: bool = True
     """Whether the command prints each seed's claims (chapter 05 pools its seeds in `finish` instead)."""
+    arms: Callable[[object], Mapping[str, object]] | None = None
+    """config -> the `GRPOConfig` each arm of its run trains with (its arm table applied): the command reads it to
+    refuse a `grpo.*` override no arm would train with, and to say which arms keep their own value
+    (`ignored_overrides`)."""
 
     def main(self, argv: list[str] | None = None) -> list[dict]:
         """Its command line, `python -m course_lib.chapters chNN ...` (`command.main`): each seed's results."""
@@ -110,6 +114,46 @@ def resolved_config(chapter: Chapter, assignments: Sequence[str] = (), config_fi
         return None
     file_values = overrides.load_file(config_file) if config_file else None
     return overrides.apply(preset(), file_values, [overrides.parse_assignment(text) for text in assignments])
+
+
+def overridden_keys(assignments: Sequence[str] = (), file_values: Mapping | None = None) -> list[str]:
+    """The dotted keys a command's `--set` assignments and `--config` mapping set (a nested mapping's leaves)."""
+
+    def leaves(values: Mapping, prefix: str) -> list[str]:
+        keys = []
+        for key, value in values.items():
+            dotted = f"{prefix}{key}"
+            keys += leaves(value, dotted + ".") if isinstance(value, Mapping) and value else [dotted]
+        return keys
+
+    keys = leaves(file_values, "") if file_values else []
+    return list(dict.fromkeys([*keys, *(overrides.parse_assignment(text)[0] for text in assignments)]))
+
+
+def ignored_overrides(chapter: Chapter, config: object, keys: Sequence[str]) -> tuple[list[str], list[str]]:
+    """`(refused, partly)`: for each `grpo.*` key in `keys`, compare its value in `config` with the value each arm
+    trains with (`chapter.arms`). An override no arm trains with is refused (chapter 07's arms each set
+    `grpo.advantage`: `--set grpo.advantage=rloo` trained its own four estimators and said nothing); one some arms
+    keep their own value of is said, naming them."""
+    refused, partly = [], []
+    if chapter.arms is None:
+        return refused, partly
+    arms = chapter.arms(config)
+    for key in keys:
+        if not key.startswith("grpo."):
+            continue
+        path = key.split(".")[1:]
+        wanted = functools.reduce(getattr, path, config.grpo)
+        own = {arm: functools.reduce(getattr, path, grpo) for arm, grpo in arms.items()}
+        keeping = [f"{arm} ({value!r})" for arm, value in own.items() if value != wanted]
+        if len(keeping) == len(own):
+            refused.append(f"{key}={wanted!r} would be ignored: {chapter.id} sets it per arm, and every arm keeps its "
+                           f"own: {', '.join(keeping)}. To train yours, fork the chapter's arm table "
+                           "(docs/extending.md, section 7)")  # fmt: skip
+        elif keeping:
+            partly.append(f"{key}={wanted!r} is trained by {len(own) - len(keeping)} of {len(own)} arms; "
+                          f"{', '.join(keeping)} keep their own")  # fmt: skip
+    return refused, partly
 
 
 def run_seed(chapter: Chapter, seed: int) -> dict:

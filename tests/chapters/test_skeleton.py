@@ -305,3 +305,45 @@ def test_an_empty_stop_tag_override_is_refused_before_anything_runs(capsys):
         command.main(ch07.CHAPTER, ["--seeds", "0", "--set", "sampling.stop_tags="])
     error = capsys.readouterr().err
     assert "sampling.stop_tags" in error and "stop_tags is empty" in error
+
+
+def test_an_override_an_arm_table_overwrites_is_refused_or_said(monkeypatch, capsys):
+    """Issue 58: chapter 07 accepted `--set grpo.advantage=rloo`, echoed it, then trained its own four estimators
+    (each arm sets `advantage`); chapter 08's arms overwrite `grpo.sampler` the same way, and chapter 09's every
+    filter setting. An override no arm trains with now stops the command, naming each arm's own value; one that
+    some arms keep their own value of is said before anything runs."""
+    from course_lib.chapters import ch07_gigpo as ch07
+    from course_lib.chapters import ch08_arpo as ch08
+    from course_lib.chapters import ch09_ragen as ch09
+    from course_lib.rl import seams
+
+    monkeypatch.setitem(seams.SEAMS["advantage"], "rloo", seams.grpo)  # a fork's estimator, registered
+    for chapter, setting, kept in (
+        (ch07.CHAPTER, "grpo.advantage=rloo", "gigpo_mean ('gigpo')"),
+        (ch09.CHAPTER, "grpo.filter.keep_fraction=0.5", "starpo_s (0.25)"),
+    ):
+        with pytest.raises(SystemExit):
+            command.main(chapter, ["--seeds", "0", "--set", setting])
+        error = capsys.readouterr().err
+        assert setting.split("=")[0] in error and "would be ignored" in error, error
+        assert kept in error and "fork the chapter's arm table" in error
+    config = skeleton.resolved_config(ch08.CHAPTER, ["grpo.sampler=groups"])
+    refused, partly = skeleton.ignored_overrides(ch08.CHAPTER, config, ["grpo.sampler"])
+    assert not refused and partly[0].startswith("grpo.sampler='groups' is trained by 1 of 5 arms; arpo ('tree'), ")
+    config = skeleton.resolved_config(ch07.CHAPTER, ["grpo.iterations=3"])
+    assert skeleton.ignored_overrides(ch07.CHAPTER, config, ["grpo.iterations"])[1] == [
+        "grpo.iterations=3 is trained by 4 of 6 arms; noisy_grpo (5), noisy_gigpo (5) keep their own"
+    ]  # the noisy view's runs have their own count, `noisy_iterations`
+    assert skeleton.ignored_overrides(ch07.CHAPTER, config, ["grpo.learning_rate", "eval_tasks"]) == ([], [])
+
+
+def test_every_chapter_with_an_arm_table_tells_the_command_its_arms():
+    """A chapter whose arms set loop fields (`arm_config`) must give `Chapter.arms`, or its overrides go unchecked."""
+    from course_lib import chapters
+
+    for key in chapters.modules():
+        module = chapters.module(key)
+        if hasattr(module, "arm_config") and hasattr(module, "CHAPTER"):
+            assert module.CHAPTER.arms is not None, f"{key} has arm_config but no Chapter.arms"
+            arms = module.CHAPTER.arms(module.preset("cpu"))
+            assert arms and all(hasattr(grpo, "advantage") for grpo in arms.values()), key
