@@ -194,6 +194,11 @@ def _run_command(
                 chapter.validate(config, say=False)  # the run says what it resolves
         except ValueError as error:
             parser.error(str(error))
+        base = getattr(config, "base", None)
+        if args.record and args.out and isinstance(base, str) and Path(base).is_dir():  # a fork's own base, by content
+            recorded.begin(
+                extra | {"base": {"path": str(Path(base).resolve()), "sha256": recorded.folder_digest(base)}}
+            )
         file_values = overrides.load_file(args.config) if args.config else None
         refused, partly = skeleton.ignored_overrides(chapter, config, skeleton.overridden_keys(args.set, file_values))
         if refused:

@@ -194,6 +194,11 @@ def begin(extra: Mapping | None = None) -> dict:
         _run_provenance = provenance()
     if extra is not None:
         _run_extra = dict(extra)
+        # A fork's module inside the course's repository but untracked (or edited) is code the commit does not name.
+        inside = [c["module"] for c in _run_extra.get("code", ()) if c.get("git_dirty")
+                  and Path(c["file"]).resolve().is_relative_to(ROOT.resolve())]  # fmt: skip
+        if inside:
+            _run_extra |= {"git_dirty": True, "git_dirty_modules": inside}
     if _run_provenance["git_dirty"] and RESULTS_DIR.resolve() == (ROOT / "results").resolve():
         raise DirtyTree(
             "--record writes the course's results/ and the tree has uncommitted changes (git status): commit them "
@@ -242,6 +247,17 @@ def code_version(modules: Sequence[object]) -> list[dict]:
                          "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "git_commit": commit,
                          "git_dirty": dirty})  # fmt: skip
     return versions
+
+
+def folder_digest(folder: str | Path) -> str:
+    """The SHA-256 of a folder's files (their relative paths and bytes, in sorted order): a base's weights and
+    tokenizer named by content, since a path names only where they were when the record was written."""
+    folder = Path(folder)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def write(chapter: str, records: list[dict], scale: str | None = None, config: object | None = None) -> Path:

@@ -243,3 +243,41 @@ def test_a_fork_records_into_its_own_folder_with_its_config_and_code_version(tmp
         ["--record", "--out", str(course), "--set", "count=2"]
     )
     assert "--out names where --record writes: give --record" in refused(["--out", str(out)])
+
+
+@dataclass
+class WithBase:
+    base: str = ""
+    count: int = 1
+
+
+def test_a_forks_record_names_its_base_by_content_and_its_untracked_module_as_dirty(tmp_path, monkeypatch):
+    """Issue 58: a fork's record named its base by path only, and its top-level `git_dirty` was false while the
+    fork's own module sat untracked in the course's repository (code the commit does not name)."""
+    from course_lib.course import recorded
+
+    base = tmp_path / "my_base"
+    base.mkdir()
+    (base / "model.safetensors").write_bytes(b"weights v1")
+    monkeypatch.setattr(recorded, "_run_provenance", None)
+    chapter = skeleton.Chapter("ch99", "Toy", lambda seed, config=None: {"count": 1}, lambda r: {"count": 1.0}, CLAIMS,
+                               preset=WithBase)  # fmt: skip
+    out = tmp_path / "out"
+    command.main(chapter, ["--seeds", "0", "--record", "--out", str(out), "--set", f"base={base}"])
+    provenance = json.loads((out / "ch99.json").read_text())["seeds"]["0"]["provenance"]
+    assert provenance["base"] == {"path": str(base.resolve()), "sha256": recorded.folder_digest(base)}
+    (base / "model.safetensors").write_bytes(b"weights v2")
+    assert recorded.folder_digest(base) != provenance["base"]["sha256"], "other weights, another digest"
+
+    untracked = recorded.ROOT / "tests" / "base" / "_untracked_fork_module.py"
+    untracked.write_text("x = 1\n")
+    try:
+        monkeypatch.setattr(recorded, "_run_provenance", None)
+        monkeypatch.setattr(recorded, "_run_extra", {})
+        code = [{"module": "_untracked_fork_module", "file": str(untracked), "git_dirty": True}]
+        with recorded.recording_into(tmp_path / "fork_results"):
+            recorded.begin({"code": code})
+            started = recorded._started(None)
+        assert started["git_dirty"] is True and started["git_dirty_modules"] == ["_untracked_fork_module"]
+    finally:
+        untracked.unlink()
