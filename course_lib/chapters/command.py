@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -108,6 +109,11 @@ def main(chapter: Chapter, argv: list[str] | None = None, *, print_claims: bool 
         "--env-module", action="append", default=[], metavar="MODULE",
         help="a module to import first, one that registers an environment of yours (envs.register), e.g. "
         "my_pkg.my_env for --set env_name=my_env; repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--print-config", action="store_true",
+        help="print the resolved config (the preset with --config and --set applied, checked as a run checks it) as "
+        "JSON and exit without running anything",
     )  # fmt: skip
     if chapter.options is not None:
         chapter.options(parser)
@@ -208,11 +214,23 @@ def _run_command(
         chapter = dataclasses.replace(chapter, run=functools.partial(chapter.run, config=config))
         print(f"{chapter.id} with {' '.join(given)}", flush=True)
 
+    if args.print_config:
+        resolved = config if config is not None else resolved_config(chapter)
+        if resolved is None:
+            parser.error(f"{chapter.id}'s run takes no config: there is nothing to print")
+        print(json.dumps(overrides.as_dict(resolved), indent=2))
+        return []
+
     def observe(seed: int) -> list[tracking.Observer]:
-        """A line per evaluation (a bar too on a terminal), and the trackers of `--report-to`."""
+        """A line per evaluation (a bar too on a terminal), and the trackers of `--report-to`; the run folder gets
+        the resolved config the seed runs with (`config.json`)."""
         if args.report_to:
             folder = tracking.run_folder(args.run_dir, chapter.id, seed)
             print(f"seed {seed}: {', '.join(args.report_to)} under {folder}", flush=True)
+            resolved = config if config is not None else resolved_config(chapter)
+            if resolved is not None:
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "config.json").write_text(json.dumps(overrides.as_dict(resolved), indent=2) + "\n")
         return [tracking.Progress(), *tracking.trackers(args.report_to, args.run_dir, chapter.id, seed)]
 
     checkpoints = None

@@ -281,3 +281,20 @@ def test_a_forks_record_names_its_base_by_content_and_its_untracked_module_as_di
         assert started["git_dirty"] is True and started["git_dirty_modules"] == ["_untracked_fork_module"]
     finally:
         untracked.unlink()
+
+
+def test_print_config_prints_the_resolved_config_and_runs_nothing(tmp_path, capsys):
+    """Issue 58: no command printed the resolved config without running, and a run folder did not hold it."""
+    calls = []
+    chapter = toy(run=lambda seed, config=None: calls.append(seed) or {"count": 1})
+    assert command.main(chapter, ["--print-config", "--set", "count=7", "--set", "inner.mode=slow"]) == []
+    printed = json.loads(capsys.readouterr().out.split("\n", 1)[1])  # after the "ch99 with --set ..." line
+    assert printed == overrides.as_dict(Outer(count=7, inner=Inner(mode="slow"))) and calls == []
+    with pytest.raises(SystemExit):
+        command.main(chapter, ["--print-config", "--set", "inner.mode=medium"])  # checked as a run checks it
+    from course_lib.chapters import ch07_gigpo as ch07
+
+    command.main(ch07.CHAPTER, ["--print-config", "--set", "grpo.learning_rate=1e-3"])
+    assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["grpo"]["learning_rate"] == 1e-3
+    command.main(chapter, ["--seeds", "3", "--set", "count=4", "--report-to", "jsonl", "--run-dir", str(tmp_path)])
+    assert json.loads((tmp_path / "ch99-seed3" / "config.json").read_text())["count"] == 4
