@@ -21,9 +21,12 @@ import dataclasses
 import functools
 import inspect
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import torch
 
 from course_lib import course_config, envs, overrides
 from course_lib.chapters import skeleton
@@ -111,6 +114,11 @@ def main(chapter: Chapter, argv: list[str] | None = None, *, print_claims: bool 
         "my_pkg.my_env for --set env_name=my_env; repeatable",
     )  # fmt: skip
     parser.add_argument(
+        "--threads", type=int, metavar="N",
+        help="torch's intra-op threads for an unrecorded run (or a fork's --record --out); the course's records use "
+        "its own count, 2, so that a notebook's live run equals the recorded seed",
+    )  # fmt: skip
+    parser.add_argument(
         "--print-config", action="store_true",
         help="print the resolved config (the preset with --config and --set applied, checked as a run checks it) as "
         "JSON and exit without running anything",
@@ -118,7 +126,17 @@ def main(chapter: Chapter, argv: list[str] | None = None, *, print_claims: bool 
     if chapter.options is not None:
         chapter.options(parser)
     args = parser.parse_args(argv)
-    course_config.use_threads()  # a recorded seed and the notebook's live run of it use the same count
+    threads = course_config.use_threads()  # a recorded seed and the notebook's live run of it use the same count
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be at least 1, got {args.threads}")
+        if args.record and not args.out:
+            parser.error(f"--record writes the course's results/, recorded on {threads} threads (sums split over "
+                         "another count round differently); --threads is for unrecorded runs and --out")  # fmt: skip
+        torch.set_num_threads(args.threads)
+    elif os.environ.get("OMP_NUM_THREADS", str(threads)) != str(threads):
+        print(f"{chapter.id}: {threads} threads, the course's count (OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} "
+              "is not used; --threads N sets it for an unrecorded run)", flush=True)  # fmt: skip
     try:
         envs.import_modules(args.env_module)  # before the config: its env_name may be one they register
     except ValueError as error:

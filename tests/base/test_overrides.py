@@ -298,3 +298,25 @@ def test_print_config_prints_the_resolved_config_and_runs_nothing(tmp_path, caps
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["grpo"]["learning_rate"] == 1e-3
     command.main(chapter, ["--seeds", "3", "--set", "count=4", "--report-to", "jsonl", "--run-dir", str(tmp_path)])
     assert json.loads((tmp_path / "ch99-seed3" / "config.json").read_text())["count"] == 4
+
+
+def test_threads_can_be_set_for_an_unrecorded_run_and_are_said_otherwise(monkeypatch, capsys):
+    """Issue 58: chapter commands forced 2 threads whatever OMP_NUM_THREADS said, silently; `--threads` now sets
+    them for an unrecorded run (or a fork's records, whose provenance names the count), and the course's records
+    keep their count."""
+    import torch
+
+    seen = []
+    chapter = toy(run=lambda seed, config=None: seen.append(torch.get_num_threads()) or {"count": 1})
+    before = torch.get_num_threads()
+    try:
+        command.main(chapter, ["--seeds", "0", "--threads", "1"])
+        assert seen == [1]
+        monkeypatch.setenv("OMP_NUM_THREADS", "7")
+        command.main(chapter, ["--seeds", "0"])
+        assert seen[-1] == 2 and "OMP_NUM_THREADS=7 is not used; --threads N sets it" in capsys.readouterr().out
+        with pytest.raises(SystemExit):
+            command.main(chapter, ["--seeds", "0", "--record", "--threads", "4"])
+        assert "--threads is for unrecorded runs and --out" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(before)
