@@ -30,6 +30,7 @@ Its folders draw the layers. A module imports, at module level, only from its ow
 - **what walks the chapters**: `lab` (the build, the golden run, the benchmarks, the gpu preset, the verdicts, the
   audit, the designed settings' runs, the notebooks, the study time, the student edition, the scaffold) and
   `integrations` (the same methods on TRL, verl and OpenEnv). They name no chapter: they read `chapters.index()`.
+  With them, `__main__`: `python -m course_lib compare A B` and `plot RUN` (`lab.compare_runs`).
 """
 
 import warnings

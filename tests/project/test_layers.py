@@ -24,7 +24,7 @@ LAYERS = (
     {"tasks"},
     {"course"},
     {"chapters"},
-    {"lab", "integrations"},  # what walks the chapters: the course's tools and the engines' routes
+    {"lab", "integrations", "__main__"},  # what walks the chapters: the course's tools, the engines' routes, the CLI
 )
 LAYER = {name: depth for depth, names in enumerate(LAYERS) for name in names}
 EXCEPTIONS = {
