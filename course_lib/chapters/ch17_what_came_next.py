@@ -298,8 +298,7 @@ def chain_identity(base, tokenizer, config: Chapter17Config, seed: int) -> float
 
 
 def run_search(seed: int, config: Chapter17Config) -> dict:
-    """Chapter 08's base evaluated, its budgets and IGPO numbers, the chain identity, and every arm of
-    `SEARCH_ARMS` trained from it."""
+    """Chapter 08's base evaluated, its budgets and IGPO numbers, the chain identity, every `SEARCH_ARMS` arm."""
     s = config.search
     course_config.seed_everything(seed)
     texts = functools.partial(two_hop_search.demonstration_texts, s.demonstrations, 0, s)
@@ -781,7 +780,9 @@ def _configure(
 
 CHAPTER = skeleton.Chapter(
     "ch17", "Chapter 17, what came next: GraphGPO, Tree-GRPO, IGPO", run, claim_numbers, CLAIMS, curves=curves,
-    report=summary_lines, audit=held_out_audit, options=_options, configure=_configure
+    report=summary_lines, audit=held_out_audit, options=_options, configure=_configure,
+    validate=functools.partial(bases.own_environments_only, chapter="chapter 17", instead="fork chapter 07 or 08",
+                               owns={"grid": key_door_grid.ENV_NAME, "search": two_hop_search.ENV_NAME}),
 )  # fmt: skip
 
 

@@ -199,3 +199,18 @@ def held_out_seeds(make_test_env: Callable[[], object], cache: int = 8) -> Calla
         return distinct_seeds(make_test_env, count)
 
     return test_seeds
+
+
+def own_environments_only(config, say: bool = False, *, owns: dict[str, str], chapter: str, instead: str):
+    """`config`, a chapter's `validate` for a chapter that cannot be forked: `owns` maps each of its settings (an
+    attribute of `config` holding an `env_name`) to the environment it runs on. Another environment there is refused
+    before anything runs, with a ValueError naming each setting changed and `instead`, what to fork."""
+    changed = [f"{name}.env_name={getattr(config, name).env_name!r}" for name, own in owns.items()
+               if getattr(config, name).env_name != own]  # fmt: skip
+    if changed:
+        where = " and ".join(f"{own} ({name})" for name, own in owns.items())
+        raise ValueError(
+            f"{chapter} runs on {where} only: its experts, identity checks and leakage audit read those "
+            f"environments' states, so {', '.join(changed)} cannot apply; {instead}"
+        )
+    return config

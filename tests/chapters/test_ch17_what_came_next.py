@@ -118,3 +118,16 @@ def test_a_short_run_measures_every_claim_number():
     curves = ch.curves(results)
     assert "grid_graphgpo/eval_success" in curves and "search_igpo/eval_success" in curves
     assert "igpo" in seams.SEAMS["sampler"] and "graphgpo" in seams.SEAMS["advantage"]
+
+
+def test_a_fork_onto_another_environment_is_refused_before_anything_runs(capsys):
+    """Issue 58: `--set grid.env_name=...` reached a KeyError on key_door's stop tag, then an AttributeError inside
+    key_door's expert, minutes in; chapter 17 now refuses up front, naming the setting and what to fork instead."""
+    from course_lib.chapters import command
+
+    with pytest.raises(SystemExit):
+        command.main(ch.CHAPTER, ["--seeds", "0", "--set", "grid.env_name=number_line"])
+    error = capsys.readouterr().err
+    assert "chapter 17 runs on key_door (grid) and two_hop_qa (search) only" in error
+    assert "grid.env_name='number_line' cannot apply; fork chapter 07 or 08" in error
+    assert ch.CHAPTER.validate(ch.preset("cpu")) == ch.preset("cpu")  # its own environments pass
