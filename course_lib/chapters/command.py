@@ -119,6 +119,11 @@ def main(chapter: Chapter, argv: list[str] | None = None, *, print_claims: bool 
         "its own count, 2, so that a notebook's live run equals the recorded seed",
     )  # fmt: skip
     parser.add_argument(
+        "--jobs", type=int, default=1, metavar="N",
+        help="run the seeds in N processes at once, the threads divided between them (each seed's numbers are a "
+        "serial run's on that many threads); its records go into one file",
+    )  # fmt: skip
+    parser.add_argument(
         "--print-config", action="store_true",
         help="print the resolved config (the preset with --config and --set applied, checked as a run checks it) as "
         "JSON and exit without running anything",
@@ -126,11 +131,12 @@ def main(chapter: Chapter, argv: list[str] | None = None, *, print_claims: bool 
     if chapter.options is not None:
         chapter.options(parser)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what --jobs hands its processes
     threads = course_config.use_threads()  # a recorded seed and the notebook's live run of it use the same count
     if args.threads is not None:
         if args.threads < 1:
             parser.error(f"--threads must be at least 1, got {args.threads}")
-        if args.record and not args.out:
+        if args.record and not args.out and args.threads != threads:
             parser.error(f"--record writes the course's results/, recorded on {threads} threads (sums split over "
                          "another count round differently); --threads is for unrecorded runs and --out")  # fmt: skip
         torch.set_num_threads(args.threads)
@@ -239,6 +245,9 @@ def _run_command(
         print(json.dumps(overrides.as_dict(resolved), indent=2))
         return []
 
+    if args.jobs != 1:
+        return _in_processes(chapter, args, parser, threads=torch.get_num_threads())
+
     def observe(seed: int) -> list[tracking.Observer]:
         """A line per evaluation (a bar too on a terminal), and the trackers of `--report-to`; the run folder gets
         the resolved config the seed runs with (`config.json`)."""
@@ -278,6 +287,27 @@ def _run_command(
     if chapter.finish is not None:
         chapter.finish(args, outputs)
     return outputs
+
+
+def _in_processes(chapter: Chapter, args: argparse.Namespace, parser: argparse.ArgumentParser, threads: int) -> list:
+    """`--jobs N`: the seeds in N processes of this command (`chapters.jobs`), the threads divided between them: those
+    `--threads` names, else the machine's cores. The course's own records keep its count per process, since a record
+    of another count would not equal the serial one it replaces. Returns no results: they are each process's."""
+    import os
+
+    from course_lib.chapters import jobs
+
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    if chapter.finish is not None:
+        parser.error(f"{chapter.id} pools its seeds after the last one (its finish step): run them in one process")
+    course_records = args.record and not args.out
+    per = threads if course_records else max(1, (args.threads or os.cpu_count() or 1) // args.jobs)
+    name = getattr(getattr(_module(chapter.run), "__spec__", None), "name", None) or _module(chapter.run).__name__
+    codes = jobs.run_in_processes(name, args.argv, args.seeds, args.jobs, per)
+    if any(codes):
+        raise SystemExit(f"{chapter.id}: {sum(map(bool, codes))} of {len(codes)} processes failed (exit codes {codes})")
+    return []
 
 
 def _module(run: Callable) -> object:

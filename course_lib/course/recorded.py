@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import platform
 import re
 import subprocess
@@ -269,19 +270,41 @@ def write(chapter: str, records: list[dict], scale: str | None = None, config: o
 
     scale = scale or course_config.scale()
     target = path(chapter, scale)
-    seeds = load(chapter, scale)["seeds"] if target.exists() else {}
-    extra = None
-    for record in records:
-        if "provenance" not in record:
-            extra = extra or _started(config) | {"scale": scale}
-        seeds[str(record["seed"])] = {"provenance": extra, **record}
     target.parent.mkdir(parents=True, exist_ok=True)
-    ordered = dict(sorted(seeds.items(), key=lambda item: int(item[0])))
-    text = json.dumps({"chapter": chapter, "seeds": ordered}, indent=1, sort_keys=False)
-    scratch = target.with_suffix(".json.tmp")
-    scratch.write_text(text + "\n")
-    scratch.replace(target)  # never leave a half-written file behind
+    with _locked(target):  # several processes of one command (--jobs) may record into one file at once
+        seeds = load(chapter, scale)["seeds"] if target.exists() else {}
+        extra = None
+        for record in records:
+            if "provenance" not in record:
+                extra = extra or _started(config) | {"scale": scale}
+            seeds[str(record["seed"])] = {"provenance": extra, **record}
+        ordered = dict(sorted(seeds.items(), key=lambda item: int(item[0])))
+        text = json.dumps({"chapter": chapter, "seeds": ordered}, indent=1, sort_keys=False)
+        scratch = target.with_suffix(f".json.{os.getpid()}.tmp")
+        scratch.write_text(text + "\n")
+        scratch.replace(target)  # never leave a half-written file behind
     return target
+
+
+@contextlib.contextmanager
+def _locked(target: Path) -> Iterator[None]:
+    """Hold an exclusive lock for `target` during the block (a lock file named by its path's hash in the system's
+    temporary folder, so that no lock file litters `results/`), where the platform has `fcntl` (Linux, macOS);
+    elsewhere, no lock (one process per file)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    import tempfile
+
+    name = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:24]
+    with open(Path(tempfile.gettempdir()) / f"course_lib-{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def record(
