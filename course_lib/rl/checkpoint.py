@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import math
 import re
+import time
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -243,7 +244,19 @@ def warm_start(
     examples = demonstration_examples(tokenizer, texts, prompt_format)
     longest = max((len(ids) for ids, _ in examples), default=0)
     check_context(model, longest, f"the longest demonstration, {longest} tokens in its chat format", path)
+    # A chapter command's run (its observers print RL's progress) says what the warm start does: minutes, on a real
+    # model, before RL's first line.
+    say = bool(session.current().observers)
+    if say:
+        blocks = f"the top {lora_top_layers}" if lora_top_layers else "all"
+        adapter = f"LoRA on {blocks} blocks" if lora else "every weight"
+        print(f"  warm start: {sft.steps} steps of {sft.batch_size} of {len(examples)} demonstrations ({adapter})",
+              flush=True)  # fmt: skip
+    started = time.perf_counter()
     history = supervised_warm_start(model, examples, pad_id(tokenizer), sft, generator)
+    if say:
+        print(f"  warm start done in {(time.perf_counter() - started) / 60:.1f} min: loss {history[0]['loss']:.3f} -> "
+              f"{history[-1]['loss']:.3f}", flush=True)  # fmt: skip
     return model, tokenizer, history
 
 

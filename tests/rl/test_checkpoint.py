@@ -360,3 +360,22 @@ def test_a_chapter_warm_starts_a_checkpoint_without_a_tool_role_given_another(to
     engine = RolloutEngine(model, loaded, resolved.sampling)
     [trajectory] = engine.rollout([ch00.make_env("train")], [0], generator=torch.Generator().manual_seed(0))
     assert alignment_errors(trajectory, loaded, ChatFormat(observation_role="user")) == []
+
+
+def test_a_commands_warm_start_says_what_it_does_and_how_long_it_took(tmp_path, capsys):
+    """Issue 58: `--model smollm2` warm-started for minutes with no line printed. Under a command's observers (what
+    `session.observing` gives a chapter command's run) the warm start says what it runs and, when done, its time and
+    loss; without them (a notebook's cell, a library call) it prints nothing."""
+    from course_lib.rl import session
+    from course_lib.rl.warm_start import SFTConfig
+
+    folder = standins.build_standin(tmp_path / "model", "llama")
+    texts = [("<question> 2 + 2 </question>", "<answer> 4 </answer>")] * 4
+    sft = SFTConfig(steps=2, batch_size=2, learning_rate=1e-3)
+    checkpoint.warm_start(folder, texts, sft, seed=0)
+    assert capsys.readouterr().out == ""
+    with session.observing(lambda config, sampling, start=0: None):
+        checkpoint.warm_start(folder, texts, sft, seed=0, lora_top_layers=1)
+    out = capsys.readouterr().out
+    assert "warm start: 2 steps of 2 of 4 demonstrations (LoRA on the top 1 blocks)" in out
+    assert "warm start done in " in out and " min: loss " in out
