@@ -162,6 +162,7 @@ def check_guide_output(out: str, folder: Path) -> None:
     assert "not applicable ['C7.2']" in out and "not applicable ['C8.1']" in out
     whole = "[0, 1, 2]"
     assert f"ch07 tracked: {{'1-grpo-step-mode': {whole}, '2-gigpo-step-mode': {whole}, " in out, out
+    assert "chapter 17 runs on key_door (grid) and two_hop_qa (search) only" in out, "chapter 17 refuses the fork"
 
 
 # Every other page's course commands: parsed by their own parser ---------------------------------------------------
