@@ -575,7 +575,7 @@ CHAPTER = skeleton.Chapter(
     "ch08", "Chapter 08, ARPO", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines, checkpoint=True,
     validate=on_environment, audit=held_out_audit, task=two_hop_search.tool_task, options=_options,
     configure=command.designed_experiment("global_samples", global_samples),
-    arms=lambda config: {arm: arm_config(config, arm) for arm in arm_names(config)},
+    arms=skeleton.arm_table(arm_config, arm_names),
 )  # fmt: skip
 
 

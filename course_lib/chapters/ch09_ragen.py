@@ -411,7 +411,7 @@ CHAPTER = skeleton.Chapter(
     curves=curves,
     report=summary_lines,
     audit=held_out_audit,
-    arms=lambda config: {arm: arm_config(config, arm) for arm in all_arms(config)},
+    arms=skeleton.arm_table(arm_config, all_arms),
 )
 
 

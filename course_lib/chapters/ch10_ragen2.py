@@ -572,7 +572,7 @@ def finish(args, outputs: list[dict]) -> None:
 
 CHAPTER = skeleton.Chapter(
     "ch10", "Chapter 10, RAGEN-2", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines,
-    audit=held_out_audit, finish=finish, arms=lambda config: {arm: arm_config(config, arm) for arm in ARMS},
+    audit=held_out_audit, finish=finish, arms=skeleton.arm_table(arm_config, ARMS),
 )  # fmt: skip
 
 

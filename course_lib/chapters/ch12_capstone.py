@@ -385,7 +385,7 @@ def held_out_audit() -> list[leakage.SplitAudit]:
 
 CHAPTER = skeleton.Chapter(
     "ch12", "Chapter 12, the capstone", run, claim_numbers, CLAIMS, curves=curves, report=summary_lines,
-    audit=held_out_audit, arms=lambda config: {arm: arm_config(config, arm) for arm in ARMS},
+    audit=held_out_audit, arms=skeleton.arm_table(arm_config, ARMS),
 )  # fmt: skip
 
 

@@ -116,6 +116,12 @@ def resolved_config(chapter: Chapter, assignments: Sequence[str] = (), config_fi
     return overrides.apply(preset(), file_values, [overrides.parse_assignment(text) for text in assignments])
 
 
+def arm_table(arm_config: Callable[[object, str], object], names) -> Callable[[object], dict[str, object]]:
+    """`Chapter.arms` from a chapter's `arm_config(config, arm)` and its arm names: a collection, or a function of
+    the config giving them (chapter 09's budget arms depend on it)."""
+    return lambda config: {arm: arm_config(config, arm) for arm in (names(config) if callable(names) else names)}
+
+
 def overridden_keys(assignments: Sequence[str] = (), file_values: Mapping | None = None) -> list[str]:
     """The dotted keys a command's `--set` assignments and `--config` mapping set (a nested mapping's leaves)."""
 
