@@ -76,6 +76,26 @@ def number_line_base(tmp_path):
 # `make test-fast` (`pytest -m "not slow" tests`) leaves out every test marked `@pytest.mark.slow` (or a file's
 # `pytestmark`), where it stands: the golden run, the gpu preset, the benchmarks, the real model and every test that
 # runs a chapter's seed or a command end to end. Notebooks (nbval items) cannot carry a mark, so they get it here.
+@pytest.fixture(scope="session")
+def llama_standin(tmp_path_factory) -> str:
+    """A two-block Llama stand-in with a BPE tokenizer and ChatML, in SmolLM2's place (built once per session)."""
+    from course_lib.course import standins
+
+    return str(standins.build_standin(tmp_path_factory.mktemp("standin") / "llama", "llama", max_positions=1024))
+
+
+@pytest.fixture(scope="session")
+def tiny_warm_start():
+    """A real-model warm start shrunk to seconds: 16 demonstrations, 2 steps of 4, LoRA on one block, 4 held-out
+    problems (`tasks.real_model.WarmStart`)."""
+    from course_lib.tasks import real_model
+
+    return real_model.WarmStart(
+        demonstrations=16, sft=SFTConfig(steps=2, batch_size=4, learning_rate=1e-3, autocast="bf16"), top_layers=1,
+        eval_tasks=4,
+    )  # fmt: skip
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.suffix == ".ipynb":

@@ -86,6 +86,10 @@ class ToolArithmeticEnv(TextEnv):
         """An answer (valid, right or wrong): the episode's one valid step that costs no tool call."""
         return f"<answer> {rng.randrange(10)} </answer>"
 
+    def reward_range(self) -> tuple[float, float]:
+        """1 on success, 0 otherwise, or the invalid-action penalty."""
+        return (min(self.invalid_penalty, 0.0), 1.0)
+
     def anchor(self) -> tuple:
         return (*self.problem, self.tool_calls, self.last_result)
 

@@ -81,6 +81,10 @@ class BanditEnv(TextEnv):
         """One of the two arms, in the reasoning-then-answer format."""
         return turn_text([], rng.choice(self.arms))
 
+    def reward_range(self) -> tuple[float, float]:
+        """An arm's payout (the gamble's may be 0), or the format penalty."""
+        return (min(self.invalid_penalty, 0.0, self.safe_reward), max(self.safe_reward, self.risky_reward, 0.0))
+
     def anchor(self) -> tuple:
         return (self.arms, self.risky, self.turn)
 

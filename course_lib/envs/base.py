@@ -114,6 +114,12 @@ class TextEnv:
             turns[-1] = (turns[-1][0], "")
         return self.transcript.observations[0], turns
 
+    def reward_range(self) -> tuple[float, float] | None:
+        """`(lowest, highest)` reward one step can return, the invalid-action penalty included, or None when the
+        environment does not declare it (the default). `check_env` checks every reward it sees against a declared
+        range, and an OpenEnv export (`integrations.openenv`) writes it into the manifest."""
+        return None
+
     def valid_action(self, rng: random.Random) -> str | None:
         """An action that is valid in the current state (drawn with `rng` when there are several), or None when the
         environment cannot name one (the default). `check_env` plays whole episodes of such actions, so that what

@@ -245,6 +245,10 @@ class Blocksworld(TextEnv):
         """One of the legal actions of the current state."""
         return rng.choice(legal_actions(self.state))
 
+    def reward_range(self) -> tuple[float, float]:
+        """1 on success, 0 otherwise, or the invalid-action penalty."""
+        return (min(self.invalid_penalty, 0.0), 1.0)
+
     def anchor(self) -> State:
         return self.state
 

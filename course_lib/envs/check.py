@@ -103,6 +103,8 @@ def check_env(
     - `info`: on those episodes, every `info` key the course reads where it must be (`envs.contract.INFO_KEYS`:
       `success` on a step that ends its episode, `tool_result` on a step that called a tool, ...), and the keys
       only chapter `for_chapter` reads (`"17"`: IGPO's `answer`) when it is given;
+    - `reward_range` (when the environment declares one, `TextEnv.reward_range`): every reward of the steps above
+      lies in it;
     - `vocabulary` (when given): every whitespace-separated word of the observations seen is in it;
     - `budget` (when `max_observation_tokens` is given, the run's `sampling.max_total_tokens`): every first
       observation leaves room for a turn, counted by `count_tokens` (default: words plus BOS, the course's
@@ -117,6 +119,7 @@ def check_env(
     seen_words: set[str] = set()
     first_observations: dict[int, str] = {}
     played: list[tuple[str, str, dict, bool]] = []  # (where, action, info, ended by terminated) of valid steps
+    rewards: list[tuple[str, float]] = []  # (where, reward) of every step played
 
     def check(name: str, test: Callable[[], str]) -> None:
         try:
@@ -186,6 +189,7 @@ def check_env(
             )
             assert info.get("is_action_valid") is False, f"{shown}: info['is_action_valid'] is not False"
             assert math.isfinite(reward) and reward <= 0, f"{shown}: reward {reward}"
+            rewards.append((shown, reward))
             seen_words.update(obs.split())
         return f"{len(hostile)} actions, each invalid with a penalty"
 
@@ -237,8 +241,15 @@ def check_env(
                 )
                 seen_words.update(obs.split())
                 played.append((at, action, info, terminated))
+                rewards.append((at, reward))
                 steps += 1
         return f"{episodes} valid episodes, {steps} steps, every return typed"
+
+    def rewards_are_in_range() -> str:
+        low, high = declared
+        outside = [(at, reward) for at, reward in rewards if not low <= reward <= high]
+        assert not outside, f"{outside[0][0]}: reward {outside[0][1]} outside the declared reward_range() {declared}"
+        return f"{len(rewards)} rewards within {declared}"
 
     def info_keys_are_set() -> str:
         assert played, "no valid step was played (see the `valid` check)"
@@ -259,6 +270,9 @@ def check_env(
     check("valid", valid_episodes_are_typed)
     if "valid" in report.passed:  # its episodes are what `info` reads
         check("info", info_keys_are_set)
+    declared = factory().reward_range()
+    if declared is not None:
+        check("reward_range", rewards_are_in_range)
     if max_observation_tokens is not None:
 
         def observations_leave_room() -> str:

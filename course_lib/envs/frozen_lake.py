@@ -159,6 +159,10 @@ class FrozenLakeEnv(TextEnv):
         """One of the four moves, in the reasoning-then-answer format."""
         return turn_text([], rng.choice(list(MOVES)))
 
+    def reward_range(self) -> tuple[float, float]:
+        """1 on success, 0 otherwise, or the invalid-action penalty."""
+        return (min(self.invalid_penalty, 0.0), 1.0)
+
     def anchor(self) -> tuple:
         return (self.lake, self.position)
 

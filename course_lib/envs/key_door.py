@@ -283,6 +283,10 @@ class KeyDoorEnv(TextEnv):
         """One of `ACTIONS` and the stop tag, as a step-mode policy writes it."""
         return f"{rng.choice(ACTIONS)} {ACTION_TAGS[1]}"
 
+    def reward_range(self) -> tuple[float, float]:
+        """1 on success, 0 otherwise, or the invalid-action penalty."""
+        return (min(self.invalid_penalty, 0.0), 1.0)
+
     def anchor(self) -> State:
         return self.state
 

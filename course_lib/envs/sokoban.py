@@ -138,6 +138,10 @@ class SokobanEnv(TextEnv):
         """One of the four moves, in the reasoning-then-answer format."""
         return turn_text([], rng.choice(list(MOVES)))
 
+    def reward_range(self) -> tuple[float, float]:
+        """A step's -0.1 (or the format penalty), up to the solving push's -0.1 + 1 + 10."""
+        return (min(STEP_PENALTY, self.invalid_penalty), STEP_PENALTY + ON_TARGET + SOLVED)
+
     def anchor(self) -> tuple:
         return (self.puzzle, self.player, self.box)
 

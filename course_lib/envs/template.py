@@ -83,6 +83,10 @@ class NumberLineEnv(TextEnv):
         """A move left or right (`check_env` plays episodes of these)."""
         return f"<move> {rng.choice(list(MOVES))} </move>"
 
+    def reward_range(self) -> tuple[float, float]:
+        """1 on success, 0 otherwise, or the invalid-action penalty."""
+        return (min(self.invalid_penalty, 0.0), 1.0)
+
     def anchor(self) -> tuple[int, int]:
         return (self.position, self.goal)
 

@@ -288,6 +288,10 @@ class TwoHopQAEnv(TextEnv):
             return f"<answer> {rng.choice(self.question.text().split())} </answer>"
         return expert_actions(self.question)[min(len(self.calls), 2)]
 
+    def reward_range(self) -> tuple[float, float]:
+        """1 on success, 0 otherwise, or the invalid-action penalty."""
+        return (min(self.invalid_penalty, 0.0), 1.0)
+
     def anchor(self) -> tuple:
         return (self.question, tuple(self.calls))
 

@@ -211,6 +211,10 @@ class WordMathEnv(TextEnv):
         """An answer (valid, right or wrong): the episode's one valid step that costs no tool call."""
         return f"<answer> {rng.randrange(10)} </answer>"
 
+    def reward_range(self) -> tuple[float, float]:
+        """+1 or -1 at the end, less the execution-error penalty; 0 for a turn that calls the tool."""
+        return (min(-1.0 - self.execution_error_penalty, self.invalid_penalty), 1.0)
+
     def anchor(self) -> tuple:
         return (self.problem, tuple(c.get("result") for c in self.calls))
 

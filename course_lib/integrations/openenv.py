@@ -1,7 +1,8 @@
-"""Any course environment as an OpenEnv `Environment` (openenv-core 0.3.0), its reward given by a rubric.
+"""Any course environment as an OpenEnv `Environment` (openenv 0.10), its reward given by a rubric.
 
     python -m course_lib.integrations.openenv key_door --kwargs '{"size": 6}' --port 8000
     python -m course_lib.integrations.openenv my_env --import my_package.my_env   # an environment of yours
+    python -m course_lib.integrations.openenv key_door --export envs/key_door   # a package `openenv validate` reads
 
 OpenEnv is the format TRL, Unsloth, SkyRL and NeMo Gym consume: an `Environment` on a server (FastAPI, one
 environment per WebSocket session) and an `EnvClient` that speaks to it. The course's `TextEnv` is already
@@ -15,9 +16,9 @@ gym-style, so the mapping is one to one:
   visible to OpenEnv's tooling (`env.rubric.last_score`, `named_rubrics()`) and composable with other rubrics (pass
   `rubric=WeightedSum([EnvReward(), YourFormatRubric()], [1.0, 0.1])`, say).
 - `valid` (the course's `info["valid"]`, GEM's `is_action_valid`), `success`, `anchor()` and `problem_key()` have no
-  field in OpenEnv's standard: they are fields of `TextObservation` AND entries of its `metadata`. Both, because
-  openenv-core 0.3.0's server drops `metadata` from what it sends (`serialize_observation` excludes it), so only the
-  fields reach a remote client, while in-process code (a rubric, a transform) reads `metadata`. `anchor` and
+  field in OpenEnv's standard: they are fields of `TextObservation` (typed, in the schema a client reads) and
+  entries of its `metadata` (OpenEnv's place for extras, which openenv 0.10's server sends to clients, as
+  openenv-core 0.3.0's did not), with the course's reward and the info entries that are plain values. `anchor` and
   `problem_key` travel as text: the value itself when it is a string, else its `repr`, which is equal for equal
   values for the course's anchors and keys (tuples, dataclasses and strings of plain values), so GiGPO can still
   group steps by it on the client side.
@@ -25,8 +26,10 @@ gym-style, so the mapping is one to one:
   to the server); a remote client gets the same state in a new session by replaying the seed and the actions, since
   a course environment is deterministic given both (`envs.check_env` checks it). See docs/openenv.md.
 
-This module imports `openenv` when it is imported; nothing else in the course imports it, so the course works without
-it (`pip install -e .[openenv]` installs it).
+`export` writes a course environment as a package OpenEnv publishes (`openenv.yaml`, `server/app.py`): its manifest
+declares the environment's reward range (`TextEnv.reward_range`), and `openenv validate <folder> --level static
+--skip-build` checks it offline. This module imports `openenv` when it is imported; nothing else in the course imports
+it, so the course works without it (`pip install -e .[openenv]` installs it).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import uuid
 import warnings
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 try:
@@ -49,17 +53,18 @@ try:
     from openenv.core.env_server import create_app as openenv_create_app
     from openenv.core.rubrics import Rubric
 except ImportError as missing:  # an optional extra: say how to get it
-    raise ImportError("course_lib.integrations.openenv needs openenv-core: pip install -e .[openenv]") from missing
+    raise ImportError("course_lib.integrations.openenv needs openenv: pip install -e .[openenv]") from missing
+import yaml
 from pydantic import Field
 
 from course_lib import envs
 from course_lib.envs.base import TextEnv
 
-TESTED_OPENENV = "0.3.0"
-"""The openenv-core version this module was written and tested against (`pip install -e .[openenv]` pins it)."""
-if (installed := importlib.metadata.version("openenv-core")) != TESTED_OPENENV:  # its API is young and moving
+TESTED_OPENENV = "0.10.0"
+"""The openenv version this module was tested against (`pip install -e .[openenv]` pins it)."""
+if (installed := importlib.metadata.version("openenv")) != TESTED_OPENENV:  # its API is young and moving
     warnings.warn(
-        f"course_lib.integrations.openenv was tested with openenv-core {TESTED_OPENENV}, not {installed}", stacklevel=1
+        f"course_lib.integrations.openenv was tested with openenv {TESTED_OPENENV}, not {installed}", stacklevel=1
     )
 DEFAULT_MAX_SESSIONS = 64
 """Concurrent WebSocket sessions a server accepts by default: one per rollout in flight (a GRPO group of 8 on 8
@@ -265,6 +270,70 @@ class TRLEnvironment:
         return self._reward
 
 
+MANIFEST_RESOURCES = {"cpu": 1.0, "memory_mb": 1024, "disk_mb": 4096, "episode_timeout_s": 60.0}
+"""What an exported server declares it needs: one core; 1 GB of memory (a served course environment used about 230 MB
+here, most of it OpenEnv's imports); 4 GB of disk (the course's install, CPU torch included); a minute an episode."""
+FLOOR_MARGIN = 0.1
+"""The declared gap between the reward range's top and a trivial policy's reward: OpenEnv's policy v1 minimum. A
+declaration, not a measurement: the semantic checks that measure it need Docker (docs/openenv.md)."""
+
+
+def export(
+    name: str,
+    directory: str | Path,
+    env_kwargs: dict[str, Any] | None = None,
+    reward_range: tuple[float, float] | None = None,
+    modules: tuple[str, ...] = (),
+    port: int = 8000,
+) -> Path:
+    """Write course environment `name` (built with `env_kwargs`) as an OpenEnv package in `directory`:
+    `openenv.yaml` (the manifest `openenv validate` reads; `validation.reward.range` is the environment's
+    `reward_range()`, or `reward_range` where it declares none), `server/app.py` (the app, built by `create_app`;
+    `modules` are imported first, for an environment of yours) and a README. Returns the folder."""
+    env = envs.make(name, **dict(env_kwargs or {}))
+    declared = reward_range if reward_range is not None else env.reward_range()
+    if declared is None:
+        raise ValueError(
+            f"{name} declares no reward range (TextEnv.reward_range); give one: export(..., reward_range=(low, high)) "
+            "or --reward-range LOW HIGH, the lowest and highest reward one step can return"
+        )
+    low, high = (float(bound) for bound in declared)
+    if not low < high:
+        raise ValueError(f"a reward range is (low, high) with low < high, got {declared}")
+    folder = Path(directory)
+    (folder / "server").mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "spec_version": 1,
+        "name": name,
+        "version": "0.1.0",
+        "type": "space",
+        "runtime": "fastapi",
+        "app": "server.app:app",
+        "port": port,
+        "validation": {
+            "reward": {"range": [low, high], "oracle_tolerance": 0.0, "floor_margin": FLOOR_MARGIN},
+            "resources": MANIFEST_RESOURCES,
+            "capabilities": {"verifier": {"kind": "reward_channel"}},
+            "types": {"tags": ["course_lib", "text"]},
+        },
+    }
+    (folder / "openenv.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    (folder / "server" / "__init__.py").write_text("")
+    imports = "".join(f"import {module}  # registers an environment of yours\n" for module in modules)
+    (folder / "server" / "app.py").write_text(
+        f'"""The course environment {name} served by OpenEnv (written by `python -m course_lib.integrations.openenv '
+        f'--export`)."""\n\nfrom course_lib.integrations.openenv import create_app\n{imports}\n'
+        f"app = create_app({name!r}, **{dict(env_kwargs or {})!r})\n"
+    )
+    (folder / "README.md").write_text(
+        f"# {name}, a course_lib environment served by OpenEnv\n\nWith the course installed (`pip install -e "
+        f".[openenv]` in its clone): `uvicorn server.app:app --port {port}` in this folder serves it; `openenv "
+        "validate . --level static --skip-build` checks the manifest. Rewards per step lie in "
+        f"[{low}, {high}].\n"
+    )
+    return folder
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve a course environment as an OpenEnv environment.")
     parser.add_argument("env", help=f"the environment's name: {', '.join(envs.names())}, or one --import registers")
@@ -279,11 +348,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS, help="concurrent sessions")
+    parser.add_argument("--export", metavar="FOLDER", help="write the environment as an OpenEnv package and exit")
+    parser.add_argument(
+        "--reward-range", nargs=2, type=float, metavar=("LOW", "HIGH"),
+        help="with --export: one step's lowest and highest reward, where the environment declares none",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    import uvicorn  # a dependency of openenv-core
+    import uvicorn  # a dependency of openenv
 
     for module in args.modules:
         importlib.import_module(module)
+    if args.export:
+        kwargs = json.loads(args.kwargs)
+        folder = export(args.env, args.export, kwargs, args.reward_range, tuple(args.modules), args.port)
+        print(f"wrote {folder}: check it with `openenv validate {folder} --level static --skip-build`")
+        return
     app = create_app(args.env, max_concurrent_envs=args.max_sessions, **json.loads(args.kwargs))
     uvicorn.run(app, host=args.host, port=args.port)
 

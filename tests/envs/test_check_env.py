@@ -114,6 +114,23 @@ def test_each_flaw_fails_its_check(flaw, check, message):
     assert check in report.failed and message in report.failed[check], report.failed
 
 
+class Declared(Walk):
+    """A Walk that declares the range of its rewards, right or (flaw "narrow") too narrow for the arrival's 1."""
+
+    def reward_range(self):
+        return (-0.1, 0.5 if self.flaw == "narrow" else 1.0)
+
+
+def test_a_declared_reward_range_is_checked():
+    """Every reward check_env sees lies in `reward_range()`, when the environment declares one; none declared, no
+    check (the default)."""
+    assert "reward_range" not in check_env(Walk()).passed
+    assert "within (-0.1, 1.0)" in check_env(Declared()).passed["reward_range"]
+    # some of 20 episodes of random valid moves reach their goal, and its reward 1.0 is outside the declared range
+    report = check_env(lambda split="train": Declared(split, "narrow"), episodes=20, raise_on_failure=False)
+    assert "reward 1.0 outside the declared reward_range() (-0.1, 0.5)" in report.failed["reward_range"]
+
+
 def test_words_outside_the_vocabulary_are_named():
     report = check_env(Walk(), vocabulary=["goal"], raise_on_failure=False)
     assert "vocabulary" in report.failed and "not in the vocabulary" in report.failed["vocabulary"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import runpy
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip("openenv")
 uvicorn = pytest.importorskip("uvicorn")
@@ -35,6 +37,7 @@ from course_lib.integrations.openenv import (  # noqa: E402
     TRLEnvironment,
     as_text,
     create_app,
+    export,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +142,10 @@ def test_generic_client_sees_the_same_wire_format():
         result = client.step({"text": move})
     assert result.observation["text"] == obs and result.reward == reward and result.done == (terminated or truncated)
     assert result.observation["valid"] is True and result.observation["anchor"] == repr(info["anchor"])
-    assert "metadata" not in result.observation  # openenv-core 0.3.0 drops it: why the hooks are fields as well
+    # openenv 0.10 sends metadata (0.3.0 dropped it): the hooks, the course's reward and plain info entries
+    metadata = result.observation["metadata"]
+    assert metadata["anchor"] == repr(info["anchor"]) and metadata["env_reward"] == reward
+    assert metadata["valid"] is True and metadata["success"] is info["success"]
 
 
 def test_the_reward_is_the_rubrics():
@@ -282,3 +288,45 @@ def test_the_course_imports_without_openenv():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def exported(tmp_path: Path, name: str, **kwargs) -> Path:
+    return export(name, tmp_path / name, **kwargs)
+
+
+def test_every_environment_exports_a_package_openenv_validate_accepts(tmp_path):
+    """Each registered environment, written by `export`, passes OpenEnv's own static validation (the level that runs
+    without Docker): its manifest declares the environment's reward range, or the one given where it declares none;
+    the written app serves that environment."""
+    from openenv.validation import Level, run_validation
+
+    undeclared = {"function_calling": (-3.0, 4.0), "mini_travel": (0.0, 1.0), "price_tools": (-1.0, 1.5)}
+    for name in envs.names():
+        folder = exported(tmp_path, name, reward_range=undeclared.get(name))
+        report = run_validation(folder, max_level=Level.STATIC, skip_build=True)
+        assert report.verdict.value == "pass", (name, [(r.check_id, r.evidence) for r in report.results])
+        manifest = yaml.safe_load((folder / "openenv.yaml").read_text())
+        assert manifest["validation"]["reward"]["range"] == list(envs.make(name).reward_range() or undeclared[name])
+    app = runpy.run_path(str(tmp_path / "key_door" / "server" / "app.py"))["app"]
+    with serving(app) as url, CourseEnvClient(base_url=url).sync() as client:
+        assert client.reset(seed=3).observation.text == envs.make("key_door").reset(seed=3)[0]
+
+
+def test_an_export_without_a_reward_range_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="price_tools declares no reward range"):
+        exported(tmp_path, "price_tools")
+    with pytest.raises(ValueError, match="low < high"):
+        exported(tmp_path, "price_tools", reward_range=(1.0, 1.0))
+    assert not (tmp_path / "price_tools").exists()  # nothing written
+
+
+def test_the_export_command_and_openenv_validate(tmp_path):
+    """The command line end to end: `--export` writes the package, `openenv validate` (its CLI) accepts it."""
+    folder = tmp_path / "grid"
+    subprocess.run([sys.executable, "-m", "course_lib.integrations.openenv", "key_door", "--kwargs", '{"size": 6}',
+                    "--export", str(folder)], check=True, cwd=ROOT, capture_output=True)  # fmt: skip
+    assert "create_app('key_door', **{'size': 6})" in (folder / "server" / "app.py").read_text()
+    validate = Path(sys.executable).with_name("openenv")
+    done = subprocess.run([str(validate), "validate", str(folder), "--level", "static", "--skip-build"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0 and "PASS  static.manifest" in done.stdout, done.stdout + done.stderr
