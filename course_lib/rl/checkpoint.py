@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, get_peft_model
+from torch.optim.optimizer import register_optimizer_step_post_hook
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from course_lib import real_models
@@ -253,11 +254,35 @@ def warm_start(
         print(f"  warm start: {sft.steps} steps of {sft.batch_size} of {len(examples)} demonstrations ({adapter})",
               flush=True)  # fmt: skip
     started = time.perf_counter()
-    history = supervised_warm_start(model, examples, pad_id(tokenizer), sft, generator)
+    with _progress_lines(sft.steps, started) if say else contextlib.nullcontext():
+        history = supervised_warm_start(model, examples, pad_id(tokenizer), sft, generator)
     if say:
         print(f"  warm start done in {(time.perf_counter() - started) / 60:.1f} min: loss {history[0]['loss']:.3f} -> "
               f"{history[-1]['loss']:.3f}", flush=True)  # fmt: skip
     return model, tokenizer, history
+
+
+@contextlib.contextmanager
+def _progress_lines(steps: int, started: float, parts: int = 4):
+    """Print a line at each quarter of a warm start's `steps` optimizer steps (done, minutes so far, minutes left).
+    Counted by a global optimizer hook rather than inside `supervised_warm_start`, whose source is part of a kept
+    adapter's key (`rl.adapter_cache.TRAINING_SOURCES`): the lines must not change which adapters are kept."""
+    marks = {max(1, round(steps * part / parts)) for part in range(1, parts)}
+    done = 0
+
+    def count(optimizer, args, kwargs) -> None:
+        nonlocal done
+        done += 1
+        if done in marks:
+            spent = (time.perf_counter() - started) / 60
+            print(f"  warm start: step {done} of {steps}, {spent:.1f} min, about {spent * (steps - done) / done:.1f} "
+                  "min left", flush=True)  # fmt: skip
+
+    handle = register_optimizer_step_post_hook(count)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def chat_sampling(

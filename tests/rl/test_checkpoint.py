@@ -371,11 +371,19 @@ def test_a_commands_warm_start_says_what_it_does_and_how_long_it_took(tmp_path, 
 
     folder = standins.build_standin(tmp_path / "model", "llama")
     texts = [("<question> 2 + 2 </question>", "<answer> 4 </answer>")] * 4
-    sft = SFTConfig(steps=2, batch_size=2, learning_rate=1e-3)
-    checkpoint.warm_start(folder, texts, sft, seed=0)
+    sft = SFTConfig(steps=8, batch_size=2, learning_rate=1e-3)
+    quiet, _, _ = checkpoint.warm_start(folder, texts, sft, seed=0)
     assert capsys.readouterr().out == ""
     with session.observing(lambda config, sampling, start=0: None):
-        checkpoint.warm_start(folder, texts, sft, seed=0, lora_top_layers=1)
+        said, _, _ = checkpoint.warm_start(folder, texts, sft, seed=0)
     out = capsys.readouterr().out
-    assert "warm start: 2 steps of 2 of 4 demonstrations (LoRA on the top 1 blocks)" in out
+    assert "warm start: 8 steps of 2 of 4 demonstrations (LoRA on all blocks)" in out
+    # a line at each quarter (steps 2, 4 and 6 of 8), then the end
+    assert [line.split(",")[0] for line in out.splitlines() if "warm start: step" in line] == [
+        f"  warm start: step {n} of 8" for n in (2, 4, 6)]  # fmt: skip
     assert "warm start done in " in out and " min: loss " in out
+    # the lines change nothing: the same adapter, weight for weight
+    assert all(torch.equal(a, b) for a, b in zip(quiet.state_dict().values(), said.state_dict().values(), strict=True))
+    with session.observing(lambda config, sampling, start=0: None):
+        checkpoint.warm_start(folder, texts, dataclasses.replace(sft, steps=2), seed=0, lora_top_layers=1)
+    assert "warm start: 2 steps of 2 of 4 demonstrations (LoRA on the top 1 blocks)" in capsys.readouterr().out
