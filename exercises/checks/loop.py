@@ -97,6 +97,17 @@ def one_update(fn):
 
 
 def several_updates(fn):
+    # The second update's loss is computed after the first step: a wrong step (no gradient clip, say) changes it
+    # too, and must not be blamed on pi_old. So the first step is checked on its own before the two updates.
+    (mine, _), (library, _), _ = _both(fn, updates_per_batch=1, clip_high=0.28)
+    difference, name = _largest_difference(mine, library)
+    if difference > TOLERANCE:
+        raise ExerciseFailure(
+            "two updates: the first update's step already differs from the library's, so the second starts from "
+            "other weights and nothing after it can match. Get 'one update' passing first: zero the gradients, "
+            "backpropagate the loss once, clip the gradient norm to config.max_grad_norm, then step (largest "
+            f"difference after the first step {difference:.2e}, in {name})"
+        )
     _compare(
         fn,
         "two updates with clip-higher (clip_low 0.2, clip_high 0.28): the second update's loss differs. Every update "

@@ -17,7 +17,7 @@ import torch
 
 import exercises
 from course_lib.algos import aepo, filters
-from exercises.checks import cases, exercise, first_failure, implementation
+from exercises.checks import cases, exercise, first_failure, implementation, run_case
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -322,6 +322,15 @@ def update_variant(**mistake):
         return update_by_hand(model, rows, pad_id, config, optimizer, temperature, **mistake)
 
     return fn
+
+
+def test_a_missing_gradient_clip_is_never_blamed_on_pi_old():
+    """Issue 59: without the clip, the second check's message blamed pi_old (the second update's loss differs because
+    the first step did). Every failing check now names the step, none pi_old."""
+    fn = update_variant(clip=False)
+    messages = [message for case in cases("loop.grpo_update") if (message := run_case(case, fn))]
+    assert len(messages) == 3 and all("clip the" in m.lower() and "gradient norm" in m for m in messages), messages
+    assert not any("pi_old" in message for message in messages), messages
 
 
 def test_a_hand_written_update_passes_the_loop_checks():
