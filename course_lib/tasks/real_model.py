@@ -153,6 +153,8 @@ WARM_STARTS: dict[str, WarmStart] = {name: WarmStart() for name in TASKS} | {
     "key_door": WarmStart(sft=dataclasses.replace(SMOLLM2.sft, autocast="bf16", steps=240)),
     # results/ch16_warm_start_calculator_60steps_pilot.json: 60 steps lift the pilot's 0.031 to 0.141, inside the bounds
     "calculator": WarmStart(sft=dataclasses.replace(SMOLLM2.sft, autocast="bf16", steps=60)),
+    # results/ch16_warm_start_lake_60steps_pilot.json: 60 steps lift the pilot's 0.062 to 0.141, inside the bounds
+    "lake": WarmStart(sft=dataclasses.replace(SMOLLM2.sft, autocast="bf16", steps=60)),
 }
 """Each task's warm start: chapter 00's on SmolLM2 unless the pre-registration's sizing rule, applied to a pilot,
 says otherwise (docs/experiments/real-model-survey.md)."""
