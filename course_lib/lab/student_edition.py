@@ -84,14 +84,30 @@ def student_python(source: str) -> str:
 
 
 def student_exercises_readme(text: str) -> str:
-    """The exercises' README without the reference-solution column and the measured solutions' paragraph."""
-    lines = []
+    """The exercises' README without the reference-solution column and the measured solutions: a list item that
+    names them is left out whole (its continuation lines too, so no sentence is cut), and a paragraph likewise."""
+    prose = re.compile(r"^[^-|#`\s]")  # a line of a plain paragraph (not a list, table, heading, fence or indent)
+    blocks: list[list[str]] = []
     for line in text.splitlines():
-        if "exercises/solutions/" in line or "exercises.measure" in line:
+        item_goes_on = blocks and blocks[-1][0].startswith("- ") and line.startswith("  ")
+        paragraph_goes_on = blocks and prose.match(blocks[-1][-1]) and prose.match(line)
+        if item_goes_on or paragraph_goes_on:
+            blocks[-1].append(line)
+        else:
+            blocks.append([line])
+    lines = []
+    for block in blocks:
+        if any("exercises/solutions/" in line or "exercises.measure" in line for line in block):
+            if block[0].startswith("- **Measured exercises**"):
+                lines.append(
+                    "- **Measured exercises**: the exercises in the last section of each notebook: predict, "
+                    "then run, then report."
+                )
             continue
-        if line.startswith("|"):
-            line = "|".join(line.split("|")[:-2]) + "|"  # the last column names the reference solution
-        lines.append(line)
+        for line in block:
+            if line.startswith("|"):
+                line = "|".join(line.split("|")[:-2]) + "|"  # the last column names the reference solution
+            lines.append(line)
     return REFERENCE_SENTENCE.sub("", "\n".join(lines)) + "\n"
 
 

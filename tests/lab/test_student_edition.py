@@ -64,6 +64,21 @@ def test_the_exercises_folder_has_no_solutions_and_its_modules_still_import(edit
     assert "Reference solution" not in (folder / "README.md").read_text(encoding="utf-8")
 
 
+def test_the_exercises_readme_leaves_out_whole_items_never_half_a_sentence(edition):
+    """Issue 59: the measured exercises' item lost its middle line (the one naming the solutions) and kept the rest,
+    a broken sentence. Now a list item or paragraph that names the solutions goes whole, and the item is replaced by
+    one that names no solution."""
+    original = (ROOT / "exercises" / "README.md").read_text(encoding="utf-8").splitlines()
+    kept = [line for line in (edition / "exercises" / "README.md").read_text(encoding="utf-8").splitlines()
+            if not line.startswith("|")]  # fmt: skip
+    replacement = (
+        "- **Measured exercises**: the exercises in the last section of each notebook: predict, then run, then report."
+    )
+    assert replacement in kept
+    assert [line for line in kept if line not in original] == [replacement]
+    assert not any("runs them and records" in line for line in kept)
+
+
 def autograde(edition: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(edition)}
     env.pop("EXERCISES_IMPL", None)
