@@ -490,3 +490,39 @@ def test_pytest_exercises_fails_on_the_stubs_and_passes_on_the_library():
     assert f"{total} passed" in library.stdout, library.stdout[-2000:]
     collected = [line.split("::")[0] for line in library.stdout.splitlines() if " PASSED" in line]
     assert len(collected) == total and all(path.startswith("exercises/test_") for path in collected), collected
+
+
+# -- grading: the autograder's results as the rubric's points ----------------------------------------------------
+
+
+def test_grade_gives_the_rubrics_check_points_to_the_library_none_to_the_stubs_and_a_share_to_half_done_work(
+    monkeypatch, capsys
+):
+    """Issue 59: `python -m exercises.grade` turns the checks into the rubric's 4 of 10 points per exercise, each check
+    run on its own. Tested on the stubs (0), the library (all) and a half-done submission: two exercises written
+    (one right, one with a planted mistake that fails one check of four), the rest stubs."""
+    from exercises import grade
+
+    stubs = grade.grade("mine")
+    assert [g.points for g in stubs] == [0.0] * len(exercises.NAMES)
+    assert all(g.first_failure.endswith(f"not implemented yet: fill in {exercise(g.exercise).stub}") for g in stubs)
+    library = grade.grade("library")
+    assert [(g.passed, g.points) for g in library] == [(len(cases(g.exercise)), 4.0) for g in library]
+
+    import exercises.checks as checks
+
+    written = {"ppo.gae": implementation("ppo.gae", "library"), "loop.grpo_update": update_variant(clip=1.0)}
+    stub_of = checks.implementation
+    monkeypatch.setattr(checks, "implementation", lambda name, use="mine": written.get(name) or stub_of(name, use))
+    half = {g.exercise: g for g in grade.grade("mine")}
+    assert (half["ppo.gae"].passed, half["ppo.gae"].points) == (len(cases("ppo.gae")), 4.0)
+    assert (half["loop.grpo_update"].passed, half["loop.grpo_update"].points) == (3, 3.0)
+    assert "Dr. GRPO, tight clip" in half["loop.grpo_update"].first_failure
+    assert sum(g.points for g in half.values()) == 7.0
+    print(grade.report(list(half.values())))
+    table = capsys.readouterr().out
+    assert "loop.grpo_update" in table and " 3/4    3" in table
+    assert table.rstrip().endswith(
+        f'automated: 7 of {4 * len(exercises.NAMES)} points ("the checks pass", 4 of each exercise\'s 10); the other '
+        "6 per exercise are the instructor's"
+    )
