@@ -248,9 +248,15 @@ class CourseVerdict:
             return f"{passed}; P(fails by chance) {self.chance.probability:.2g}: {self.chance.how}{beside}"
         return passed + beside
 
-    def line(self) -> str:
-        """One deterministic line: id, kind, status, seeds, and the basis of the decision."""
-        return f"{self.id:<6} {self.spec.label:<18} {self.status} ({self.basis()})"
+    def line(self, statistics: bool = True) -> str:
+        """One deterministic line: id, kind, status, seeds, and the basis of the decision; without `statistics`, only
+        the checks passed and what decided it (the mean, its interval and the margin), as a first lesson shows it."""
+        if statistics:
+            return f"{self.id:<6} {self.spec.label:<18} {self.status} ({self.basis()})"
+        basis = f"check passed on {self.passed} of {self.seeds} seeds"
+        if self.effects:
+            basis += "; " + "; ".join(f"{e.key} {e.interval_text()}, margin {e.margin:+.3f}" for e in self.effects)
+        return f"{self.id:<6} {self.spec.label:<18} {self.status} ({basis})"
 
     def phrase(self) -> str:
         """The status in a sentence of a takeaway: `**C7.1: reproduced** (gigpo_minus_grpo +0.061 [+0.032, +0.090]
@@ -436,15 +442,18 @@ def tally(verdicts: Sequence[CourseVerdict]) -> str:
     return "; ".join(parts)
 
 
-def print_chapter(chapter: str, specs: Sequence[ClaimSpec] | None = None) -> None:
-    """The notebooks' compared cell: the course-level verdicts (deterministic: read from `results/`) and the tally."""
+def print_chapter(chapter: str, specs: Sequence[ClaimSpec] | None = None, statistics: bool = True) -> None:
+    """The notebooks' compared cell: the course-level verdicts (deterministic: read from `results/`) and the tally.
+    `statistics=False` leaves out what describes a decision beyond its interval and margin (bootstrap, IQM,
+    probability of improvement, sign-flip p, detectable effect, chance of a failed check): chapter 00 explains them in
+    a collapsed box instead of opening with them."""
     verdicts = chapter_verdicts(chapter, specs)
     sources = list(dict.fromkeys(v.source for v in verdicts))
     folder = recorded.RESULTS_DIR  # a fork's folder while `recorded.recording_into` it, else the course's results/
     shown = folder.relative_to(recorded.ROOT) if folder.resolve().is_relative_to(recorded.ROOT.resolve()) else folder
     print(f"course-level verdicts (95% t-interval, at least {MIN_SEEDS} seeds), from {shown}/ {', '.join(sources)}:")
     for verdict in verdicts:
-        print(verdict.line())
+        print(verdict.line(statistics))
     print(tally(verdicts))
 
 

@@ -300,3 +300,16 @@ def test_a_forks_not_applicable_claim_is_printed_as_such_from_the_folder_read(tm
     assert "needs chapter 07's noisy view" in by_id["C7.2"].line()
     verdicts.print_chapter("ch07")  # the course's own records again, from results/, once the fork's folder is left
     assert "from results/ ch07.json" in capsys.readouterr().out
+
+
+def test_chapter_00_shows_the_verdicts_without_the_statistics_its_box_explains(capsys):
+    """Issue 59: a first lesson opened with bootstrap, IQM, sign-flip p and detectable effects. `statistics=False`
+    prints each verdict with its checks, and a finding's mean, interval and margin only; the default prints all."""
+    verdicts.print_chapter("ch00", statistics=False)
+    brief = capsys.readouterr().out
+    verdicts.print_chapter("ch00")
+    full = capsys.readouterr().out
+    for statistic in ("bootstrap", "IQM", "P(improvement)", "sign-flip p", "detectable", "P(fails by chance)"):
+        assert statistic not in brief and statistic in full
+    assert "success_gain +0.454 [+0.403, +0.505] over 5 seeds, margin +0.150" in brief
+    assert brief.splitlines()[0] == full.splitlines()[0] and brief.splitlines()[-1] == full.splitlines()[-1]
