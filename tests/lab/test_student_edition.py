@@ -100,3 +100,20 @@ def test_the_autograder_fails_the_stubs_passes_the_library_and_grades_a_students
     (edition / "exercises" / "loop.py").write_text("import torch\n\n\n" + source, encoding="utf-8")
     mine = autograde(edition, "exercises/test_loop.py")
     assert mine.returncode == 0 and f"{len(cases('loop.grpo_update'))} passed" in mine.stdout, mine.stdout[-2000:]
+
+
+def test_the_submission_template_ships_and_names_the_rubrics_points(edition):
+    """Issue 59: measured exercises are handed in on `exercises/SUBMISSION.md` (prediction, run, numbers,
+    interpretation); the points it names are the measured rubric's in docs/teaching.md."""
+    template = (edition / "exercises" / "SUBMISSION.md").read_text(encoding="utf-8")
+    assert [line for line in template.splitlines() if line.startswith("## ")] == [
+        "## 1 · Prediction (written before the first run)", "## 2 · The run",
+        "## 3 · The numbers, as the script printed them", "## 4 · Interpretation"]  # fmt: skip
+    teaching = (ROOT / "docs" / "teaching.md").read_text(encoding="utf-8")
+    rubric = teaching[teaching.index("**Measured exercises** (out of 10)") :].split("\n\n")[1]
+    points = {row.split("|")[1].strip(): int(row.split("|")[2]) for row in rubric.splitlines()[2:]}
+    assert sum(points.values()) == 10
+    named = dict(zip(("prediction first", "the run reproduces", "interpretation with the noise", "honesty"),
+                     (2, 2, 3, 3), strict=True))  # fmt: skip
+    assert points == named
+    assert "the prediction 2 points, the run 2, the interpretation 3, honesty 3" in template
