@@ -1,8 +1,8 @@
 """Exercises: implement the course's algorithms yourself, and the measured solutions of every notebook's exercises.
 
-**Implement it.** Each of the modules `grpo`, `loop`, `ppo`, `gigpo`, `arpo`, `filters`, `mi`, `aepo` and `tree_grpo`
-holds stubs: a function with the docstring of what it computes (paper, equation, shapes, edge cases) and a body that
-raises `NotImplementedError`. Fill one in, then check it:
+**Implement it.** Each of the modules `grpo`, `rollout`, `loop`, `ppo`, `gigpo`, `arpo`, `filters`, `mi`, `aepo`
+and `tree_grpo` holds stubs: a function with the docstring of what it computes (paper, equation, shapes, edge
+cases) and a body that raises `NotImplementedError`. Fill one in, then check it:
 
     pytest exercises/test_gigpo.py                        # the checks, on your implementation
     pytest exercises/ --impl library                      # the same checks on the library's (they pass)
@@ -11,7 +11,7 @@ raises `NotImplementedError`. Fill one in, then check it:
 
 The checks (`exercises/checks/`, one module per algorithm) use inputs whose values were computed by hand from the
 papers' equations, then seeded random inputs compared with the library's implementation, the reference solution.
-See `exercises/README.md` for the eleven exercises.
+See `exercises/README.md` for the twelve exercises.
 
 **Measured exercises.** `exercises/solutions/chNN_K.py` solves exercise K of chapter NN; `exercises.measure` runs
 them and keeps the notebooks' collapsed solutions and expected outcomes equal to what ran.
@@ -22,6 +22,7 @@ from __future__ import annotations
 NAMES = (
     "grpo.group_advantages",
     "grpo.clipped_surrogate_loss",
+    "rollout.play_episode",
     "loop.grpo_update",
     "gigpo.step_group_advantages",
     "arpo.branch_decision",

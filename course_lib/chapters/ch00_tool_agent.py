@@ -59,6 +59,29 @@ def run(seed: int, config: ArithmeticConfig | None = None, progress: bool = Fals
     return tool_arithmetic.train_and_evaluate(seed, config, progress, base)
 
 
+def train_with_rollout(play, seed: int, iterations: int = 10, config: ArithmeticConfig | None = None) -> dict:
+    """GRPO from the base for `iterations` iterations of the preset, every training episode played one by one by
+    `play(engine, policy, env, seed)` (the rollout exercise's signature; `engine.episode.play_episode` is the
+    reference) through the loop's sampler seam. Held-out success before and after (sampled by the engine, as
+    everywhere), the training history, and the minutes it took."""
+    from course_lib import course_config
+    from course_lib.rl import seams
+
+    config = config or preset()
+    start = time.perf_counter()
+    course_config.seed_everything(seed)
+    model, tokenizer = data.load_base(BASE_NAME, course_config.device())
+    before = tool_arithmetic.evaluate(model, tokenizer, config, seed)["success"]
+    seams.register("sampler", "episode_by_episode", seams.one_by_one(play), replace=True)
+    try:
+        grpo = dataclasses.replace(config.grpo, sampler="episode_by_episode", iterations=iterations)
+        history = train_grpo(model, tokenizer, make_env, config.sampling, grpo, seed)
+    finally:  # the loop's seams as the course registered them
+        del seams.SEAMS["sampler"]["episode_by_episode"]
+    after = tool_arithmetic.evaluate(model, tokenizer, config, seed + 1)["success"]
+    return {"before": before, "after": after, "history": history, "minutes": (time.perf_counter() - start) / 60}
+
+
 def curves(results: Mapping) -> dict[str, list[tuple[float, float]]]:
     """The run's learning curves, `{"grpo/<key>": [(iteration, value), ...]}`, for `results.record`."""
     return recorded.history_curves({"grpo": results["history"]}, CURVE_KEYS)

@@ -4,6 +4,6 @@
 `designs` (a pre-registered design and the seeds its power asks for), `recorded` (recorded seeds, their provenance and
 curves), `leakage` (the helpers a chapter's audit of its held-out splits is written with), `golden_cases` (what a
 chapter's golden-run cases compute), `standins` (models of other families, for tests and chapters 14-15),
-`diagrams` (the notebooks' algorithm diagrams) and `pitfalls` (chapter 15's checks). The tools that walk the chapters
-are `course_lib.lab`.
+`diagrams` (the notebooks' algorithm diagrams), `pitfalls` (chapter 15's checks) and `bug_hunt` (chapter 15's loop
+with planted pitfalls, found with those checks). The tools that walk the chapters are `course_lib.lab`.
 """

@@ -74,6 +74,28 @@ def tree_groups(engine, envs, task_seeds: list[int], config: GRPOConfig, generat
     return Rollouts(rows=trajectories, episodes=trajectories, stats=stats)
 
 
+def one_by_one(play: Callable) -> Callable:
+    """A sampler that plays GRPO's groups episode by episode with `play(engine, policy, env, seed)` (the rollout
+    exercise's signature; `engine.episode.play_episode` is the reference) and `engine.episode.sampling_policy`:
+    chapter 00 trains with the student's rollout through it (register it under a name of your own). Trajectory
+    mode only; many times slower than `groups`, which samples every episode at once."""
+    from course_lib.engine.episode import sampling_policy
+
+    def sampler(engine, envs, task_seeds: list[int], config: GRPOConfig, generator) -> Rollouts:
+        if config.rollout_mode != "trajectory":
+            raise ValueError("a sampler that plays whole episodes needs rollout_mode='trajectory'")
+        policy = sampling_policy(engine, generator)
+        rows = []
+        for group, seed in enumerate(task_seeds):
+            for k in range(config.group_size):
+                row = play(engine, policy, envs[group * config.group_size + k], seed)
+                row.group_id = group
+                rows.append(row)
+        return Rollouts(rows=rows, episodes=rows)
+
+    return sampler
+
+
 def information_gain_groups(engine, envs, task_seeds: list[int], config: GRPOConfig, generator) -> Rollouts:
     """IGPO's sampler: GRPO's independent groups (trajectory mode), then each turn's reward written into its info
     by the policy that sampled it (`rl.info_gain.annotate`: the information gain, the outcome on the last turn),

@@ -32,10 +32,10 @@ USES = ("library", "mine")
 
 
 def _registry() -> dict[str, Exercise]:
-    from exercises.checks import aepo, arpo, filters, gigpo, grpo, loop, mi, ppo, tree_grpo
+    from exercises.checks import aepo, arpo, filters, gigpo, grpo, loop, mi, ppo, rollout, tree_grpo
 
     found = {}
-    for module in (grpo, loop, gigpo, arpo, ppo, filters, mi, aepo, tree_grpo):  # the order of the chapters
+    for module in (grpo, rollout, loop, gigpo, arpo, ppo, filters, mi, aepo, tree_grpo):  # the order of the chapters
         for item in module.EXERCISES:
             found[item.name] = item
     return found
