@@ -79,13 +79,17 @@ def path(name: str) -> Path:
     if name not in MODELS:
         raise KeyError(f"no real model {name!r}; the course has {', '.join(sorted(MODELS))}")
     folder = models_dir()
-    try:
-        artifacts = data.read_manifest(folder)["artifacts"]
-    except data.DataError:
-        artifacts = {}
-    if name not in artifacts:
+    if not _built(name):
         raise data.DataError(f"{MODELS[name].source} is not built in {folder}; run: {build_command(name)}")
     return _verified(name, str(folder), (folder / data.MANIFEST).stat().st_mtime_ns)
+
+
+def _built(name: str) -> bool:
+    """Whether the cache's manifest lists model `name` (built, whether or not its files still match)."""
+    try:
+        return name in data.read_manifest(models_dir())["artifacts"]
+    except data.DataError:
+        return False
 
 
 @functools.cache
@@ -101,15 +105,8 @@ def ensure(name: str) -> Path:
     """`path(name)`, building the model first where it is not built yet (a notebook that needs it builds it when it
     runs, not before JupyterLab opens), with a line before and after: the download is about 100 MB. A model built
     but whose files changed is still the error `path` gives, which says how to rebuild."""
-    try:
+    if name not in MODELS or _built(name):  # `path` names the models, or checks the files and says how to rebuild
         return path(name)
-    except data.DataError:
-        try:
-            built = name in data.read_manifest(models_dir())["artifacts"]
-        except data.DataError:
-            built = False
-        if built:
-            raise
     started = time.perf_counter()
     print(f"building {MODELS[name].source} once into {models_dir()} (a download of about 100 MB)...", flush=True)
     build(name)

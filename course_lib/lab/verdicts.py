@@ -113,10 +113,12 @@ class Effect:
         if self.seeds == 0 and self.unmeasured:
             return f"not measurable on any of {self.unmeasured} seeds"
         unmeasured = f" ({self.unmeasured} more not measurable)" if self.unmeasured else ""
+        if self.seeds == 1:  # a t-interval needs two seeds: one seed's number is shown alone, never as an interval
+            return f"{self.mean:+.3f} on 1 seed, no interval yet{unmeasured}"
         return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}] over {self.seeds} seeds{unmeasured}"
 
     def text(self) -> str:
-        if self.seeds == 0 and self.unmeasured:
+        if (self.seeds == 0 and self.unmeasured) or self.seeds == 1:
             return f"{self.key} {self.interval_text()} (margin {self.margin:+.3f})"
         return (
             f"{self.key} {self.interval_text()} (95% t-interval; margin {self.margin:+.3f}; described by: bootstrap "
@@ -262,7 +264,9 @@ class CourseVerdict:
         """The status in a sentence of a takeaway: `**C7.1: reproduced** (gigpo_minus_grpo +0.061 [+0.032, +0.090]
         over 20 seeds, 95% t-interval)`."""
         if self.effects:
-            detail = "; ".join(f"{e.key} {e.interval_text()}, 95% t-interval" for e in self.effects)
+            detail = "; ".join(
+                f"{e.key} {e.interval_text()}" + (", 95% t-interval" if e.seeds > 1 else "") for e in self.effects
+            )
         else:
             detail = f"its check passed on {self.passed} of {self.seeds} seeds"
         detail += "".join(f"; beside it, {label} {text}" for label, text in self.shown)
@@ -320,6 +324,8 @@ def interval_text(values: Sequence[float]) -> str:
     if not values:
         return "not recorded"
     mean, low, high = stats.t_interval(values)
+    if len(values) == 1:  # as `Effect.interval_text`: one seed gives no interval
+        return f"{mean:+.3f} on 1 seed, no interval yet"
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}] over {len(values)} seeds"
 
 

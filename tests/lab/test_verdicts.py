@@ -311,5 +311,17 @@ def test_chapter_00_shows_the_verdicts_without_the_statistics_its_box_explains(c
     full = capsys.readouterr().out
     for statistic in ("bootstrap", "IQM", "P(improvement)", "sign-flip p", "detectable", "P(fails by chance)"):
         assert statistic not in brief and statistic in full
-    assert "success_gain +0.454 [+0.403, +0.505] over 5 seeds, margin +0.150" in brief
+    gain = next(verdict for verdict in verdicts.chapter_verdicts("ch00") if verdict.effects).effects[0]
+    assert f"{gain.key} {gain.interval_text()}, margin {gain.margin:+.3f}" in brief and "over 5 seeds" in brief
     assert brief.splitlines()[0] == full.splitlines()[0] and brief.splitlines()[-1] == full.splitlines()[-1]
+
+
+def test_one_seed_is_shown_as_a_number_never_as_an_interval():
+    """A finding with one recorded seed printed `+0.312 [+0.312, +0.312] over 1 seeds`, an interval of zero width that
+    one seed cannot give: it now reads as the one number it is, and none of the statistics that need several seeds."""
+    one = verdicts.effect("gain", 0.05, [0.312])
+    assert one.interval_text() == "+0.312 on 1 seed, no interval yet"
+    assert one.text() == "gain +0.312 on 1 seed, no interval yet (margin +0.050)"
+    assert not one.decided and not one.holds
+    assert verdicts.interval_text([0.312]) == "+0.312 on 1 seed, no interval yet"
+    assert verdicts.effect("gain", 0.05, [0.3, 0.4]).interval_text().endswith("over 2 seeds")
