@@ -4,13 +4,14 @@
 #   make test-fast  the unit tests without the slow ones (under 5 minutes)
 #   make exercises  check your implementations in exercises/ (fails until you fill in the stubs)
 #   make quick    chapter 00 executed headless into build/quick/: a check that the install works (prints its time)
+#   make slides   a reveal.js deck per chapter into build/slides/ (idea, figure, the loop line it changes, verdicts)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU build of torch; on a machine with a GPU, override: make course TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: course test test-fast lab install exercises models quick
+.PHONY: course test test-fast lab install exercises models quick slides
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,3 +73,7 @@ $(VERL_VENV)/.installed: pyproject.toml
 
 test-verl: $(VERL_VENV)/.installed
 	$(VERL_PY) -m pytest -q -p no:cacheprovider tests_verl tests/integrations/test_verl_export.py tests/integrations/test_verl_methods.py
+
+# A lecture's slides: per chapter a reveal.js deck built from the committed notebook and the recorded verdicts.
+slides: $(VENV)/.installed
+	$(PY) -m course_lib.lab.slides --out build/slides
