@@ -26,7 +26,7 @@ def derive_cell(chapter: str) -> str:
 
 
 def test_the_chapters_with_derivations():
-    assert CHAPTERS == ["ch00", "ch07", "ch09", "ch10"]
+    assert CHAPTERS == ["ch00", "ch07", "ch08", "ch09", "ch10", "ch11"]
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -55,3 +55,12 @@ def test_the_gae_solution_is_the_librarys_arithmetic():
     assert [round(v, 4) for v in gae(rewards, values, 1.0, 0.95).tolist()] == [0.4705, 0.39, 0.2]
     assert "0.4705" in solution and "0.39" in solution and "(0.5, 0.4, 0.2)" in solution
     assert [round(v, 4) for v in gae(rewards, values, 1.0, 1.0).tolist()] == [0.5, 0.4, 0.2]
+
+
+def test_the_aepo_solution_is_the_librarys_arithmetic():
+    from course_lib.algos import aepo
+
+    solution = (SOLUTIONS / "ch11.md").read_text(encoding="utf-8")
+    assert [aepo.global_samples(16, difference, 0.0) for difference in (0.0, 2.0, -2.0)] == [9, 12, 5]
+    assert [aepo.branch_probability(0.0, 0.0, rounds) for rounds in (0, 4, 10)] == [0.5, 0.375, 0.0]
+    assert "m = 8 + 1 = 9" in solution and "= 0.375" in solution
