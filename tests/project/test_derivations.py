@@ -26,7 +26,7 @@ def derive_cell(chapter: str) -> str:
 
 
 def test_the_chapters_with_derivations():
-    assert CHAPTERS == ["ch00", "ch07", "ch08", "ch09", "ch10", "ch11"]
+    assert CHAPTERS == [f"ch{n:02d}" for n in (*range(13), 17)]  # every chapter that reproduces papers
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -64,3 +64,58 @@ def test_the_aepo_solution_is_the_librarys_arithmetic():
     assert [aepo.global_samples(16, difference, 0.0) for difference in (0.0, 2.0, -2.0)] == [9, 12, 5]
     assert [aepo.branch_probability(0.0, 0.0, rounds) for rounds in (0, 4, 10)] == [0.5, 0.375, 0.0]
     assert "m = 8 + 1 = 9" in solution and "= 0.375" in solution
+
+
+def test_the_search_solutions_are_the_librarys_arithmetic():
+    from course_lib.search.mcts import suffix_means, uct
+
+    rap = (SOLUTIONS / "ch01.md").read_text(encoding="utf-8")
+    scores = [uct(0.6, 10, 6, 1.0, 0.0), uct(0.4, 10, 3, 1.0, 0.0), uct(0.0, 10, 0, 1.0, 0.2)]
+    assert [round(s, 4) for s in scores] == [1.2195, 1.2761, 1.7174]
+    assert all(f"{s:.4f}" in rap for s in scores)
+    assert [round(v, 4) for v in suffix_means([0.2, 0.4, 0.9])] == [0.5, 0.65, 0.9]
+
+
+def test_the_reward_and_tree_solutions_are_the_librarys_arithmetic():
+    from course_lib.algos.grpo import group_advantages
+    from course_lib.algos.tree_grpo import tree_advantages
+    from course_lib.envs.toolrl_reward import correctness, parse_calls, render_call
+
+    def text(*calls) -> str:
+        return "<think> x </think> <tool_call> " + " ".join(render_call(n, a) for n, a in calls) + " </tool_call>"
+
+    truth = parse_calls(text(("get_weather", {"city": "paris", "day": "monday"})))
+    near = text(("get_weather", {"city": "paris", "day": "tuesday"}))
+    assert (correctness(truth, near), correctness(truth, near, coarse=True)) == (1.5, -3.0)
+    assert correctness(truth, text(("get_forecast", {"city": "paris", "day": "monday"}))) == -3.0
+    extra = text(("get_weather", {"city": "paris", "day": "monday"}), ("get_time", {"city": "paris"}))
+    assert correctness(truth, extra) == 2.25
+    rewards, prompt = torch.tensor([1.0, 0.0, 0.0, 0.0]), torch.zeros(4, dtype=torch.long)
+    two_trees = tree_advantages(rewards, prompt, torch.tensor([0, 0, 1, 1]))
+    assert [round(v, 4) for v in two_trees.tolist()] == [2.2071, -1.2071, -0.5, -0.5]
+    chains = tree_advantages(rewards, prompt, torch.arange(4))
+    raw = tree_advantages(rewards, prompt, torch.arange(4), singleton="raw")
+    assert [round(v, 4) for v in chains.tolist()] == [1.5, -0.5, -0.5, -0.5]
+    assert [round(v, 4) for v in raw.tolist()] == [2.5, -0.5, -0.5, -0.5]
+    group = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    assert torch.allclose(group_advantages(group, prompt), group_advantages(2 * group - 1, prompt))
+    assert group_advantages(2 * group - 1, prompt, False).tolist() == [1.0, -1.0, -1.0, 1.0]
+
+
+def test_the_planner_artist_and_design_solutions_are_the_librarys_arithmetic():
+    import math
+
+    from course_lib.algos.grpo import group_advantages
+    from course_lib.course import designs
+    from course_lib.envs.planner_reward import TERMS, staged_reward
+
+    plan_a = dict(zip(TERMS, (1.0, 5 / 6, 0.0, 2 / 3, 0.0, 0.0), strict=True))
+    plan_b = dict(zip(TERMS, (1.0, 1.0, 1.0, 2 / 3, 0.0, 0.0), strict=True))
+    assert [round(staged_reward(plan_a, stage), 3) for stage in (1, 2, 3)] == [2.5, 0.0, 0.0]
+    assert [round(staged_reward(plan_b, stage), 3) for stage in (1, 2, 3)] == [3.667, 1.0, 0.0]
+    rewards = torch.tensor([1 + 0.1 + 0.2 * 2 / 3, 1.3, 0.3, 0.1])
+    advantages = group_advantages(rewards, torch.zeros(4, dtype=torch.long))
+    assert [round(v, 3) for v in advantages.tolist()] == [0.804, 0.911, -0.697, -1.019]
+    paired, unpaired = math.sqrt(2 * 0.01 * 0.4), math.sqrt(0.02)
+    assert designs.seeds_needed(paired, 0.10, 0.05, minimum=2, maximum=100) == 9
+    assert designs.seeds_needed(unpaired, 0.10, 0.05, minimum=2, maximum=100) == 18
