@@ -23,7 +23,7 @@ loop again with what you found fixed.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -56,7 +56,6 @@ class Evidence:
     """`[B]` the advantage the loop gave each row."""
     logprobs: torch.Tensor
     """`[B, T]` the policy's log-probs at the loop's last update on that batch (detached): the ratio's numerator."""
-    make_env: Callable
 
 
 def planted(seed: int) -> tuple[str, ...]:
@@ -81,6 +80,8 @@ def mystery_loop(seed: int, fixed: Sequence[str] = (), iterations: int = ITERATI
     unknown = [name for name in fixed if name not in SUSPECTS]
     if unknown:
         raise ValueError(f"no suspect {unknown}; the suspects are {', '.join(SUSPECTS)}")
+    if iterations < 1:
+        raise ValueError(f"the loop needs at least one iteration, got {iterations}")
     bugs = set(planted(seed)) - set(fixed)
     updates = 4 if "staleness" in bugs else 1
     rate = 5e-2 if "entropy" in bugs else 5e-4
@@ -121,7 +122,7 @@ def mystery_loop(seed: int, fixed: Sequence[str] = (), iterations: int = ITERATI
         model.eval()
         if iteration == 0:  # what a careful trainer dumps: its first batch, before a bad run has wrecked the policy
             first = (batch, mask, advantages, logprobs.detach())
-    return Evidence(history, *first, make_env)
+    return Evidence(history, *first)
 
 
 def accuse(seed: int, names: Sequence[str]) -> str:

@@ -4,7 +4,7 @@ committed notebook and the recorded verdicts, so that it says what the chapter s
     python -m course_lib.lab.slides --out build/slides          # every chapter: build/slides/chNN.slides.html
     python -m course_lib.lab.slides --out build/slides ch07     # one
 
-Each deck has five slides: the chapter's title and papers (its first cell), the idea (the first paragraph of its
+Each deck has five slides: the chapter's title and papers (its first cell), the idea (the first paragraphs of its
 section 1), one figure (the notebook's first image, as committed), the line of chapter 00's loop the method changes
 (`LOOP_LINES`, written here by hand, one per chapter), and the verdicts (`verdicts.chapter_verdicts`, without the
 statistics a first look does not need). nbconvert's `SlidesExporter` writes the HTML (reveal.js from its CDN).

@@ -59,3 +59,5 @@ def test_accuse_counts_the_planted_names_and_refuses_unknown_ones():
         bug_hunt.accuse(0, ["gremlins"])
     with pytest.raises(ValueError, match="no suspect"):
         bug_hunt.mystery_loop(0, fixed=["gremlins"])
+    with pytest.raises(ValueError, match="at least one iteration"):
+        bug_hunt.mystery_loop(0, iterations=0)
