@@ -116,8 +116,9 @@ def local_mathjax(out: Path) -> str | None:
 def site_page(repo_path: str) -> str | None:
     """Where the site holds a repository file (paths relative to the repository root and to the site's folder):
     `notebooks/N.ipynb` is `N.html`, `README.md` is `README.html`, `docs/**/X.md` is `docs/**/X.html`,
-    `course_lib/**/X.py` is `code/course_lib/**/X.py` (likewise `exercises/`); None for a file the site does not
-    hold."""
+    `course_lib/**/X.py` is `code/course_lib/**/X.py` (likewise `exercises/`), a derivation's worked solutions
+    `exercises/solutions/derivations/X.md` are `code/exercises/solutions/derivations/X.html`; None for a file the
+    site does not hold."""
     folder, name = posixpath.split(repo_path)
     if folder == "notebooks" and name.endswith(".ipynb"):
         return name[: -len(".ipynb")] + ".html"
@@ -125,7 +126,13 @@ def site_page(repo_path: str) -> str | None:
         return repo_path[: -len(".md")] + ".html"
     if repo_path.startswith(SOURCE_FOLDERS) and name.endswith(".py"):
         return "code/" + repo_path
+    if folder == DERIVATIONS and name.endswith(".md"):
+        return "code/" + repo_path[: -len(".md")] + ".html"
     return None
+
+
+DERIVATIONS = "exercises/solutions/derivations"
+"""The derivation problems' worked solutions (markdown), pages of the site beside the code they go with."""
 
 
 SOURCE_FOLDERS = ("course_lib/", "exercises/")
@@ -206,7 +213,7 @@ def write_site(out: Path, chapters: list[tuple[str, float]], mathjax: str | None
     `chapters` as (notebook stem, seconds it ran)."""
     copy_sources(out)
     markdown_page(ROOT / "README.md", out, mathjax)
-    for path in sorted(DOCS.rglob("*.md")):
+    for path in [*sorted(DOCS.rglob("*.md")), *sorted((ROOT / DERIVATIONS).glob("*.md"))]:
         markdown_page(path, out, mathjax)
     links = "\n".join(
         f'<li><a href="{html.escape(name)}.html">{html.escape(name)}</a> ({seconds / 60:.1f} min)</li>'

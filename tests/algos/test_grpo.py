@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from course_lib.algos.grpo import clipped_surrogate_loss, group_advantages, kl_k1, kl_k3, masked_aggregate
@@ -55,15 +55,25 @@ def test_group_advantages_shape_errors(rewards, groups):
         group_advantages(rewards, groups)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50, deadline=None, derandomize=True)
+@example(pairs=[(0, -8.3046875), (0, -8.3040060665689)])  # found by a random run: nearly equal rewards
 @given(st.lists(st.tuples(st.integers(0, 3), st.floats(-10, 10, allow_nan=False)), min_size=1, max_size=24))
 def test_group_advantages_have_zero_mean_per_group(pairs):
-    """Property: within every group the advantages sum to zero."""
+    """Property: within every group the advantages sum to zero, up to float32 rounding. The advantages are computed
+    in float32 (`group_advantages` casts, so the golden run's arithmetic stays put): centring rewards of size |r|
+    leaves an error of a few float32 eps times |r| on every member, which the std divides, so two nearly equal
+    rewards (-8.3047 and -8.3040, std 5e-4) give a mean of 1e-3. The bound is that error, not a fixed 1e-4."""
     groups = torch.tensor([g for g, _ in pairs])
-    adv = group_advantages(t([r for _, r in pairs], dtype=torch.float64), groups)
+    rewards = t([r for _, r in pairs], dtype=torch.float64)
+    adv = group_advantages(rewards, groups)
     assert torch.isfinite(adv).all()
     for g in groups.unique():
-        assert abs(float(adv[groups == g].double().mean())) < 1e-4
+        members = rewards[groups == g].float().double()
+        if members.numel() < 2 or bool((members == members[0]).all()):
+            assert bool((adv[groups == g] == 0).all())
+            continue
+        rounding = 4 * torch.finfo(torch.float32).eps * float(members.abs().max()) / float(members.std())
+        assert abs(float(adv[groups == g].double().mean())) < 1e-6 + rounding
 
 
 VALUES = t([[1, 2, 3, 4], [10, 20, 30, 40], [5, 5, 5, 5]])
