@@ -9,6 +9,7 @@ both, so that the records layer does not import the golden run and, through it, 
 from __future__ import annotations
 
 import platform
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 THREADS = 2
@@ -57,3 +58,18 @@ def cpu_description(cpu: dict[str, str] | None = None) -> str:
     importing torch, transformers and peft."""
     cpu = cpu if cpu is not None else cpu_info()
     return f"{cpu['model name']} (family {cpu['cpu family']}, model {cpu['model']})"
+
+
+def cpu_attention(device_type: str, dtype) -> AbstractContextManager:
+    """Attention's math kernel for bfloat16 on a CPU whose ATen capability was lowered below AVX512 (as `.ci/run`
+    lowers it with `ATEN_CPU_CAPABILITY=avx2`), else nothing. torch 2.13's fused CPU attention packs bfloat16 with
+    AVX512 VNNI instructions when the hardware has them, then refuses under the lowered capability ("pack_vnni2 is
+    only supported when avx512 is supported"); the math kernel computes the same attention without them. At the
+    machine's own capability nothing changes, so recorded runs keep their arithmetic."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    lowered = torch.backends.cpu.get_cpu_capability() in ("AVX2", "DEFAULT", "NO AVX")
+    if device_type == "cpu" and dtype == torch.bfloat16 and lowered:
+        return sdpa_kernel(SDPBackend.MATH)
+    return nullcontext()

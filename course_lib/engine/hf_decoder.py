@@ -26,6 +26,7 @@ import torch
 from transformers import DynamicCache
 
 from course_lib.engine.kv_decoder import KVDecoder, causal_lm
+from course_lib.machine import cpu_attention
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -98,7 +99,11 @@ class HFDecoder:
         # position (any value would do: no query sees it).
         positions = self.next_position[:, None] + valid.cumsum(-1) - valid
         mask = torch.cat([self.key_valid, valid], dim=-1)  # [B, S + L]: the mask of every slot, past and new
-        with torch.autocast(input_ids.device.type, dtype=self.dtype or torch.bfloat16, enabled=self.dtype is not None):
+        device = input_ids.device.type
+        with (
+            torch.autocast(device, dtype=self.dtype or torch.bfloat16, enabled=self.dtype is not None),
+            cpu_attention(device, self.dtype),
+        ):
             out = self.model(
                 input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=self.cache, use_cache=True,
                 **self.extra,

@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from course_lib.machine import cpu_attention
+
 SUPPORTED = ("llama", "qwen2", "mistral")
 
 
@@ -143,7 +145,8 @@ class KVDecoder:
             if self.groups > 1:
                 keys = keys.repeat_interleave(self.groups, dim=1)
                 values = values.repeat_interleave(self.groups, dim=1)
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+            with cpu_attention(q.device.type, q.dtype):
+                out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
             out = out.transpose(1, 2).reshape(batch, new, -1)
             hidden = hidden + (attn.o_proj(out) if fused is None else F.linear(out, fused.o_weight))
             normed = _rms_norm(layer.post_attention_layernorm, hidden)

@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from course_lib.machine import cpu_attention
+
 AUTOCAST = ("none", "bf16")
 """`GRPOConfig.autocast` / `SFTConfig.autocast`: the update's forwards in float32, or under bfloat16 autocast."""
 
@@ -56,7 +58,11 @@ def memory_options(model: torch.nn.Module, gradient_checkpointing: bool = False,
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     device = next(model.parameters()).device.type
     try:
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast == "bf16"):
+        bf16 = autocast == "bf16"
+        with (
+            torch.autocast(device, dtype=torch.bfloat16, enabled=bf16),
+            cpu_attention(device, torch.bfloat16 if bf16 else None),
+        ):
             yield
     finally:
         if switch:
