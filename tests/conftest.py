@@ -24,6 +24,16 @@ settings.load_profile("deterministic")
 TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
 
 
+@pytest.fixture(autouse=True)
+def _threads_restored():
+    """Every test starts on the thread count set above: a chapter command sets the course's count for its process
+    (`course_config.use_threads`), and a test that calls one would otherwise change the arithmetic, and with it the
+    sampled batches, of every test after it (chapter 00's gpu-preset test lost its reward variance that way)."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     """The chapter-00 word-level tokenizer (tags plus every integer up to 1998)."""

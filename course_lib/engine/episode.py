@@ -76,7 +76,7 @@ def append(t: Trajectory, token: int, mask: int, logprob: float, entropy: float,
 
 
 def sampling_policy(engine, generator: torch.Generator | None = None) -> Policy:
-    """A policy that samples from `engine.model` as the engine does (its `_sample`: temperature, one uniform from
+    """A policy that samples from `engine.model` as the engine does (its `sample`: temperature, one uniform from
     `generator` per token, inverse CDF), with a full forward over the ids each call: slow and plain, no cache. Its
     tokens are the engine's wherever the two forwards' logits agree to the last bit, which a cache does not promise;
     the log-probs then differ by float rounding (about 1e-6)."""
@@ -88,7 +88,7 @@ def sampling_policy(engine, generator: torch.Generator | None = None) -> Policy:
         engine.model.eval()
         logits = engine.model(input_ids=torch.tensor([token_ids], device=device)).logits[:, -1]
         engine.model.train(was_training)
-        tokens, logprobs, entropies = engine._sample(logits, generator)
+        tokens, logprobs, entropies = engine.sample(logits, generator)
         return tokens[0], logprobs[0], entropies[0]
 
     return policy

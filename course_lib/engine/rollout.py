@@ -313,7 +313,7 @@ class RolloutEngine:
         turn_tokens: dict[int, list[int]] = {i: [] for i in live}
         while live:
             with self._timed("sampling"):
-                tokens, logprobs, entropies = self._sample(logits, generator)
+                tokens, logprobs, entropies = self.sample(logits, generator)
             next_inputs, keep = [], []
             for row, index in enumerate(live):
                 t = trajectories[index]
@@ -363,7 +363,7 @@ class RolloutEngine:
         finally:
             self.timings[key] += time.perf_counter() - start
 
-    def _sample(self, logits: torch.Tensor, generator: torch.Generator | None) -> tuple[list, list, list]:
+    def sample(self, logits: torch.Tensor, generator: torch.Generator | None) -> tuple[list, list, list]:
         """Sample one token per row of `logits` `[B, V]`; return tokens, their log-probs, entropies."""
         temperature = self.config.temperature
         logits = logits.float()

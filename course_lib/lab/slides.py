@@ -48,13 +48,9 @@ def notebook_path(chapter: str) -> Path:
     return found[0]
 
 
-def _source(cell) -> str:
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
 def title(notebook) -> str:
     """The first cell's heading and its papers line."""
-    first = _source(notebook.cells[0]).split("\n\n")
+    first = notebook.cells[0].source.split("\n\n")
     papers = next((block for block in first if block.startswith("**Paper")), "")
     return "\n\n".join([first[0], papers] if papers else [first[0]])
 
@@ -62,7 +58,7 @@ def title(notebook) -> str:
 def idea(notebook) -> str:
     """The first two paragraphs of the section headed `## 1 · ...` (else of the second markdown cell), and the
     block a paragraph ending in a colon announces."""
-    markdown = [_source(cell) for cell in notebook.cells if cell.cell_type == "markdown"]
+    markdown = [cell.source for cell in notebook.cells if cell.cell_type == "markdown"]
     section = next((text for text in markdown if re.match(r"## 1 ·", text)), markdown[1] if len(markdown) > 1 else "")
     blocks = [block for block in section.split("\n\n") if block.strip() and not block.startswith("#")]
     count = 2

@@ -61,7 +61,7 @@ class ScriptedEngine(RolloutEngine):
         super().__init__(model, tokenizer, config)
         self.script = deque(script)
 
-    def _sample(self, logits, generator):
+    def sample(self, logits, generator):
         assert logits.shape[0] == 1, "one trajectory at a time"
         return [self.script.popleft()], [0.0], [0.0]
 

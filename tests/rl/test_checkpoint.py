@@ -80,7 +80,7 @@ def scripted(engine: RolloutEngine, script: list[int]):
             position[row] = k + 1
         return tokens, [0.0] * rows, [0.0] * rows
 
-    engine._sample = sample
+    engine.sample = sample
 
 
 def test_a_multi_token_stop_ends_the_turn_where_the_string_ends(tokenizer):
