@@ -6,7 +6,8 @@ Its folders draw the layers. A module imports, at module level, only from its ow
 - **base**: `course_config` (scales, seeds, device, threads), `machine` (the CPU a number was measured on), `overrides`
   (`--set key=value` on a config), `validation` (the checks a config runs when it is made), `tokenizer` (word-level
   vocabularies), `models` (tiny Llama-style models, LoRA, log-probs), `data` (the committed bases and their
-  manifest) and `real_models` (SmolLM2, built offline into a cache).
+  manifest), `real_models` (SmolLM2, built offline into a cache), and `implement_it` with `bridges` (the marks
+  on the implement-it exercises' references, and what the student edition calls in their place).
 - `tools`: what an agent may call (a calculator, a restricted interpreter; never arbitrary code).
 - `envs`: text environments (`envs.make(name)`, `envs.check_env`).
 - `algos`: one pure module per method's equations (GRPO, PPO, GiGPO, ARPO, AEPO, the filters), unit-tested against

@@ -36,9 +36,10 @@ NAMES = (
 """The implement-it exercises, by the name `check` takes, in the order of the chapters."""
 
 
-def check(name: str, use: str = "library") -> None:
-    """Run the checks of exercise `name` (one of `NAMES`) on the library's implementation (`use="library"`) or on
-    yours in `exercises/<module>.py` (`use="mine"`, reloaded, so an edit counts at once), and print one line:
+def check(name: str, use: str | None = None) -> None:
+    """Run the checks of exercise `name` (one of `NAMES`) on the library's implementation (`use="library"`, the
+    default in the course's repository) or on yours in `exercises/<module>.py` (`use="mine"`, reloaded, so an edit
+    counts at once; the default in the student edition, which has no reference), and print one line:
     `<name>: ... passes N checks`, or the first failing check's message. It does not raise when a check fails, so
     a notebook cell runs on."""
     from exercises.checks import check as run_checks  # imported here: `python -m exercises.measure` needs no torch

@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--use", choices=("mine", "library"), default="mine", help="whose implementations to grade")
     parser.add_argument("--json", type=Path, help="also write the grades to this file")
     args = parser.parse_args(argv)
-    grades = grade(args.use)
+    try:
+        grades = grade(args.use)
+    except ValueError as error:  # `--use library` in the student edition
+        raise SystemExit(f"grade: {error}") from None
     print(report(grades))
     if args.json:
         args.json.write_text(json.dumps([asdict(g) for g in grades], indent=1) + "\n")

@@ -51,6 +51,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from course_lib import bridges
+from course_lib.implement_it import implement_it
+
 DUAL_CLIP = 3.0
 """verl's `clip_ratio_c`: a negative-advantage token's loss is capped at -A * DUAL_CLIP."""
 ADVANTAGE_ALPHA = 0.2
@@ -61,6 +64,7 @@ PENALTY_SLOPE = 0.05
 """The code's per-round damping of a prompt's branch probability (hard-coded)."""
 
 
+@implement_it("aepo.balanced_clip", bridges.balanced_clip_losses)
 def balanced_clip_losses(
     logprobs: Tensor,
     old_logprobs: Tensor,

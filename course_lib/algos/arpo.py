@@ -36,12 +36,16 @@ import math
 import torch
 from torch import Tensor
 
+from course_lib import bridges
+from course_lib.implement_it import implement_it
+
 ALPHA = 0.5
 """The released script's `BRANCH_PROBABILITY`: the branch probability when entropy did not change."""
 BETA = 0.2
 """The released script's `Entropy_weight`: how much a change of normalised entropy tilts it."""
 
 
+@implement_it("arpo.branch_decision", bridges.branch_probability)
 def branch_probability(
     entropy_after: float | Tensor, initial_entropy: float | Tensor, alpha: float = ALPHA, beta: float = BETA
 ) -> float | Tensor:

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 
 import torch
 
+from course_lib import bridges
+from course_lib.implement_it import implement_it
 from course_lib.validation import one_of, within
 
 FILTER_MODES = ("linear", "softmax")
@@ -97,6 +99,7 @@ def _ranked(stds: torch.Tensor) -> list[int]:
     return sorted(range(len(stds)), key=lambda k: -stds[k].item())
 
 
+@implement_it("filters.starpo_s", bridges.top_groups_by_reward_std)
 def top_groups_by_reward_std(
     rewards: torch.Tensor, group_ids: Sequence[int] | torch.Tensor, keep_fraction: float = 0.25
 ) -> torch.Tensor:
@@ -112,6 +115,7 @@ def top_groups_by_reward_std(
     return _rows_of(ids, {order[k] for k in _ranked(stds)[: int(keep_fraction * len(order))]})
 
 
+@implement_it("filters.snr", bridges.top_p_groups_by_reward_std)
 def top_p_groups_by_reward_std(
     rewards: torch.Tensor,
     group_ids: Sequence[int] | torch.Tensor,

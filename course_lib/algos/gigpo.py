@@ -37,7 +37,9 @@ from dataclasses import dataclass
 
 import torch
 
+from course_lib import bridges
 from course_lib.algos.step_rows import check_gamma, check_lengths, episode_rows
+from course_lib.implement_it import implement_it
 from course_lib.validation import one_of, within
 
 
@@ -115,6 +117,7 @@ def _no_signal(sample: list[float]) -> bool:
     return len(sample) < 2 or all(v == sample[0] for v in sample)
 
 
+@implement_it("gigpo.step_group_advantages", bridges.step_group_advantages)
 def step_group_advantages(
     returns: Sequence[float],
     anchors: Sequence,

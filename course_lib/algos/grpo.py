@@ -30,9 +30,13 @@ from __future__ import annotations
 
 import torch
 
+from course_lib import bridges
+from course_lib.implement_it import implement_it
+
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
 
 
+@implement_it("grpo.group_advantages", bridges.group_advantages)
 def group_advantages(
     rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_std: bool = True, eps: float = 1e-6
 ) -> torch.Tensor:
@@ -75,6 +79,7 @@ def masked_aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str = "toke
     raise ValueError(f"unknown aggregation {mode!r}; choose from {AGGREGATIONS}")
 
 
+@implement_it("grpo.clipped_surrogate_loss", bridges.clipped_surrogate_loss)
 def clipped_surrogate_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import torch
 
+from course_lib import bridges
 from course_lib.algos.grpo import group_advantages
+from course_lib.implement_it import implement_it
 
 SINGLETON_RULES = ("zero", "raw")
 
 
+@implement_it("tree_grpo.tree_advantages", bridges.tree_advantages)
 def tree_advantages(
     rewards: torch.Tensor,
     prompt_ids: torch.Tensor,

@@ -28,7 +28,9 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 import torch
 
+from course_lib import bridges
 from course_lib.engine.rollout import Trajectory
+from course_lib.implement_it import implement_it
 
 
 def rollout_stats(trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -62,6 +64,7 @@ def group_reward_std(trajectories: Sequence[Trajectory]) -> float:
     return float(np.mean(spreads)) if spreads else 0.0
 
 
+@implement_it("mi.cross_scoring", bridges.mutual_information)
 def mutual_information(
     logp: torch.Tensor, prompt_index: Sequence[int] | torch.Tensor, prompt_keys: Sequence | None = None
 ) -> dict[str, float]:

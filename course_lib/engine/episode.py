@@ -26,14 +26,17 @@ from collections.abc import Callable
 
 import torch
 
+from course_lib import bridges
 from course_lib.engine.rollout import Trajectory, ends_turn, send_turn
 from course_lib.envs.base import TextEnv
+from course_lib.implement_it import implement_it
 
 Policy = Callable[[list[int]], tuple[int, float, float]]
 """`policy(token_ids)` -> `(token, logprob, entropy)`: the next token the policy samples after `token_ids`, its
 log-probability and the full-vocabulary entropy of the distribution it was drawn from."""
 
 
+@implement_it("rollout.play_episode", bridges.play_episode)
 def play_episode(engine, policy: Policy, env: TextEnv, seed: int, group_id: int = 0) -> Trajectory:
     """Play one episode of `env` (reset with `seed`) with `policy`, as `engine` (a `RolloutEngine`: its
     `tokenizer`, `config`, `format`, `stop_ids`, `stop_strings`) would: the trajectory `engine.rollout([env],

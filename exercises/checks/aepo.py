@@ -8,7 +8,14 @@ import math
 import torch
 
 from course_lib.algos import aepo
-from exercises.checks.common import Exercise, ExerciseFailure, expect_close, expect_tensor_with_grad, generator
+from exercises.checks.common import (
+    Exercise,
+    ExerciseFailure,
+    expect_close,
+    expect_tensor_with_grad,
+    generator,
+    reference,
+)
 
 
 def library_balanced_clip(logprobs, old_logprobs, advantages, clip_low=0.2, clip_high=0.2, dual_clip=3.0):
@@ -78,18 +85,24 @@ def advantages_per_row(fn):
     )
 
 
+def _losses_and_gradient(f, old, shift, advantages):
+    logprobs = (old + shift).requires_grad_()
+    losses = expect_tensor_with_grad(f(logprobs, old, advantages, 0.2, 0.28), "the losses")
+    losses.sum().backward()
+    return losses.detach(), logprobs.grad
+
+
 def random_batches(fn):
     for seed in range(3):
         g = generator(seed)
         old = torch.randn(3, 6, generator=g, dtype=torch.float64) - 2.0
         shift = 0.5 * torch.randn(3, 6, generator=g, dtype=torch.float64)
         advantages = 2.0 * torch.randn(3, 6, generator=g, dtype=torch.float64)
-        results = []
-        for f in (fn, library_balanced_clip):
-            logprobs = (old + shift).requires_grad_()
-            losses = expect_tensor_with_grad(f(logprobs, old, advantages, 0.2, 0.28), "the losses")
-            losses.sum().backward()
-            results.append((losses.detach(), logprobs.grad))
+        batch = (old, shift, advantages)
+        results = [
+            _losses_and_gradient(fn, *batch),
+            reference(f"aepo.balanced_clip/seed {seed}", _losses_and_gradient, library_balanced_clip, *batch),
+        ]
         why = f"on a seeded random [3, 6] batch (seed {seed}, clip 0.2 / 0.28, per-token advantages) your"
         expect_close(results[0][0], results[1][0], f"{why} losses differ from the library's")
         expect_close(results[0][1], results[1][1], f"{why} gradients differ from the library's")

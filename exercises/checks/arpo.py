@@ -8,7 +8,7 @@ import math
 import torch
 
 from course_lib.algos import arpo
-from exercises.checks.common import Exercise, ExerciseFailure, expect_close, generator
+from exercises.checks.common import Exercise, ExerciseFailure, expect_close, generator, reference
 
 
 def library_branch_decision(entropy_after, initial_entropy, generator, alpha=0.5, beta=0.2):
@@ -91,12 +91,12 @@ def reproducible(fn):
 
 def random_probabilities(fn):
     g = generator(4)
-    for _ in range(20):
+    for k in range(20):
         after, initial = (round(float(x), 3) for x in torch.rand(2, generator=g))
         alpha, beta = round(float(torch.rand((), generator=g)), 3), round(float(2 * torch.rand((), generator=g)), 3)
         expect_close(
             _decide(fn, after, initial, alpha=alpha, beta=beta)[0],
-            arpo.branch_probability(after, initial, alpha, beta),
+            reference(f"arpo.branch_decision/case {k}", arpo.branch_probability, after, initial, alpha, beta),
             f"on seeded random values (H_after {after}, H_initial {initial}, alpha {alpha}, beta {beta}) your "
             "probability differs from the library's",
         )

@@ -8,7 +8,7 @@ import math
 import torch
 
 from course_lib.algos import filters
-from exercises.checks.common import Exercise, ExerciseFailure, expect_same, generator
+from exercises.checks.common import Exercise, ExerciseFailure, expect_same, generator, reference
 
 
 def library_starpo_s(rewards, group_ids, keep_fraction=0.25):
@@ -92,7 +92,14 @@ def random_starpo(fn):
         for fraction in (0.25, 0.5):
             expect_same(
                 kept(fn, rewards, ids, fraction),
-                kept(library_starpo_s, rewards, ids, fraction),
+                reference(
+                    f"filters.starpo_s/seed {seed}, keep {fraction}",
+                    kept,
+                    library_starpo_s,
+                    rewards,
+                    ids,
+                    fraction,
+                ),
                 f"on a seeded random batch (seed {seed}, keep_fraction {fraction}) you keep other groups than the "
                 "library",
             )
@@ -153,7 +160,7 @@ def random_snr(fn):
         for top_p in (0.5, 0.9):
             expect_same(
                 kept(fn, rewards, ids, top_p),
-                kept(library_snr, rewards, ids, top_p),
+                reference(f"filters.snr/seed {seed}, top_p {top_p}", kept, library_snr, rewards, ids, top_p),
                 f"on a seeded random batch (seed {seed}, top_p {top_p}) you keep other groups than the library",
             )
 

@@ -7,7 +7,7 @@ import math
 import torch
 
 from course_lib.algos import gigpo
-from exercises.checks.common import Exercise, ExerciseFailure, expect_close, generator
+from exercises.checks.common import Exercise, ExerciseFailure, expect_close, generator, reference
 
 
 def library_step_group_advantages(rewards, anchors, group_ids, gamma, scale_by_std=True, eps=1e-6):
@@ -139,7 +139,14 @@ def random_groups(fn):
         _shaped(got, rewards)
         expect_close(
             got,
-            library_step_group_advantages(rewards, anchors, groups, 0.9),
+            reference(
+                f"gigpo.step_group_advantages/seed {seed}",
+                library_step_group_advantages,
+                rewards,
+                anchors,
+                groups,
+                0.9,
+            ),
             f"on seeded random trajectories (seed {seed}, 3 groups of 4, gamma 0.9, anchors are tuples) your step "
             "advantages differ from the library's",
         )

@@ -7,7 +7,14 @@ import math
 import torch
 
 from course_lib.algos import grpo
-from exercises.checks.common import Exercise, ExerciseFailure, expect_close, expect_tensor_with_grad, generator
+from exercises.checks.common import (
+    Exercise,
+    ExerciseFailure,
+    expect_close,
+    expect_tensor_with_grad,
+    generator,
+    reference,
+)
 
 # -- grpo.group_advantages -----------------------------------------------------------------------------------------
 
@@ -84,7 +91,7 @@ def random_groups(fn):
         rewards = torch.randn(len(ids), generator=g)
         expect_close(
             fn(rewards, ids),
-            library_group_advantages(rewards, ids),
+            reference(f"grpo.group_advantages/seed {seed}", library_group_advantages, rewards, ids),
             f"on seeded random groups (seed {seed}, sizes {sizes}) your advantages differ from the library's",
         )
 
@@ -172,6 +179,13 @@ def empty_mask(fn):
     expect_close(loss, 0.0, "a batch with no response token gives a loss of 0, not NaN: divide by max(count, 1)")
 
 
+def _loss_and_gradient(f, old, shift, advantages, mask):
+    logprobs = (old + shift).requires_grad_()
+    loss = expect_tensor_with_grad(f(logprobs, old, advantages, mask, 0.2, 0.28), "the loss")
+    loss.backward()
+    return loss.detach(), logprobs.grad
+
+
 def random_batches(fn):
     for seed in range(3):
         g = generator(seed)
@@ -180,12 +194,13 @@ def random_batches(fn):
         advantages = torch.randn(3, generator=g, dtype=torch.float64)
         mask = (torch.rand(3, 5, generator=g) < 0.7).double()
         mask[0, 0] = 1.0
-        grads = []
-        for f in (fn, library_clipped_surrogate_loss):
-            logprobs = (old + shift).requires_grad_()
-            loss = expect_tensor_with_grad(f(logprobs, old, advantages, mask, 0.2, 0.28), "the loss")
-            loss.backward()
-            grads.append((loss.detach(), logprobs.grad))
+        batch = (old, shift, advantages, mask)
+        grads = [
+            _loss_and_gradient(fn, *batch),
+            reference(
+                f"grpo.clipped_surrogate_loss/seed {seed}", _loss_and_gradient, library_clipped_surrogate_loss, *batch
+            ),
+        ]
         why = f"on a seeded random batch (seed {seed}, clip 0.2 / 0.28) your loss differs from the library's"
         expect_close(grads[0][0], grads[1][0], why)
         if grads[0][1] is None:

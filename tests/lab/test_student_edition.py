@@ -6,9 +6,11 @@ an update a student wrote by hand."""
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import nbformat
@@ -75,31 +77,141 @@ def test_the_exercises_readme_leaves_out_whole_items_never_half_a_sentence(editi
         "- **Measured exercises**: the exercises in the last section of each notebook: predict, then run, then report."
     )
     assert replacement in kept
-    assert [line for line in kept if line not in original] == [replacement]
+    edited = {new for new in student_edition.EDITION_README_LINES.values() if new}
+    assert [line for line in kept if line not in original and line not in edited] == [replacement]
+    assert not any("--impl library" in line for line in kept)
     assert not any("runs them and records" in line for line in kept)
 
 
-def autograde(edition: Path, *args: str) -> subprocess.CompletedProcess:
+def autograde(edition: Path, *args: str, module: str = "pytest") -> subprocess.CompletedProcess:
+    """Run `python -m <module>` in the edition with its own library first on the path (as `pip install -e .` there
+    would put it; the repository's editable install only finds `course_lib` after sys.path)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(edition)}
     env.pop("EXERCISES_IMPL", None)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
-    return subprocess.run(command, cwd=edition, env=env, capture_output=True, text=True, timeout=300)
+    extra = ("-q", "-p", "no:cacheprovider") if module == "pytest" else ()
+    command = [sys.executable, "-m", module, *extra, *args]
+    return subprocess.run(command, cwd=edition, env=env, capture_output=True, text=True, timeout=600)
+
+
+GROUP_ADVANTAGES_BY_HAND = """
+def group_advantages(rewards, group_ids, scale_by_std=True, eps=1e-6):
+    out = torch.zeros(len(rewards))
+    for group in set(group_ids.tolist()):
+        rows = group_ids == group
+        values = rewards[rows].float()
+        if len(values) > 1 and not bool((values == values[0]).all()):
+            out[rows] = (values - values.mean()) / ((values.std() + eps) if scale_by_std else 1.0)
+    return out
+
+
+def clipped_surrogate_loss(logprobs, old_logprobs, advantages, loss_mask, clip_low=0.2, clip_high=0.2):
+    if advantages.dim() == 1:
+        advantages = advantages[:, None]
+    ratio = torch.exp(logprobs - old_logprobs)
+    surrogate = torch.minimum(ratio * advantages, ratio.clamp(1 - clip_low, 1 + clip_high) * advantages)
+    return -(surrogate * loss_mask).sum() / loss_mask.sum().clamp(min=1)
+"""
+"""GRPO's two functions as a student writes them from the stubs' docstrings (the library's are written otherwise)."""
+
+
+def write_students_work(edition: Path) -> None:
+    """Chapter 00's four exercises, written by hand into the edition's stub files: the advantages and the loss, the
+    rollout (tests/project/test_rollout_exercise.py) and the update (tests/project/test_exercises.py)."""
+    from tests.project.test_exercises import update_by_hand
+    from tests.project.test_rollout_exercise import rollout_by_hand
+
+    folder = edition / "exercises"
+    (folder / "grpo.py").write_text("import torch\n\n" + GROUP_ADVANTAGES_BY_HAND, encoding="utf-8")
+    rollout = inspect.getsource(rollout_by_hand).replace("def rollout_by_hand(", "def play_episode(", 1)
+    imports = "from course_lib.engine.rollout import Trajectory\nfrom course_lib.tokenizer import decode, encode\n"
+    (folder / "rollout.py").write_text(imports + "\n\n" + rollout, encoding="utf-8")
+    update = inspect.getsource(update_by_hand).replace("def update_by_hand(", "def grpo_update(", 1)
+    (folder / "loop.py").write_text("import torch\n\n\n" + update, encoding="utf-8")
 
 
 @pytest.mark.slow
-def test_the_autograder_fails_the_stubs_passes_the_library_and_grades_a_students_file(edition):
+def test_a_student_with_only_the_edition_fails_the_stubs_then_passes_chapter_00s_four_exercises(tmp_path):
+    """Issue 59's 'done when': the edition (its own library, without references) fails every stub; the student's
+    GRPO, rollout and update pass their checks, graded against the recorded library values and the engine; `grade`
+    prints the points; and `--impl library` says there is no reference to run."""
+    edition = tmp_path / "course-student"
+    student_edition.build(edition)
     total = sum(len(cases(name)) for name in exercises.NAMES)
     stubs = autograde(edition, "exercises/")
     assert stubs.returncode == 1 and f"{total} failed" in stubs.stdout, stubs.stdout[-2000:]
-    library = autograde(edition, "exercises/", "--impl", "library")
-    assert library.returncode == 0 and f"{total} passed" in library.stdout, library.stdout[-2000:]
-    # a student's own update, written by hand into the edition's stub file, is graded by the same checks
-    from tests.project.test_exercises import update_by_hand
+    assert "needs grpo.group_advantages first" in stubs.stdout or "loop.grpo_update: not implemented" in stubs.stdout
+    library = autograde(edition, "exercises/test_grpo.py", "--impl", "library")
+    assert library.returncode == 1 and "holds no reference implementations" in library.stdout, library.stdout[-2000:]
+    write_students_work(edition)
+    four = ("grpo.group_advantages", "grpo.clipped_surrogate_loss", "rollout.play_episode", "loop.grpo_update")
+    mine = autograde(edition, "exercises/test_grpo.py", "exercises/test_rollout.py", "exercises/test_loop.py")
+    passed = sum(len(cases(name)) for name in four)
+    assert mine.returncode == 0 and f"{passed} passed" in mine.stdout, mine.stdout[-3000:]
+    graded = autograde(edition, module="exercises.grade")
+    assert graded.returncode == 0, graded.stderr[-2000:]
+    assert "16 of 48" in graded.stdout, graded.stdout
 
-    source = inspect.getsource(update_by_hand).replace("def update_by_hand(", "def grpo_update(", 1)
-    (edition / "exercises" / "loop.py").write_text("import torch\n\n\n" + source, encoding="utf-8")
-    mine = autograde(edition, "exercises/test_loop.py")
-    assert mine.returncode == 0 and f"{len(cases('loop.grpo_update'))} passed" in mine.stdout, mine.stdout[-2000:]
+
+def test_the_editions_library_holds_no_reference_body(edition):
+    """Every `@implement_it` function of the edition's library is its signature, docstring and one raise; the edition
+    says it is the student's; the checks' seeded cases are recorded for every exercise the library grades."""
+    import ast
+
+    import course_lib.diagnostics  # noqa: F401  (imported for the marks their modules make)
+    import course_lib.engine.episode  # noqa: F401
+    from course_lib.algos import aepo, arpo, filters, gigpo, grpo, ppo, tree_grpo  # noqa: F401  (imported: their marks)
+    from course_lib.implement_it import MARKED
+
+    bodies = {}
+    for path in (edition / "course_lib").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any("implement_it" in ast.unparse(d) for d in node.decorator_list):
+                bodies[node.name] = [ast.unparse(s) for s in node.body[1:]]
+    assert len(MARKED) == 11
+    assert set(bodies) == {name.rsplit(".", 1)[1] for name in MARKED.values()}
+    assert all(body == ["raise NotImplementedError('the student edition binds this name to course_lib.bridges')"]
+               for body in bodies.values()), bodies  # fmt: skip
+    assert 'EDITION = "student"' in (edition / "course_lib" / "implement_it.py").read_text(encoding="utf-8")
+    recorded = json.loads((edition / "exercises" / "checks" / "recorded.json").read_text(encoding="utf-8"))
+    assert {key.split("/")[0] for key in recorded} == set(exercises.NAMES) - set(student_edition.UNRECORDED) - {
+        "tree_grpo.tree_advantages"  # its checks are all hand-computed values
+    }
+
+
+def test_the_outputs_that_answer_a_concept_question_are_cleared(edition):
+    """A concept question says 'predict, then run the next cell': that cell's output is its answer, so the edition
+    clears it, as it clears the cells that run a check (their output is the library's); every other output stays."""
+    cleared = kept = 0
+    for original in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        before = nbformat.read(original, as_version=4).cells
+        after = nbformat.read(edition / "notebooks" / original.name, as_version=4).cells
+        code_before = [c for c in before if c.cell_type == "code"]
+        code_after = [c for c in after if c.cell_type == "code"]
+        predicted = set()
+        question = False
+        for cell in before:
+            if cell.cell_type == "markdown":
+                question = "**Concept check.**" in cell.source
+            elif question or "check(" in cell.source:
+                predicted.add(id(cell))
+        for old, new in zip(code_before, code_after, strict=True):
+            if id(old) in predicted:
+                assert new.outputs == [], f"{original.name}: an output that answers a concept question stays"
+                cleared += bool(old.outputs)
+            else:
+                assert new.outputs == old.outputs
+                kept += bool(old.outputs)
+    assert cleared > 20 and kept > cleared
+
+
+def test_the_archive_holds_the_project_a_student_installs(tmp_path):
+    student_edition.build(tmp_path / "course-student", archive=True)
+    with tarfile.open(tmp_path / "course-student.tar.gz") as packed:
+        names = set(packed.getnames())
+    for needed in ("pyproject.toml", "STUDENT.md", "LICENSE", "course_lib/bridges.py", "exercises/checks/recorded.json",
+                   "notebooks/00_tool_agent_grpo.ipynb", "data/MANIFEST.json"):  # fmt: skip
+        assert f"course-student/{needed}" in names, needed
+    assert not any("/solutions/" in name or name.endswith("measure.py") or "__pycache__" in name for name in names)
 
 
 def test_the_submission_template_ships_and_names_the_rubrics_points(edition):

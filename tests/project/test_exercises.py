@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_rollout_exercise import MUTANTS as ROLLOUT_MUTANTS
 
 import exercises
 from course_lib.algos import aepo, filters
 from exercises.checks import cases, exercise, first_failure, implementation, run_case
+from tests.project.test_rollout_exercise import MUTANTS as ROLLOUT_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 

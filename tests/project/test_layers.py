@@ -13,7 +13,18 @@ import course_lib
 
 ROOT = Path(course_lib.__file__).parent
 LAYERS = (
-    {"course_config", "machine", "overrides", "validation", "tokenizer", "models", "data", "real_models"},
+    {
+        "course_config",
+        "machine",
+        "overrides",
+        "validation",
+        "tokenizer",
+        "models",
+        "data",
+        "real_models",
+        "implement_it",
+        "bridges",
+    },
     {"tools"},
     {"envs"},
     {"algos"},
