@@ -110,9 +110,9 @@ def top_p_groups_by_reward_std(rewards, group_ids, top_p=0.9, mode="linear", inc
     return student("filters.snr")(rewards, torch.as_tensor(group_ids), top_p, eps).bool()
 
 
-def mutual_information(logp, prompt_index, prompt_keys=None):
-    """The cross-scoring estimate from the student's `cross_scoring`: the whole batch gives `mi` and the retrieval;
-    each row alone gives that row's matched-minus-marginal term, from which the other estimates follow."""
+def cross_scored_rows(logp, prompt_index) -> torch.Tensor:
+    """`prompt_index` as a `[Z]` long tensor, after checking it against `logp` `[Z, P]` (the cross-scoring estimate's
+    inputs, here and in `diagnostics.mutual_information`)."""
     if logp.dim() != 2:
         raise ValueError(f"logp must be [Z, P], got shape {tuple(logp.shape)}")
     own = torch.as_tensor(prompt_index, dtype=torch.long)
@@ -121,6 +121,14 @@ def mutual_information(logp, prompt_index, prompt_keys=None):
         raise ValueError(f"prompt_index must hold one prompt per row of logp ({rows}), got {tuple(own.shape)}")
     if own.min() < 0 or own.max() >= prompts:
         raise ValueError(f"prompt_index must lie in [0, {prompts})")
+    return own
+
+
+def mutual_information(logp, prompt_index, prompt_keys=None):
+    """The cross-scoring estimate from the student's `cross_scoring`: the whole batch gives `mi` and the retrieval;
+    each row alone gives that row's matched-minus-marginal term, from which the other estimates follow."""
+    own = cross_scored_rows(logp, prompt_index)
+    rows, prompts = logp.shape
     fn = student("mi.cross_scoring")
     logp = logp.double()
     whole = fn(logp, own)

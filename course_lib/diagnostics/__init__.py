@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from course_lib import bridges
+from course_lib.bridges import cross_scored_rows
 from course_lib.engine.rollout import Trajectory
 from course_lib.implement_it import implement_it
 
@@ -81,14 +82,8 @@ def mutual_information(
     - `mi_zscore`: mean_i of (matched - marginal) / (std_i(marginal) + 1e-3), the population std, as the code;
     - `chance`: 1 / P, the retrieval accuracy of a policy whose z ignores x; `prompts`: P.
     """
-    if logp.dim() != 2:
-        raise ValueError(f"logp must be [Z, P], got shape {tuple(logp.shape)}")
-    own = torch.as_tensor(prompt_index, dtype=torch.long)
+    own = cross_scored_rows(logp, prompt_index)
     rows, prompts = logp.shape
-    if own.shape != (rows,) or rows == 0:
-        raise ValueError(f"prompt_index must hold one prompt per row of logp ({rows}), got {tuple(own.shape)}")
-    if own.min() < 0 or own.max() >= prompts:
-        raise ValueError(f"prompt_index must lie in [0, {prompts})")
     logp = logp.double()
     matched = logp[torch.arange(rows), own]
     marginal = torch.logsumexp(logp, dim=1) - math.log(prompts)
