@@ -5,13 +5,14 @@
 #   make exercises  check your implementations in exercises/ (fails until you fill in the stubs)
 #   make quick    chapter 00 executed headless into build/quick/: a check that the install works (prints its time)
 #   make slides   a reveal.js deck per chapter into build/slides/ (idea, figure, the loop line it changes, verdicts)
+#   make student-edition  the edition to hand out: build/course-student.tar.gz (no references, no solutions)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU build of torch; on a machine with a GPU, override: make course TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: course test test-fast lab install exercises models quick slides
+.PHONY: course test test-fast lab install exercises models quick slides student-edition
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,3 +78,8 @@ test-verl: $(VERL_VENV)/.installed
 # A lecture's slides: per chapter a reveal.js deck built from the committed notebook and the recorded verdicts.
 slides: $(VENV)/.installed
 	$(PY) -m course_lib.lab.slides --out build/slides
+
+# The student edition: the library without the references, the exercises without solutions, the notebooks without
+# answers; a student unpacks build/course-student.tar.gz and runs `pip install -e ".[dev]"` in it.
+student-edition: $(VENV)/.installed
+	$(PY) -m course_lib.lab.student_edition --out build/course-student --archive
