@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from exercises.checks.common import Case, Exercise, ExerciseFailure
+from exercises.checks.common import Case, Exercise, ExerciseFailure, RecordedValuesMissing
 
 __all__ = [
     "Case",
@@ -93,6 +93,8 @@ def run_case(case: Case, fn: Callable) -> str | None:
         return f"{item.name}: not implemented yet: fill in {item.stub}"
     except ExerciseFailure as failure:
         return f"{item.name}: check '{case.title}' fails: {failure}"
+    except RecordedValuesMissing:  # the edition is broken, not the student's code: stop, do not grade
+        raise
     except Exception as error:  # the student's code crashed: say where, not a traceback into the checks
         return f"{item.name}: check '{case.title}' fails: your function raised {type(error).__name__}: {error}"
     return None

@@ -102,7 +102,8 @@ def generator(seed: int) -> torch.Generator:
 
 RECORDED = Path(__file__).with_name("recorded.json")
 """The library's values on the checks' seeded cases, written by the student edition's build
-(`course_lib.lab.student_edition`), whose library holds no reference to compute them with. Absent here."""
+(`course_lib.lab.student_edition`), whose library holds no reference to compute them with. Absent here, and never
+read here: the instructor's edition computes them."""
 _recording: dict | None = None
 _recorded: dict | None = None
 
@@ -117,11 +118,27 @@ def reference(key: str, compute: Callable, *args):
             raise KeyError(f"two seeded cases share the key {key!r}")
         _recording[key] = _encode(value)
         return value
-    if not RECORDED.is_file():
+    from course_lib import implement_it
+
+    if implement_it.EDITION != "student":
         return compute(*args)
     if _recorded is None:
-        _recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
+        try:
+            _recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise RecordedValuesMissing(f"{RECORDED} is missing or unreadable ({error})") from None
+    if key not in _recorded:
+        raise RecordedValuesMissing(f"{RECORDED} holds no value for the case {key!r}")
     return _decode(_recorded[key])
+
+
+class RecordedValuesMissing(RuntimeError):
+    """The student edition's recorded reference values cannot be read: no check can be graded without them, and
+    the student's code is not to blame (the edition's checks never fall back to comparing the student's code with
+    itself, which is what its library would compute)."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what}: unpack the student edition again, or ask your instructor to rebuild it")
 
 
 def recording(run: Callable[[], None]) -> dict:

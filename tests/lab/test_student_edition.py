@@ -229,3 +229,19 @@ def test_the_submission_template_ships_and_names_the_rubrics_points(edition):
                      (2, 2, 3, 3), strict=True))  # fmt: skip
     assert points == named
     assert "the prediction 2 points, the run 2, the interpretation 3, honesty 3" in template
+
+
+def test_the_editions_checks_refuse_to_grade_without_their_recorded_values(monkeypatch, tmp_path):
+    """Without `recorded.json`, the edition's library would compute the student's own values as the reference and
+    every seeded check would pass: the check stops with a message instead, and blames the edition, not the code."""
+    from exercises.checks import common, run_case
+
+    monkeypatch.setattr("course_lib.implement_it.EDITION", "student")
+    monkeypatch.setattr(common, "RECORDED", tmp_path / "recorded.json")
+    monkeypatch.setattr(common, "_recorded", None)
+    seeded = next(case for case in cases("grpo.group_advantages") if case.title == "random groups")
+    with pytest.raises(common.RecordedValuesMissing, match="unpack the student edition again"):
+        run_case(seeded, exercises.checks.exercise("grpo.group_advantages").library)
+    (tmp_path / "recorded.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(common.RecordedValuesMissing, match="holds no value for the case"):
+        run_case(seeded, exercises.checks.exercise("grpo.group_advantages").library)
