@@ -4,11 +4,15 @@ seeds kept apart from deciding ones."""
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
 
 from course_lib.course import recorded
 from course_lib.lab import real_survey
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_each_seed_is_recorded_as_it_finishes_and_a_pilot_apart(tmp_path):
@@ -36,9 +40,13 @@ def test_pilot_and_deciding_seeds_are_not_mixed(argv, capsys):
     assert "pilot seeds are 100 and up" in capsys.readouterr().err
 
 
-def test_the_shapes_start_from_chapter_00s_design():
-    assert real_survey.RL_SHAPES["gigpo"] == {"iterations": 8, "prompts_per_iteration": 4, "group_size": 8,
-                                              "learning_rate": 2e-4}  # fmt: skip
+def test_the_shapes_start_from_chapter_00s_design_sized_by_the_first_pilots_minutes():
+    """Chapter 00's SmolLM2 shape (8 iterations of 4 prompts x 8 at 2e-4), cut by the 45-minute rule: GiGPO's first
+    pilot seed took 49.4 minutes (its record), so 8 x 45 / 49.4 rounds down to 7 iterations."""
+    assert real_survey.RL_SHAPES["starpo_s"] == {"iterations": 8, "prompts_per_iteration": 4, "group_size": 8,
+                                                 "learning_rate": 2e-4}  # fmt: skip
+    minutes = json.loads((ROOT / "results" / "ch16_gigpo_pilot.json").read_text())["seeds"]["100"]["minutes"]
+    assert minutes > 45 and real_survey.RL_SHAPES["gigpo"]["iterations"] == max(4, math.floor(8 * 45 / minutes)) == 7
     assert real_survey.prefixed({"a": {"x": 1.0}, "b": {"x": 2.0}}) == {"a_x": 1.0, "b_x": 2.0}
 
 
