@@ -5,7 +5,7 @@
 
 `DIR` is a project of its own (`pyproject.toml`, `course_lib/`, `exercises/`, `notebooks/`, `data/`, `results/`,
 `docs/`); `--archive` also packs it as `DIR.tar.gz`, the file an instructor hands out. A student unpacks it and runs
-`pip install -e .` there: no clone, no git. What it leaves out:
+`pip install -e ".[dev]"` there: no clone, no git. What it leaves out:
 
 - **The reference implementations.** The edition's `course_lib` holds no body for the functions marked
   `@implement_it` (`course_lib.implement_it`): their source is cut out, and the name is bound to a bridge that calls
@@ -194,11 +194,12 @@ def edition_library(out: Path) -> list[Path]:
 
 def recorded_values() -> dict:
     """The library's value of every seeded case the checks compare with it (`exercises.checks.common.reference`)."""
+    import exercises
     from exercises.checks import cases, implementation, run_case
     from exercises.checks.common import recording
 
     def run_all() -> None:
-        for name in exercises_names():
+        for name in exercises.NAMES:
             for case in cases(name):
                 if name not in UNRECORDED and (message := run_case(case, implementation(name, "library"))):
                     raise RuntimeError(f"the library fails its own check: {message}")
@@ -206,18 +207,13 @@ def recorded_values() -> dict:
     return recording(run_all)
 
 
-def exercises_names() -> tuple[str, ...]:
-    import exercises
-
-    return exercises.NAMES
-
-
 UNRECORDED = ("rollout.play_episode", "loop.grpo_update")
 """Exercises graded against the engine and the loop, which the edition keeps: their checks record nothing."""
 
 
 def project_files(out: Path) -> list[Path]:
-    """The edition's `pyproject.toml` (the course's, its package list limited to the library) and the copies."""
+    """The copies (`COPIED`), the edition's `STUDENT.md` and its `pyproject.toml`: the course's, with that page as its
+    readme and the exercises as its tests."""
     written = []
     for name in COPIED:
         source = ROOT / name
