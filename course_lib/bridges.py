@@ -11,7 +11,10 @@ exercise's reference standing in for the student's function, every bridge return
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
+
 import torch
+from torch import Tensor
 
 from course_lib.implement_it import student
 
@@ -23,14 +26,15 @@ def _not_covered(exercise: str, what: str) -> NotImplementedError:
     )
 
 
-def group_advantages(rewards, group_ids, scale_by_std=True, eps=1e-6):
+def group_advantages(rewards: Tensor, group_ids: Tensor, scale_by_std: bool = True, eps: float = 1e-6) -> Tensor:
     if rewards.shape != group_ids.shape or rewards.dim() != 1:
         raise ValueError("rewards and group_ids must be 1-D tensors of the same shape")
     return student("grpo.group_advantages")(rewards.float(), group_ids, scale_by_std, eps).float()
 
 
-def clipped_surrogate_loss(logprobs, old_logprobs, advantages, loss_mask, clip_low=0.2, clip_high=0.2,
-                           aggregation="token-mean"):  # fmt: skip
+def clipped_surrogate_loss(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, loss_mask: Tensor,
+                           clip_low: float = 0.2, clip_high: float = 0.2,
+                           aggregation: str = "token-mean") -> tuple[Tensor, dict[str, float]]:  # fmt: skip
     if aggregation != "token-mean":
         raise _not_covered("grpo.clipped_surrogate_loss", f"aggregation {aggregation!r} (only token-mean)")
     loss = student("grpo.clipped_surrogate_loss")(logprobs, old_logprobs, advantages, loss_mask, clip_low, clip_high)
@@ -47,13 +51,14 @@ def clipped_surrogate_loss(logprobs, old_logprobs, advantages, loss_mask, clip_l
     return loss, stats
 
 
-def play_episode(engine, policy, env, seed, group_id=0):
+def play_episode(engine, policy: Callable, env, seed: int, group_id: int = 0):
     trajectory = student("rollout.play_episode")(engine, policy, env, seed)
     trajectory.group_id = group_id
     return trajectory
 
 
-def step_group_advantages(returns, anchors, group_ids, scale_by_std=True, eps=1e-6):
+def step_group_advantages(returns: Sequence[float], anchors: Sequence, group_ids: Sequence[Hashable],
+                          scale_by_std: bool = True, eps: float = 1e-6) -> list[float]:  # fmt: skip
     """GiGPO's Eqs. 6-7 on flat returns: each row a one-step trajectory, whose Eq. 5 return is its reward."""
     if not len(returns) == len(anchors) == len(group_ids):
         raise ValueError(f"returns ({len(returns)}), anchors ({len(anchors)}) and group_ids differ in length")
@@ -63,7 +68,8 @@ def step_group_advantages(returns, anchors, group_ids, scale_by_std=True, eps=1e
     return [float(row[0]) for row in out]
 
 
-def branch_probability(entropy_after, initial_entropy, alpha=0.5, beta=0.2):
+def branch_probability(entropy_after: float | Tensor, initial_entropy: float | Tensor, alpha: float = 0.5,
+                       beta: float = 0.2) -> float | Tensor:  # fmt: skip
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
     if beta < 0.0:
@@ -77,7 +83,7 @@ def branch_probability(entropy_after, initial_entropy, alpha=0.5, beta=0.2):
     return float(decide(float(entropy_after), float(initial_entropy), torch.Generator(), alpha, beta)[0])
 
 
-def gae(rewards, values, gamma, lam, last_value=0.0):
+def gae(rewards: Tensor, values: Tensor, gamma: float, lam: float, last_value: float | Tensor = 0.0) -> Tensor:
     """GAE on `[T]` or `[B, T]`: row by row, with no episode ending inside a row (its end bootstraps from
     `last_value`)."""
     if rewards.shape != values.shape:
@@ -94,13 +100,15 @@ def gae(rewards, values, gamma, lam, last_value=0.0):
     return torch.stack(rows).to(rewards.dtype).reshape(rewards.shape)
 
 
-def top_groups_by_reward_std(rewards, group_ids, keep_fraction=0.25):
+def top_groups_by_reward_std(rewards: Tensor, group_ids: Sequence[int] | Tensor, keep_fraction: float = 0.25) -> Tensor:
     if not 0.0 <= keep_fraction <= 1.0:
         raise ValueError(f"keep_fraction must lie in [0, 1], got {keep_fraction}")
     return student("filters.starpo_s")(rewards, torch.as_tensor(group_ids), keep_fraction).bool()
 
 
-def top_p_groups_by_reward_std(rewards, group_ids, top_p=0.9, mode="linear", include_zero=False, eps=0.01):
+def top_p_groups_by_reward_std(rewards: Tensor, group_ids: Sequence[int] | Tensor, top_p: float = 0.9,
+                               mode: str = "linear", include_zero: bool = False,
+                               eps: float = 0.01) -> Tensor:  # fmt: skip
     """Linear mode is the exercise's; with `include_zero` it keeps the same groups (the prefix stops at the first
     zero std, and zeros add nothing to the sum)."""
     if not 0.0 < top_p <= 1.0:
@@ -110,7 +118,7 @@ def top_p_groups_by_reward_std(rewards, group_ids, top_p=0.9, mode="linear", inc
     return student("filters.snr")(rewards, torch.as_tensor(group_ids), top_p, eps).bool()
 
 
-def cross_scored_rows(logp, prompt_index) -> torch.Tensor:
+def cross_scored_rows(logp: Tensor, prompt_index: Sequence[int] | Tensor) -> Tensor:
     """`prompt_index` as a `[Z]` long tensor, after checking it against `logp` `[Z, P]` (the cross-scoring estimate's
     inputs, here and in `diagnostics.mutual_information`)."""
     if logp.dim() != 2:
@@ -124,7 +132,8 @@ def cross_scored_rows(logp, prompt_index) -> torch.Tensor:
     return own
 
 
-def mutual_information(logp, prompt_index, prompt_keys=None):
+def mutual_information(logp: Tensor, prompt_index: Sequence[int] | Tensor,
+                       prompt_keys: Sequence | None = None) -> dict[str, float]:  # fmt: skip
     """The cross-scoring estimate from the student's `cross_scoring`: the whole batch gives `mi` and the retrieval;
     each row alone gives that row's matched-minus-marginal term, from which the other estimates follow."""
     own = cross_scored_rows(logp, prompt_index)
@@ -153,8 +162,9 @@ def mutual_information(logp, prompt_index, prompt_keys=None):
     }
 
 
-def balanced_clip_losses(logprobs, old_logprobs, advantages, clip_low=0.2, clip_high=0.2, dual_clip=3.0,
-                         balanced=True):  # fmt: skip
+def balanced_clip_losses(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, clip_low: float = 0.2,
+                         clip_high: float = 0.2, dual_clip: float = 3.0,
+                         balanced: bool = True) -> tuple[Tensor, Tensor]:  # fmt: skip
     """AEPO's balanced clip from the student's; PPO's hard clip (`balanced=False`) has the same values and no
     gradient where the upper clip acts."""
     if dual_clip <= 1.0:
@@ -167,7 +177,8 @@ def balanced_clip_losses(logprobs, old_logprobs, advantages, clip_low=0.2, clip_
     return losses, above
 
 
-def tree_advantages(rewards, prompt_ids, tree_ids, scale_by_std=True, singleton="zero", eps=1e-6):
+def tree_advantages(rewards: Tensor, prompt_ids: Tensor, tree_ids: Tensor, scale_by_std: bool = True,
+                    singleton: str = "zero", eps: float = 1e-6) -> Tensor:  # fmt: skip
     """Tree-GRPO's advantages from the student's (`singleton` "zero"); the official code's "raw" rule gives a
     one-leaf tree its raw reward as the intra term, where the paper's gives 0."""
     if singleton not in ("zero", "raw"):
