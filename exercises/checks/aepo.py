@@ -15,6 +15,7 @@ from exercises.checks.common import (
     expect_tensor_with_grad,
     generator,
     reference,
+    value_and_gradient,
 )
 
 
@@ -85,23 +86,16 @@ def advantages_per_row(fn):
     )
 
 
-def _losses_and_gradient(f, old, shift, advantages):
-    logprobs = (old + shift).requires_grad_()
-    losses = expect_tensor_with_grad(f(logprobs, old, advantages, 0.2, 0.28), "the losses")
-    losses.sum().backward()
-    return losses.detach(), logprobs.grad
-
-
 def random_batches(fn):
     for seed in range(3):
         g = generator(seed)
         old = torch.randn(3, 6, generator=g, dtype=torch.float64) - 2.0
         shift = 0.5 * torch.randn(3, 6, generator=g, dtype=torch.float64)
         advantages = 2.0 * torch.randn(3, 6, generator=g, dtype=torch.float64)
-        batch = (old, shift, advantages)
+        batch = ("the losses", old, shift, advantages)
         results = [
-            _losses_and_gradient(fn, *batch),
-            reference(f"aepo.balanced_clip/seed {seed}", _losses_and_gradient, library_balanced_clip, *batch),
+            value_and_gradient(fn, *batch),
+            reference(f"aepo.balanced_clip/seed {seed}", value_and_gradient, library_balanced_clip, *batch),
         ]
         why = f"on a seeded random [3, 6] batch (seed {seed}, clip 0.2 / 0.28, per-token advantages) your"
         expect_close(results[0][0], results[1][0], f"{why} losses differ from the library's")

@@ -96,6 +96,15 @@ def expect_tensor_with_grad(value, of: str) -> torch.Tensor:
     return value
 
 
+def value_and_gradient(f: Callable, of: str, old: torch.Tensor, shift: torch.Tensor, *args) -> tuple:
+    """A policy loss `f(logprobs, old, *args, 0.2, 0.28)` at `logprobs = old + shift`: its value (summed to a scalar
+    for the backward pass) and the gradient with respect to `logprobs`, which it must keep (`of` names it)."""
+    logprobs = (old + shift).requires_grad_()
+    value = expect_tensor_with_grad(f(logprobs, old, *args, 0.2, 0.28), of)
+    value.sum().backward()
+    return value.detach(), logprobs.grad
+
+
 def generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

@@ -14,6 +14,7 @@ from exercises.checks.common import (
     expect_tensor_with_grad,
     generator,
     reference,
+    value_and_gradient,
 )
 
 # -- grpo.group_advantages -----------------------------------------------------------------------------------------
@@ -179,13 +180,6 @@ def empty_mask(fn):
     expect_close(loss, 0.0, "a batch with no response token gives a loss of 0, not NaN: divide by max(count, 1)")
 
 
-def _loss_and_gradient(f, old, shift, advantages, mask):
-    logprobs = (old + shift).requires_grad_()
-    loss = expect_tensor_with_grad(f(logprobs, old, advantages, mask, 0.2, 0.28), "the loss")
-    loss.backward()
-    return loss.detach(), logprobs.grad
-
-
 def random_batches(fn):
     for seed in range(3):
         g = generator(seed)
@@ -194,11 +188,11 @@ def random_batches(fn):
         advantages = torch.randn(3, generator=g, dtype=torch.float64)
         mask = (torch.rand(3, 5, generator=g) < 0.7).double()
         mask[0, 0] = 1.0
-        batch = (old, shift, advantages, mask)
+        batch = ("the loss", old, shift, advantages, mask)
         grads = [
-            _loss_and_gradient(fn, *batch),
+            value_and_gradient(fn, *batch),
             reference(
-                f"grpo.clipped_surrogate_loss/seed {seed}", _loss_and_gradient, library_clipped_surrogate_loss, *batch
+                f"grpo.clipped_surrogate_loss/seed {seed}", value_and_gradient, library_clipped_surrogate_loss, *batch
             ),
         ]
         why = f"on a seeded random batch (seed {seed}, clip 0.2 / 0.28) your loss differs from the library's"
