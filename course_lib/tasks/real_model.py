@@ -228,23 +228,34 @@ def warm_start_numbers(
 
 
 def train_and_evaluate(
-    task_name: str, seed: int, settings: WarmStart, grpo: GRPOConfig, model: str = MODEL, cache: str = "off"
+    task_name: str,
+    seed: int,
+    settings: WarmStart,
+    grpo: GRPOConfig,
+    model: str = MODEL,
+    cache: str = "off",
+    extra: Sequence[str] = (),
 ) -> dict:
     """Warm-start on `seed` (`warm_start`), evaluate on the held-out problems (sampling seed `seed`), train with
     `grpo` (the warm start's sampling; the update micro-batched at the checkpoint budget unless `grpo` sets one),
-    evaluate again (sampling seed `seed + 1`). Returns the success and invalid-action rate before and after, the
-    gain in success, the last iteration's training success, and minutes. `cache` as `warm_start`'s ("read": start
-    from the adapter a warm-start record of the same task, settings and seed kept)."""
+    evaluate again (sampling seed `seed + 1`). Returns the success and invalid-action rate before and after
+    (`before_success`, `after_invalid_rate`, ...; also each of the task's evaluation numbers named in `extra`, such
+    as the calculator's `code_ratio`), the gain in success, the last iteration's training success, and minutes.
+    `cache` as `warm_start`'s ("read": start from the adapter a warm-start record of the same task, settings and seed
+    kept)."""
     task = TASKS[task_name]
     start = time.perf_counter()
     trained, tokenizer, config, _ = warm_start(task, settings, seed, model, cache)
     before = task.evaluate(trained, tokenizer, config, seed)
+    unknown = [key for key in extra if key not in before]
+    if unknown:  # said before training, not after it
+        raise KeyError(f"{task_name}'s evaluation reports {sorted(before)}, not {unknown}")
     budget = checkpoint.micro_batch_tokens(len(tokenizer), next(trained.parameters()).device)
     grpo = dataclasses.replace(grpo, micro_batch_tokens=grpo.micro_batch_tokens or budget)
     history = train_grpo(trained, tokenizer, task.train_env(config), config.sampling, grpo, seed)
     after = task.evaluate(trained, tokenizer, config, seed + 1)
     numbers = {f"{when}_{key}": float(stats[key]) for when, stats in (("before", before), ("after", after))
-               for key in ("success", "invalid_rate")}  # fmt: skip
+               for key in ("success", "invalid_rate", *extra)}  # fmt: skip
     return numbers | {
         "gain": numbers["after_success"] - numbers["before_success"],
         "train_success_last": float([r for r in history if "loss" in r][-1]["success"]),

@@ -37,6 +37,21 @@ def test_train_and_evaluate_trains_from_the_warm_start(tiny_warm_start, llama_st
     assert 0 <= numbers["after_invalid_rate"] <= 1 and numbers["minutes"] > 0
 
 
+def test_train_and_evaluate_reports_the_tasks_extra_numbers(tiny_warm_start, llama_standin):
+    """Exercise 16.3 reads the calculator's tool-call share before and after RL; a name the task's evaluation does
+    not report is a KeyError, not a silent zero."""
+    from course_lib.rl.train import GRPOConfig
+
+    grpo = GRPOConfig(iterations=1, prompts_per_iteration=2, group_size=2, learning_rate=1e-3, autocast="bf16")
+    numbers = real_model.train_and_evaluate(
+        "calculator", 0, tiny_warm_start, grpo, model=llama_standin, extra=("code_ratio",)
+    )
+    assert 0 <= numbers["before_code_ratio"] <= 1 and 0 <= numbers["after_code_ratio"] <= 1
+    with pytest.raises(KeyError, match="no_such_number"):
+        real_model.train_and_evaluate("calculator", 0, tiny_warm_start, grpo, model=llama_standin,
+                                      extra=("no_such_number",))  # fmt: skip
+
+
 @pytest.mark.parametrize("name", ["two_hop", "calculator", "lake"])
 def test_each_tasks_premises_are_measured_on_its_warm_start(tiny_warm_start, llama_standin, name):
     """The premises' numbers come out with their keys, `scored` counted, and the calculator's two arms differ only
