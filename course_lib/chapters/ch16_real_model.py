@@ -534,6 +534,9 @@ BESIDE = (
 """Per method, its premise on the untrained and on the warm-started SmolLM2, its comparison on SmolLM2, and the same
 comparison on the course's own model (`lab.verdicts.beside`; the comparisons' order is the pre-registration's)."""
 BESIDE_HEADERS = ("method", "premise, untrained", "premise, warm-started", "comparison, SmolLM2", "course model")
+TRAINED_IF = {"C16.18d": "C16.13d", "C16.19d": "C16.16d", "C16.20d": "C16.15d"}
+"""Section 3's rule of the pre-registration: a comparison (ARPO's, AEPO's, StarPO-S's) is trained only where its
+premise on the warm-started model holds; GiGPO's in any case (`lab.verdicts.beside`'s `gated`)."""
 SETTINGS = (
     Setting(real_model.MISMATCH_RESULTS, MISMATCH_CLAIMS, SURVEY),
     Setting(real_model.LORA_BLOCKS_RESULTS, LORA_BLOCKS_CLAIMS, SURVEY),

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from course_lib.course import recorded
 from course_lib.course.claims import TESTED_KINDS
-from course_lib.lab.verdicts import MIN_SEEDS, ROOT, CourseVerdict, chapter_specs, chapter_verdicts, tally
+from course_lib.lab.verdicts import MIN_SEEDS, ROOT, CourseVerdict, chapter_specs, chapter_verdicts, seed_count, tally
 
 CLAIMS_DOC = ROOT / "docs" / "claims.md"
 README = ROOT / "README.md"
@@ -28,12 +28,14 @@ TABLE_HEADER = "| id | kind | finding | check | status (recorded seeds; paired m
 def status_cell(verdict: CourseVerdict) -> str:
     """The status column of `docs/claims.md`: status, seeds, why it is not testable (if so), effects, and a
     mechanism's chance of failing."""
-    text = f"{verdict.status} (check passed on {verdict.passed} of {verdict.seeds} seeds"
+    text = f"{verdict.status} (check passed on {verdict.passed} of {seed_count(verdict.seeds)}"
     if verdict.dirty:
         text += f", {verdict.dirty} recorded from uncommitted code"
     if verdict.untestable:
         text += f"; {verdict.untestable}"
-    text += "".join(f"; {e.key} {e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]" for e in verdict.effects if e.seeds)
+    text += "".join(f"; {e.key} " + (f"{e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]" if e.seeds > 1 else
+                                     f"{e.mean:+.3f} on 1 seed, no interval yet")
+                    for e in verdict.effects if e.seeds)  # fmt: skip
     text += "".join(f"; shown: {label} {value}" for label, value in verdict.shown)
     if verdict.chance is not None:
         text += f"; P(fails by chance) {verdict.chance.probability:.2g}"

@@ -72,6 +72,11 @@ pitfalls lab): no paper's finding is theirs to reproduce, so their claims are me
 UNDECIDED = "undecided"
 
 
+def seed_count(n: int) -> str:
+    """`1 seed`, `5 seeds`."""
+    return f"{n} seed{'s' * (n != 1)}"
+
+
 @dataclass(frozen=True)
 class Effect:
     """One paired difference over the recorded seeds."""
@@ -218,7 +223,7 @@ class CourseVerdict:
             if self.untestable:
                 return NOT_TESTABLE
             if not self.decided:
-                return f"{UNDECIDED} ({self.seeds} seed{'s' * (self.seeds != 1)})"
+                return f"{UNDECIDED} ({seed_count(self.seeds)})"
             if self.kind == "hypothesis":
                 return "supported" if self.holds else NOT_SUPPORTED
             return "reproduced" if self.holds else NOT_REPRODUCED
@@ -230,13 +235,13 @@ class CourseVerdict:
 
     def short(self) -> str:
         """`recorded 2 of 3 seeds: not reproduced at this scale` (what the claims cell prints beside this run)."""
-        return f"recorded {self.passed} of {self.seeds} seeds: {self.status}"
+        return f"recorded {self.passed} of {seed_count(self.seeds)}: {self.status}"
 
     def basis(self) -> str:
         """What the status was decided on, in one line (without the id and status)."""
         if self.not_applicable:
             return f"on all {self.seeds} recorded seeds: {self.not_applicable}"
-        passed = f"check passed on {self.passed} of {self.seeds} seeds"
+        passed = f"check passed on {self.passed} of {seed_count(self.seeds)}"
         if self.dirty:
             passed += f", {self.dirty} of them recorded from uncommitted code"
         beside = "".join(f"; shown: {label} {text}" for label, text in self.shown)
@@ -255,7 +260,7 @@ class CourseVerdict:
         the checks passed and what decided it (the mean, its interval and the margin), as a first lesson shows it."""
         if statistics:
             return f"{self.id:<6} {self.spec.label:<18} {self.status} ({self.basis()})"
-        basis = f"check passed on {self.passed} of {self.seeds} seeds"
+        basis = f"check passed on {self.passed} of {seed_count(self.seeds)}"
         if self.effects:
             basis += "; " + "; ".join(f"{e.key} {e.interval_text()}, margin {e.margin:+.3f}" for e in self.effects)
         return f"{self.id:<6} {self.spec.label:<18} {self.status} ({basis})"
@@ -268,7 +273,7 @@ class CourseVerdict:
                 f"{e.key} {e.interval_text()}" + (", 95% t-interval" if e.seeds > 1 else "") for e in self.effects
             )
         else:
-            detail = f"its check passed on {self.passed} of {self.seeds} seeds"
+            detail = f"its check passed on {self.passed} of {seed_count(self.seeds)}"
         detail += "".join(f"; beside it, {label} {text}" for label, text in self.shown)
         if self.untestable:
             detail = f"{self.untestable}; {detail}"
@@ -424,7 +429,7 @@ def tally(verdicts: Sequence[CourseVerdict]) -> str:
     reproduced = [v.id for v in findings if v.holds]
     parts = [f"findings reproduced {len(reproduced)} of {len(findings)}"
              + (f" ({', '.join(reproduced)})" if reproduced else "")]  # fmt: skip
-    undecided = [f"{v.id} ({v.seeds} seeds)" for v in verdicts if v.tested and not v.decided]
+    undecided = [f"{v.id} ({seed_count(v.seeds)})" for v in verdicts if v.tested and not v.decided]
     if undecided:
         parts.append(f"undecided: {', '.join(undecided)}")
     untestable = [v.id for v in verdicts if v.untestable]
@@ -463,19 +468,28 @@ def print_chapter(chapter: str, specs: Sequence[ClaimSpec] | None = None, statis
     print(tally(verdicts))
 
 
-def beside(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
+def beside(rows: Sequence[Sequence[str]], headers: Sequence[str], gated: Mapping[str, str] | None = None) -> str:
     """A Markdown table of claims' statuses side by side: each row a label and claim ids (each read in the chapter
     its id names, `claims.chapter_of`; "" for none), each cell its status and what decided it in short (a
     comparison's mean and interval); a claim whose setting has no recorded seeds yet says so, with the command that
-    records it."""
+    records it. `gated` maps a claim that is run only where another holds (a comparison and its premise) to that
+    other: where the first has no recorded seeds and the second is decided and does not hold, the cell says it is not
+    run, and why, instead of giving the command."""
     found: dict[str, dict[str, CourseVerdict]] = {}
+
+    def verdicts_of(claim_id: str) -> dict[str, CourseVerdict]:
+        chapter = chapter_of(claim_id)
+        return found.setdefault(chapter, {v.id: v for v in chapter_verdicts(chapter)})
 
     def cell(claim_id: str) -> str:
         if not claim_id:
             return "-"
-        chapter = chapter_of(claim_id)
-        known = found.setdefault(chapter, {v.id: v for v in chapter_verdicts(chapter)})
+        known = verdicts_of(claim_id)
         if claim_id not in known:
+            gate = (gated or {}).get(claim_id)
+            premise = verdicts_of(gate).get(gate) if gate else None
+            if premise is not None and premise.decided and not premise.holds:
+                return f"{claim_id}: not run, since {gate} does not hold ({premise.status})"
             setting = next((s for key in chapters.modules() for s in getattr(chapters.module(key), "SETTINGS", ())
                             if any(spec.id == claim_id for spec in s.claims)), None)  # fmt: skip
             run = f": `{recorded.record_command(setting.results)}`" if setting else ""

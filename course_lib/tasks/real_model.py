@@ -232,9 +232,9 @@ def train_and_evaluate(
     seed: int,
     settings: WarmStart,
     grpo: GRPOConfig,
+    extra: Sequence[str] = (),
     model: str = MODEL,
     cache: str = "off",
-    extra: Sequence[str] = (),
 ) -> dict:
     """Warm-start on `seed` (`warm_start`), evaluate on the held-out problems (sampling seed `seed`), train with
     `grpo` (the warm start's sampling; the update micro-batched at the checkpoint budget unless `grpo` sets one),

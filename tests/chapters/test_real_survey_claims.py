@@ -101,3 +101,21 @@ def test_the_methods_are_shown_beside_the_course_models_verdicts(results):
     assert "C16.17d: not recorded yet: `python -m course_lib.lab.real_survey compare gigpo" in gigpo
     assert f"C7.1: {status('C7.1', 'ch07').status} (" in gigpo  # read in chapter 07, with its interval
     assert gigpo.count("| - ") == 2  # no premise of GiGPO's is measured: it holds by construction
+
+
+def test_a_comparison_whose_premise_failed_is_shown_as_not_run(results):
+    """Section 3's rule: ARPO's comparison is not run where its premise (C16.13d) was decided and failed; StarPO-S's
+    is still to run where its premise (C16.15d) held; without the premises' records every one gives its command."""
+    for file in (*COURSE_RESULTS.glob("ch0[789]*.json"), *COURSE_RESULTS.glob("ch11*.json")):
+        shutil.copy(file, results)
+    cells = {line.split(" | ")[0]: line for line in verdicts.beside(ch16.BESIDE, ch16.BESIDE_HEADERS,
+                                                                     ch16.TRAINED_IF).splitlines()}  # fmt: skip
+    assert "C16.18d: not recorded yet: `" in cells["| ARPO: entropy after a tool's response; ARPO against GRPO"]
+    for task in ("two_hop", "lake"):
+        shutil.copy(COURSE_RESULTS / f"ch16_warm_start_{task}.json", results)
+    table = verdicts.beside(ch16.BESIDE, ch16.BESIDE_HEADERS, ch16.TRAINED_IF)
+    arpo, aepo, starpo = (next(line for line in table.splitlines() if line.startswith(f"| {name}"))
+                          for name in ("ARPO", "AEPO", "RAGEN-2"))  # fmt: skip
+    assert "C16.18d: not run, since C16.13d does not hold (not reproduced at this scale)" in arpo
+    assert "C16.19d: not run, since C16.16d does not hold (not reproduced at this scale)" in aepo
+    assert "C16.20d: not recorded yet: `python -m course_lib.lab.real_survey compare starpo_s" in starpo

@@ -198,6 +198,11 @@ def test_a_finding_is_never_reproduced_on_fewer_than_five_seeds():
         assert verdict.status == f"undecided ({count} seed{'s' * (count > 1)})" and not verdict.holds
         assert "undecided" in verdicts.tally([verdict])
     assert verdicts.decide(spec(effects=(("x", 0.05),)), strong).status == "reproduced"
+    # one seed is said in the singular and gives a number without an interval, in the tally and in claims.md
+    alone = verdicts.decide(spec(effects=(("x", 0.05),)), strong[:1])
+    assert "(1 seed)" in verdicts.tally([alone])
+    cell = verdict_docs.status_cell(alone)
+    assert "of 1 seed;" in cell and "x +0.500 on 1 seed, no interval yet" in cell and "[" not in cell
     # decided on its check on every seed: four passes are undecided, five decide, one failure decides at once
     passes = [{"x": 1.0}] * 5
     assert verdicts.decide(spec(), passes[:4]).status == "undecided (4 seeds)"
