@@ -33,9 +33,7 @@ def status_cell(verdict: CourseVerdict) -> str:
         text += f", {verdict.dirty} recorded from uncommitted code"
     if verdict.untestable:
         text += f"; {verdict.untestable}"
-    text += "".join(f"; {e.key} " + (f"{e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]" if e.seeds > 1 else
-                                     f"{e.mean:+.3f} on 1 seed, no interval yet")
-                    for e in verdict.effects if e.seeds)  # fmt: skip
+    text += "".join(f"; {e.key} {e.bracket()}" for e in verdict.effects if e.seeds)
     text += "".join(f"; shown: {label} {value}" for label, value in verdict.shown)
     if verdict.chance is not None:
         text += f"; P(fails by chance) {verdict.chance.probability:.2g}"

@@ -77,6 +77,14 @@ def seed_count(n: int) -> str:
     return f"{n} seed{'s' * (n != 1)}"
 
 
+def mean_and_interval(mean: float, low: float, high: float, seeds: int) -> str:
+    """`+0.061 [+0.032, +0.090]`: a mean and its 95% t-interval; `+0.312 on 1 seed, no interval yet` where there is
+    one seed, since a t-interval needs two (one seed's number is shown alone, never as an interval)."""
+    if seeds == 1:
+        return f"{mean:+.3f} on 1 seed, no interval yet"
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
 @dataclass(frozen=True)
 class Effect:
     """One paired difference over the recorded seeds."""
@@ -113,14 +121,17 @@ class Effect:
             and at_least(self.mean, self.margin)
         )
 
+    def bracket(self) -> str:
+        """`+0.061 [+0.032, +0.090]`, or `+0.312 on 1 seed, no interval yet` (`mean_and_interval`)."""
+        return mean_and_interval(self.mean, self.low, self.high, self.seeds)
+
     def interval_text(self) -> str:
         """`+0.061 [+0.032, +0.090] over 20 seeds`: the mean and its 95% t-interval."""
         if self.seeds == 0 and self.unmeasured:
             return f"not measurable on any of {self.unmeasured} seeds"
         unmeasured = f" ({self.unmeasured} more not measurable)" if self.unmeasured else ""
-        if self.seeds == 1:  # a t-interval needs two seeds: one seed's number is shown alone, never as an interval
-            return f"{self.mean:+.3f} on 1 seed, no interval yet{unmeasured}"
-        return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}] over {self.seeds} seeds{unmeasured}"
+        over = "" if self.seeds == 1 else f" over {self.seeds} seeds"
+        return f"{self.bracket()}{over}{unmeasured}"
 
     def text(self) -> str:
         if (self.seeds == 0 and self.unmeasured) or self.seeds == 1:
@@ -328,10 +339,8 @@ def interval_text(values: Sequence[float]) -> str:
     """`+0.061 [+0.032, +0.090] over 20 seeds` (mean and 95% t-interval), or `not recorded`."""
     if not values:
         return "not recorded"
-    mean, low, high = stats.t_interval(values)
-    if len(values) == 1:  # as `Effect.interval_text`: one seed gives no interval
-        return f"{mean:+.3f} on 1 seed, no interval yet"
-    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}] over {len(values)} seeds"
+    over = "" if len(values) == 1 else f" over {len(values)} seeds"
+    return mean_and_interval(*stats.t_interval(values), len(values)) + over
 
 
 def recorded_design(chapter: str) -> designs.Design | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -330,3 +331,16 @@ def test_one_seed_is_shown_as_a_number_never_as_an_interval():
     assert not one.decided and not one.holds
     assert verdicts.interval_text([0.312]) == "+0.312 on 1 seed, no interval yet"
     assert verdicts.effect("gain", 0.05, [0.3, 0.4]).interval_text().endswith("over 2 seeds")
+
+
+def test_the_mean_and_its_interval_are_written_in_one_place():
+    """`docs/claims.md`'s status cells, `Effect.interval_text` and `interval_text` once each wrote the one-seed phrase
+    themselves; all three now take it from `mean_and_interval`, so they cannot drift apart."""
+    assert verdicts.mean_and_interval(0.1, 0.05, 0.15, 3) == "+0.100 [+0.050, +0.150]"
+    assert verdicts.mean_and_interval(0.1, 0.1, 0.1, 1) == "+0.100 on 1 seed, no interval yet"
+    two = verdicts.effect("gain", 0.05, [0.3, 0.4])
+    assert two.bracket() == two.interval_text().removesuffix(" over 2 seeds")
+    assert verdicts.interval_text([0.3, 0.4]) == two.interval_text()
+    one = verdicts.effect("gain", 0.05, [0.312])
+    cell = verdict_docs.status_cell(replace(verdicts.chapter_verdicts("ch00")[0], effects=(one,), seeds=1, passed=0))
+    assert "; gain +0.312 on 1 seed, no interval yet" in cell
