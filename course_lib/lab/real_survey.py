@@ -143,8 +143,8 @@ def rl_shape(comparison: str) -> dict:
 def compare(comparison: str, seeds: Sequence[int], record: bool = False, pilot: bool = False) -> dict:
     """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with its RL at the active
     scale (`rl_shape`), recorded in `results/ch16_<comparison>.json` (`results/gpu/` on the gpu preset). A seed whose
-    warm start its `warm-start` record kept (`rl.adapter_cache`) starts from that adapter instead of fitting it
-    again: the same weights, so `before_success` equals the warm-start record's `success`."""
+    warm start a run kept under the same key (`rl.adapter_cache`) starts from that adapter instead of fitting it
+    again; `before_success` should then equal the warm-start record's `success` (the records allow the check)."""
     settings, shape = WARM_STARTS[COMPARISONS[comparison][0]], rl_shape(comparison)
 
     def measure(seed: int) -> dict[str, float]:

@@ -296,8 +296,10 @@ def train_arms(
     default one where the task has none: the lake's) with `rl` (its size and rate for this model: `iterations`,
     `prompts_per_iteration`, `group_size`, `learning_rate`) and the arm's changes. Returns `before_success` and each
     arm's `<arm>_success`, `<arm>_invalid_rate` and `<arm>_minutes`; an arm trained alone gets the numbers it gets
-    beside the others. With `cache="read"` the warm start is the one its warm-start record kept (`warm_start`), so
-    `before_success` equals that record's `success`."""
+    beside the others. With `cache="read"` the warm start is the one a run kept under the same key (`warm_start`), or
+    is fitted again and kept; the same code gives the same weights, so `before_success` should equal the warm-start
+    record's `success` (a check the records allow: the key-door grid's seed 3 failed it, see
+    docs/experiments/real-model-survey.md)."""
     task_name, table = COMPARISONS[comparison]
     unknown = sorted(set(arms or ()) - set(table))
     if unknown:
