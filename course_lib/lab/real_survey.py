@@ -8,6 +8,7 @@ held-out success and valid actions per seed, printed and recorded seed by seed.
     python -m course_lib.lab.real_survey mismatch [--seeds 0 1 2 3 4] [--record]   # results/ch16_mismatch.json
     python -m course_lib.lab.real_survey lora-blocks [--seeds 100 101 102] [--record]   # results/ch16_lora_blocks.json
     python -m course_lib.lab.real_survey compare gigpo [--seeds 100 101 102 --pilot] [--record]  # ch16_gigpo*.json
+    python -m course_lib.lab.real_survey check gigpo [--pilot]   # before-RL success against the warm-start records
 
 `lora-blocks`: does LoRA on the top 8 of 30 blocks learn as LoRA on all of them does? Chapter 00's SmolLM2 design on
 the fast path (warm start 30 steps of 8, GRPO 8 iterations of 4 x 8 at 2e-4, held-out success on 64 problems before
@@ -144,13 +145,47 @@ def compare(comparison: str, seeds: Sequence[int], record: bool = False, pilot: 
     """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with its RL at the active
     scale (`rl_shape`), recorded in `results/ch16_<comparison>.json` (`results/gpu/` on the gpu preset). A seed whose
     warm start a run kept under the same key (`rl.adapter_cache`) starts from that adapter instead of fitting it
-    again; `before_success` should then equal the warm-start record's `success` (the records allow the check)."""
+    again; `before_success` should equal the warm-start record's `success` where both ran on the same CPU
+    (`warm_start_check`)."""
     settings, shape = WARM_STARTS[COMPARISONS[comparison][0]], rl_shape(comparison)
 
     def measure(seed: int) -> dict[str, float]:
         return paired_arms(comparison, seed, settings, shape, cache="read")
 
     return record_seeds(comparison_results(comparison), seeds, measure, record, pilot)
+
+
+def warm_start_record(task: str, pilot: bool) -> str:
+    """The name of the records of `task`'s warm start as the comparisons fit it, less its `_pilot`:
+    `ch16_warm_start_<task>`, or for pilot seeds its sizing try's at `WARM_STARTS`' steps (`..._<steps>steps`) where
+    the sizing rule changed chapter 00's steps."""
+    steps = WARM_STARTS[task].sft.steps
+    return warm_start_results(task) + (f"_{steps}steps" if pilot and steps != SMOLLM2.sft.steps else "")
+
+
+def warm_start_check(comparison: str, pilot: bool = False) -> list[str]:
+    """Per recorded seed of `comparison` (its pilots with `pilot`), the before-RL success beside the success its
+    task's warm-start record measured on the same seed, and whether the two ran on the same CPU: the check that a
+    warm start fitted again gives its record's number (docs/experiments/real-model-survey.md). Reads records only."""
+    task = COMPARISONS[comparison][0]
+    suffix = "_pilot" if pilot else ""
+    runs = recorded.load(comparison_results(comparison) + suffix)["seeds"]
+    name = warm_start_record(task, pilot) + suffix
+    try:
+        warm = recorded.load(name)["seeds"]
+    except recorded.ResultsMissing:
+        warm = {}
+    lines = []
+    for seed in sorted(runs, key=int):
+        before, cpu = runs[seed]["numbers"]["before_success"], runs[seed]["provenance"]["cpu"]
+        if seed not in warm:
+            lines.append(f"seed {seed}: before RL {before:.3f} ({cpu}); no record in results/{name}.json")
+            continue
+        then, then_cpu = warm[seed]["numbers"][f"{task}_success"], warm[seed]["provenance"]["cpu"]
+        machine = "the same CPU" if then_cpu == cpu else f"another CPU: {then_cpu}, then {cpu}"
+        lines.append(f"seed {seed}: before RL {before:.3f}, warm-start record {then:.3f}: "
+                     f"{'equal' if before == then else 'differ'}, {machine}")  # fmt: skip
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,7 +209,16 @@ def main(argv: list[str] | None = None) -> int:
     pair.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
     pair.add_argument("--record", action="store_true", help="write results/ch16_<comparison>.json, seed by seed")
     pair.add_argument("--pilot", action="store_true", help="pilot seeds (100 and up), recorded apart (_pilot.json)")
+    check = sub.add_parser("check", help="each recorded seed's before-RL success against its warm-start record")
+    check.add_argument("comparison", choices=list(COMPARISONS))
+    check.add_argument("--pilot", action="store_true", help="the comparison's pilot seeds")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        try:
+            print("\n".join(warm_start_check(args.comparison, args.pilot)))
+        except recorded.ResultsMissing as missing:
+            parser.exit(1, f"{missing}\n")
+        return 0
     if args.command in ("warm-start", "compare") and args.pilot != all(seed >= PILOT_SEEDS for seed in args.seeds):
         parser.error(f"pilot seeds are {PILOT_SEEDS} and up, deciding seeds below (--pilot says which these are)")
     if args.command == "warm-start" and args.steps is not None and not args.pilot:

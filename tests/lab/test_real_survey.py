@@ -100,3 +100,35 @@ def test_each_task_records_its_seeds_in_a_file_of_its_own(tmp_path, monkeypatch)
         assert set(seeds) <= {"100", "101"} and all(len(s["numbers"]) == 1 for s in seeds.values())
     key_door = json.loads((tmp_path / "ch16_warm_start_key_door_60steps_pilot.json").read_text())["seeds"]["100"]
     assert key_door["numbers"] == {"key_door_success": 100.06}
+
+
+def _records(folder: Path, name: str, seeds: dict[str, tuple[str, float]], key: str) -> None:
+    """A results file as `recorded.record` writes it, with only what `warm_start_check` reads: per seed, the CPU in
+    its provenance and one number."""
+    table = {seed: {"provenance": {"cpu": cpu}, "numbers": {key: value}} for seed, (cpu, value) in seeds.items()}
+    (folder / f"{name}.json").write_text(json.dumps({"chapter": name, "seeds": table}))
+
+
+def test_the_before_rl_check_reads_both_records_and_names_the_cpus(tmp_path, capsys):
+    """`check`: each seed's before-RL success against its warm-start record's, equal or not, on the same CPU or
+    another; a seed with no warm-start record says which file it looked in; pilots look in the sizing try's file."""
+    _records(tmp_path, "ch16_starpo_s", {"0": ("A", 0.125), "1": ("B", 0.0), "2": ("A", 0.5)}, "before_success")
+    _records(tmp_path, "ch16_warm_start_lake", {"0": ("A", 0.125), "1": ("A", 0.016)}, "lake_success")
+    _records(tmp_path, "ch16_starpo_s_pilot", {"100": ("B", 0.094)}, "before_success")
+    steps = real_survey.WARM_STARTS["lake"].sft.steps  # the lake's sizing try set its steps
+    _records(tmp_path, f"ch16_warm_start_lake_{steps}steps_pilot", {"100": ("A", 0.141)}, "lake_success")
+    with recorded.recording_into(tmp_path):
+        assert real_survey.warm_start_check("starpo_s") == [
+            "seed 0: before RL 0.125, warm-start record 0.125: equal, the same CPU",
+            "seed 1: before RL 0.000, warm-start record 0.016: differ, another CPU: A, then B",
+            "seed 2: before RL 0.500 (A); no record in results/ch16_warm_start_lake.json",
+        ]
+        assert real_survey.main(["check", "starpo_s", "--pilot"]) == 0
+        assert (
+            capsys.readouterr().out
+            == "seed 100: before RL 0.094, warm-start record 0.141: differ, another CPU: A, then B\n"
+        )
+        assert real_survey.warm_start_record("two_hop", pilot=True) == "ch16_warm_start_two_hop"  # chapter 00's steps
+        with pytest.raises(SystemExit) as stopped:
+            real_survey.main(["check", "gigpo"])
+    assert stopped.value.code == 1 and "compare gigpo" in capsys.readouterr().err
