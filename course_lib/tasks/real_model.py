@@ -297,10 +297,10 @@ def train_arms(
     `prompts_per_iteration`, `group_size`, `learning_rate`) and the arm's changes. Returns `before_success` and each
     arm's `<arm>_success`, `<arm>_invalid_rate` and `<arm>_minutes`; an arm trained alone gets the numbers it gets
     beside the others. With `cache="read"` the warm start is the one a run kept under the same key (`warm_start`), or
-    is fitted again and kept. A fit is deterministic on one CPU, not across CPUs, so `before_success` should equal
-    the warm-start record's `success` where both ran on the same CPU (`python -m course_lib.lab.real_survey check`
-    compares them; the seeds that disagreed so far were fitted on another CPU than their records,
-    docs/experiments/real-model-survey.md)."""
+    is fitted again and kept. A fit repeats itself on one CPU; another CPU's matrix kernels may sum in another order,
+    so `before_success` should equal the warm-start record's `success` where both ran on the same CPU (`python -m
+    course_lib.lab.real_survey check` compares them; every seed that disagreed so far was fitted on another CPU than
+    its record: a hypothesis, docs/experiments/real-model-survey.md)."""
     task_name, table = COMPARISONS[comparison]
     unknown = sorted(set(arms or ()) - set(table))
     if unknown:
