@@ -346,6 +346,18 @@ TIMING = re.compile(r"seconds|minutes|extra_share|step_saving")
 step): they differ between two runs of the same seed even on one machine, so `origin` does not compare them."""
 
 
+def describe(cpu: str, capability: str | None, threads: int | None) -> str:
+    """`Intel Xeon (AVX512 kernels), 2 threads`: what decides whether two runs can agree bit for bit."""
+    kernels = f" ({capability} kernels)" if capability else ""
+    return f"{cpu}{kernels}, {threads} thread{'s' * (threads != 1)}"
+
+
+def machine(provenance: Mapping) -> str:
+    """`describe` of the machine a record's `provenance` names (its CPU, kernels and threads)."""
+    return describe(provenance.get("cpu", "an unrecorded CPU"), provenance.get("cpu_capability"),
+                    provenance.get("torch_threads"))  # fmt: skip
+
+
 def origin(chapter: str, seed: int, numbers: Mapping[str, float] | None = None) -> str:
     """This run against its recorded seed: this machine's CPU and threads against those `results/<chapter>.json`
     recorded seed `seed` on, and, with `numbers` (this run's claim numbers), how many of the numbers both hold
@@ -356,10 +368,6 @@ def origin(chapter: str, seed: int, numbers: Mapping[str, float] | None = None) 
 
     from course_lib.machine import cpu_description
 
-    def describe(cpu: str, capability: str | None, threads: int | None) -> str:
-        kernels = f" ({capability} kernels)" if capability else ""
-        return f"{cpu}{kernels}, {threads} thread{'s' * (threads != 1)}"
-
     record = load(chapter)["seeds"].get(str(seed))
     provenance = (record or {}).get("provenance", {})
     # an older record did not note the kernels: compare what it noted
@@ -367,8 +375,7 @@ def origin(chapter: str, seed: int, numbers: Mapping[str, float] | None = None) 
     here = describe(cpu_description(), capability, torch.get_num_threads())
     if record is None:
         return f"this run: seed {seed} on {here}; results/{chapter}.json has no seed {seed} to compare it with"
-    there = describe(provenance.get("cpu", "an unrecorded CPU"), provenance.get("cpu_capability"),
-                     provenance.get("torch_threads"))  # fmt: skip
+    there = machine(provenance)
     if there == here:
         line = f"this run: seed {seed} on {here}, the machine and threads results/{chapter}.json recorded it on"
     else:

@@ -177,14 +177,18 @@ def warm_start_check(comparison: str, pilot: bool = False) -> list[str]:
         warm = {}
     lines = []
     for seed in sorted(runs, key=int):
-        before, cpu = runs[seed]["numbers"]["before_success"], runs[seed]["provenance"]["cpu"]
+        before, run_machine = runs[seed]["numbers"]["before_success"], recorded.machine(runs[seed]["provenance"])
         if seed not in warm:
-            lines.append(f"seed {seed}: before RL {before:.3f} ({cpu}); no record in results/{name}.json")
+            lines.append(f"seed {seed}: before RL {before:.3f} ({run_machine}); no record in results/{name}.json")
             continue
-        then, then_cpu = warm[seed]["numbers"][f"{task}_success"], warm[seed]["provenance"]["cpu"]
-        machine = "the same CPU" if then_cpu == cpu else f"another CPU: {then_cpu}, then {cpu}"
+        then, then_machine = warm[seed]["numbers"][f"{task}_success"], recorded.machine(warm[seed]["provenance"])
+        where = (
+            "the same machine"
+            if then_machine == run_machine
+            else f"another machine: {then_machine}, then {run_machine}"
+        )
         lines.append(f"seed {seed}: before RL {before:.3f}, warm-start record {then:.3f}: "
-                     f"{'equal' if before == then else 'differ'}, {machine}")  # fmt: skip
+                     f"{'equal' if before == then else 'differ'}, {where}")  # fmt: skip
     return lines
 
 

@@ -105,7 +105,10 @@ def test_each_task_records_its_seeds_in_a_file_of_its_own(tmp_path, monkeypatch)
 def _records(folder: Path, name: str, seeds: dict[str, tuple[str, float]], key: str) -> None:
     """A results file as `recorded.record` writes it, with only what `warm_start_check` reads: per seed, the CPU in
     its provenance and one number."""
-    table = {seed: {"provenance": {"cpu": cpu}, "numbers": {key: value}} for seed, (cpu, value) in seeds.items()}
+    table = {
+        seed: {"provenance": {"cpu": cpu, "torch_threads": 2}, "numbers": {key: value}}
+        for seed, (cpu, value) in seeds.items()
+    }
     (folder / f"{name}.json").write_text(json.dumps({"chapter": name, "seeds": table}))
 
 
@@ -119,14 +122,16 @@ def test_the_before_rl_check_reads_both_records_and_names_the_cpus(tmp_path, cap
     _records(tmp_path, f"ch16_warm_start_lake_{steps}steps_pilot", {"100": ("A", 0.141)}, "lake_success")
     with recorded.recording_into(tmp_path):
         assert real_survey.warm_start_check("starpo_s") == [
-            "seed 0: before RL 0.125, warm-start record 0.125: equal, the same CPU",
-            "seed 1: before RL 0.000, warm-start record 0.016: differ, another CPU: A, then B",
-            "seed 2: before RL 0.500 (A); no record in results/ch16_warm_start_lake.json",
+            "seed 0: before RL 0.125, warm-start record 0.125: equal, the same machine",
+            "seed 1: before RL 0.000, warm-start record 0.016: differ, another machine: A, 2 threads, then B, "
+            "2 threads",
+            "seed 2: before RL 0.500 (A, 2 threads); no record in results/ch16_warm_start_lake.json",
         ]
         assert real_survey.main(["check", "starpo_s", "--pilot"]) == 0
         assert (
             capsys.readouterr().out
-            == "seed 100: before RL 0.094, warm-start record 0.141: differ, another CPU: A, then B\n"
+            == "seed 100: before RL 0.094, warm-start record 0.141: differ, another machine: A, 2 threads, then B, "
+            "2 threads\n"
         )
         assert real_survey.warm_start_record("two_hop", pilot=True) == "ch16_warm_start_two_hop"  # chapter 00's steps
         with pytest.raises(SystemExit) as stopped:
