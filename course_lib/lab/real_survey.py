@@ -92,7 +92,7 @@ def warm_starts(
     comparisons that start from the same warm start. Returns every seed's numbers of all the tasks."""
     out: dict[int, dict[str, float]] = {seed: {} for seed in seeds}
     for task in tasks:
-        name = warm_start_results(task) + ("" if steps is None else f"_{steps}steps")
+        name = warm_start_results(task, steps)
 
         def measure(seed: int, task: str = task) -> dict[str, float]:
             numbers = warm_start_numbers(task, seed, sized(task, steps), premises=premises, cache="write")
@@ -145,7 +145,7 @@ def compare(comparison: str, seeds: Sequence[int], record: bool = False, pilot: 
     """`paired_arms` of `comparison` on each seed, from the task's warm start (`WARM_STARTS`) with its RL at the active
     scale (`rl_shape`), recorded in `results/ch16_<comparison>.json` (`results/gpu/` on the gpu preset). A seed whose
     warm start a run kept under the same key (`rl.adapter_cache`) starts from that adapter instead of fitting it
-    again; `before_success` should equal the warm-start record's `success` where both ran on the same CPU
+    again; `before_success` should equal the warm-start record's `success` where both ran on the same machine
     (`warm_start_check`)."""
     settings, shape = WARM_STARTS[COMPARISONS[comparison][0]], rl_shape(comparison)
 
@@ -160,13 +160,14 @@ def warm_start_record(task: str, pilot: bool) -> str:
     `ch16_warm_start_<task>`, or for pilot seeds its sizing try's at `WARM_STARTS`' steps (`..._<steps>steps`) where
     the sizing rule changed chapter 00's steps."""
     steps = WARM_STARTS[task].sft.steps
-    return warm_start_results(task) + (f"_{steps}steps" if pilot and steps != SMOLLM2.sft.steps else "")
+    return warm_start_results(task, steps if pilot and steps != SMOLLM2.sft.steps else None)
 
 
 def warm_start_check(comparison: str, pilot: bool = False) -> list[str]:
     """Per recorded seed of `comparison` (its pilots with `pilot`), the before-RL success beside the success its
-    task's warm-start record measured on the same seed, and whether the two ran on the same CPU: the check that a
-    warm start fitted again gives its record's number (docs/experiments/real-model-survey.md). Reads records only."""
+    task's warm-start record measured on the same seed, and whether the two ran on the same machine (CPU, kernels,
+    threads: `recorded.machine`): the check that a warm start fitted again gives its record's number
+    (docs/experiments/real-model-survey.md). Reads records only."""
     task = COMPARISONS[comparison][0]
     suffix = "_pilot" if pilot else ""
     runs = recorded.load(comparison_results(comparison) + suffix)["seeds"]

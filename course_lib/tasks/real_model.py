@@ -57,10 +57,11 @@ MISMATCH_RESULTS = "ch16_mismatch"
 (`lab.fast_path.sampler_mismatch`)."""
 
 
-def warm_start_results(task: str) -> str:
+def warm_start_results(task: str, steps: int | None = None) -> str:
     """`results/ch16_warm_start_<task>.json`: per seed, one task's warm-start numbers and premises, prefixed by its
-    name (a file per task, so that each task's seeds are recorded, and can be added, on their own)."""
-    return f"ch16_warm_start_{task}"
+    name (a file per task, so that each task's seeds are recorded, and can be added, on their own). With `steps`, a
+    pilot's sizing try at that many steps: `ch16_warm_start_<task>_<steps>steps` (its `_pilot` added on recording)."""
+    return f"ch16_warm_start_{task}" + ("" if steps is None else f"_{steps}steps")
 
 
 def comparison_results(comparison: str) -> str:
@@ -297,10 +298,10 @@ def train_arms(
     `prompts_per_iteration`, `group_size`, `learning_rate`) and the arm's changes. Returns `before_success` and each
     arm's `<arm>_success`, `<arm>_invalid_rate` and `<arm>_minutes`; an arm trained alone gets the numbers it gets
     beside the others. With `cache="read"` the warm start is the one a run kept under the same key (`warm_start`), or
-    is fitted again and kept. A fit repeats itself on one CPU; another CPU's matrix kernels may sum in another order,
-    so `before_success` should equal the warm-start record's `success` where both ran on the same CPU (`python -m
-    course_lib.lab.real_survey check` compares them; every seed that disagreed so far was fitted on another CPU than
-    its record: a hypothesis, docs/experiments/real-model-survey.md)."""
+    is fitted again and kept. A fit repeats itself on one machine; another CPU's matrix kernels may sum in another
+    order, so `before_success` should equal the warm-start record's `success` where both ran on the same machine
+    (`python -m course_lib.lab.real_survey check` compares them: in the survey's records, the 4 refits on their
+    record's machine kind agree and the 4 that disagree crossed machines, docs/experiments/real-model-survey.md)."""
     task_name, table = COMPARISONS[comparison]
     unknown = sorted(set(arms or ()) - set(table))
     if unknown:

@@ -112,8 +112,8 @@ def _records(folder: Path, name: str, seeds: dict[str, tuple[str, float]], key: 
     (folder / f"{name}.json").write_text(json.dumps({"chapter": name, "seeds": table}))
 
 
-def test_the_before_rl_check_reads_both_records_and_names_the_cpus(tmp_path, capsys):
-    """`check`: each seed's before-RL success against its warm-start record's, equal or not, on the same CPU or
+def test_the_before_rl_check_reads_both_records_and_names_the_machines(tmp_path, capsys):
+    """`check`: each seed's before-RL success against its warm-start record's, equal or not, on the same machine or
     another; a seed with no warm-start record says which file it looked in; pilots look in the sizing try's file."""
     _records(tmp_path, "ch16_starpo_s", {"0": ("A", 0.125), "1": ("B", 0.0), "2": ("A", 0.5)}, "before_success")
     _records(tmp_path, "ch16_warm_start_lake", {"0": ("A", 0.125), "1": ("A", 0.016)}, "lake_success")
